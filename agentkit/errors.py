@@ -1,0 +1,177 @@
+"""The agentkit exception hierarchy.
+
+Every error agentkit raises derives from :class:`AgentkitError`. Where a built-in
+exception describes the same failure, the agentkit error also inherits from it, so
+ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
+
+    AgentkitError
+    ├── ConfigurationError (ValueError)        bad arguments, caught before any side effect
+    │   └── MissingDependencyError (ImportError) an optional extra is not installed
+    ├── CancelledError                          a CancelToken was cancelled
+    ├── ModelError                              the model call failed
+    │   ├── ContextOverflowError                the prompt exceeds the context window
+    │   ├── ScriptExhaustedError                a ScriptedModel ran out of turns
+    │   └── ProviderError                       a provider API answered with an error
+    │       ├── AuthenticationError
+    │       ├── RateLimitError
+    │       └── ProviderUnavailableError        5xx / overloaded / connection failures
+    ├── ToolDefinitionError (ValueError)        a tool is defined wrongly (duplicate name, bad schema)
+    ├── CompletionValidationError               validate_completion retries were exhausted
+    ├── SessionError
+    │   ├── SessionClosedError                  the session was closed or aborted
+    │   └── SessionFailedError                  a previous append failed; the session refuses work
+    ├── StoreError
+    │   ├── StoreConflictError                  compare-and-swap: the expected revision is stale
+    │   ├── StoreCorruptionError                a record in the middle of a log is damaged
+    │   ├── SchemaVersionError                  a record was written by a newer agentkit
+    │   └── StoreLockTimeout (TimeoutError)     a store lock stayed held past the timeout
+    └── AccessDenied (PermissionError)          an execution context refused an operation
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AccessDenied",
+    "AgentkitError",
+    "AuthenticationError",
+    "CancelledError",
+    "CompletionValidationError",
+    "ConfigurationError",
+    "ContextOverflowError",
+    "MissingDependencyError",
+    "ModelError",
+    "ProviderError",
+    "ProviderUnavailableError",
+    "RateLimitError",
+    "SchemaVersionError",
+    "ScriptExhaustedError",
+    "SessionClosedError",
+    "SessionError",
+    "SessionFailedError",
+    "StoreConflictError",
+    "StoreCorruptionError",
+    "StoreError",
+    "StoreLockTimeout",
+    "ToolDefinitionError",
+]
+
+
+class AgentkitError(Exception):
+    """Base class of every error agentkit raises."""
+
+
+class ConfigurationError(AgentkitError, ValueError):
+    """An argument or setting is invalid. Raised before any side effect."""
+
+
+class MissingDependencyError(ConfigurationError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str, feature: str) -> None:
+        super().__init__(
+            f"{feature} needs the '{package}' package, which is not installed. "
+            f"Install it with: pip install 'agentkit[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class CancelledError(AgentkitError):
+    """Work stopped because its :class:`~agentkit.CancelToken` was cancelled."""
+
+    def __init__(self, reason: str | None = None) -> None:
+        super().__init__(reason or "cancelled")
+        self.reason = reason
+
+
+class ModelError(AgentkitError):
+    """A model call failed."""
+
+
+class ContextOverflowError(ModelError):
+    """The request does not fit the model's context window."""
+
+
+class ScriptExhaustedError(ModelError):
+    """A :class:`~agentkit.ScriptedModel` received more requests than it has turns."""
+
+
+class ProviderError(ModelError):
+    """A provider API answered with an error.
+
+    ``status_code`` is the HTTP status when there was one; ``provider`` names the API.
+    """
+
+    def __init__(self, message: str, *, provider: str = "", status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status_code = status_code
+
+
+class AuthenticationError(ProviderError):
+    """The provider rejected the credentials. Not retried."""
+
+
+class RateLimitError(ProviderError):
+    """The provider rate-limited the request and retries were exhausted."""
+
+
+class ProviderUnavailableError(ProviderError):
+    """The provider was overloaded, failed with a 5xx or could not be reached, after retries."""
+
+
+class ToolDefinitionError(AgentkitError, ValueError):
+    """A tool is defined wrongly: a duplicate name, an invalid schema or signature."""
+
+
+class CompletionValidationError(AgentkitError):
+    """``validate_completion`` kept rejecting the answer after all allowed retries."""
+
+    def __init__(self, message: str, *, feedback: str, attempts: int) -> None:
+        super().__init__(message)
+        self.feedback = feedback
+        self.attempts = attempts
+
+
+class SessionError(AgentkitError):
+    """A session cannot do what was asked."""
+
+
+class SessionClosedError(SessionError):
+    """The session was closed (or aborted) and accepts no more work."""
+
+
+class SessionFailedError(SessionError):
+    """An earlier append to the event store failed, so this session object refuses work.
+
+    Reopen the session with ``Session.open`` to continue from what is durable.
+    """
+
+
+class StoreError(AgentkitError):
+    """An event store operation failed."""
+
+
+class StoreConflictError(StoreError):
+    """Compare-and-swap failed: another writer appended first. Nothing was written."""
+
+    def __init__(self, message: str, *, expected_revision: int, actual_revision: int) -> None:
+        super().__init__(message)
+        self.expected_revision = expected_revision
+        self.actual_revision = actual_revision
+
+
+class StoreCorruptionError(StoreError):
+    """A stored record that is not the tail of its log is damaged."""
+
+
+class SchemaVersionError(StoreError):
+    """A stored record has a schema version newer than this agentkit understands."""
+
+
+class StoreLockTimeout(StoreError, TimeoutError):
+    """A store lock stayed held longer than the configured timeout. Locks are never stolen."""
+
+
+class AccessDenied(AgentkitError, PermissionError):
+    """An execution context refused an operation (path escape, read-only root, veto)."""

@@ -1,0 +1,262 @@
+"""Canonical session events.
+
+A session's state is an append-only list of events. Every event has a stable ``id``, a
+``type``, a ``timestamp`` (seconds since the epoch) and a ``seq`` assigned when the
+Session commits it (``0`` means "not committed yet"). Events are frozen, JSON-ready data
+and refer to other things by id only.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+from .errors import ConfigurationError
+from .messages import (
+    ContentPart,
+    Message,
+    ToolCallPart,
+    ToolOutput,
+    content_from_dict,
+    content_to_dict,
+)
+from .usage import Usage
+
+__all__ = [
+    "AssistantMessageEvent",
+    "ContextReplacedEvent",
+    "ControlEvent",
+    "Event",
+    "RuntimeEvent",
+    "ToolResultEvent",
+    "UserMessageEvent",
+    "event_from_dict",
+    "new_id",
+]
+
+
+def new_id() -> str:
+    """A new random event id."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """Base class of all events."""
+
+    type: ClassVar[str] = "event"
+    id: str = field(default_factory=new_id)
+    """Stable, unique id."""
+    timestamp: float = field(default_factory=time.time)
+    """When the event was created (seconds since the epoch)."""
+    seq: int = 0
+    """Commit sequence number within the session, assigned by the Session (1, 2, ...)."""
+
+    def with_seq(self, seq: int) -> Event:
+        """A copy carrying commit number ``seq``."""
+        return replace(self, seq=seq)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``event_from_dict`` restores an equal event."""
+        out: dict[str, Any] = {
+            "type": self.type,
+            "id": self.id,
+            "timestamp": self.timestamp,
+            "seq": self.seq,
+        }
+        out.update(self._payload())
+        return out
+
+    def _payload(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        return {}
+
+    @classmethod
+    def _from_payload(cls, d: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover
+        return {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class UserMessageEvent(Event):
+    """The user said something (text, images, files)."""
+
+    type: ClassVar[str] = "user-message"
+    content: tuple[ContentPart, ...]
+
+    def _payload(self) -> dict[str, Any]:
+        return {"content": content_to_dict(self.content)}
+
+    @classmethod
+    def _from_payload(cls, d: dict[str, Any]) -> dict[str, Any]:
+        return {"content": content_from_dict(d["content"])}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssistantMessageEvent(Event):
+    """The model answered: text, reasoning and tool-call parts."""
+
+    type: ClassVar[str] = "assistant-message"
+    content: tuple[ContentPart, ...]
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """The tool calls in this message, in the order the model wrote them."""
+        return tuple(p for p in self.content if isinstance(p, ToolCallPart))
+
+    def _payload(self) -> dict[str, Any]:
+        return {
+            "content": content_to_dict(self.content),
+            "usage": None if self.usage is None else self.usage.to_dict(),
+            "finish_reason": self.finish_reason,
+            "model": self.model,
+        }
+
+    @classmethod
+    def _from_payload(cls, d: dict[str, Any]) -> dict[str, Any]:
+        usage = d.get("usage")
+        return {
+            "content": content_from_dict(d["content"]),
+            "usage": None if usage is None else Usage.from_dict(usage),
+            "finish_reason": d.get("finish_reason"),
+            "model": d.get("model"),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResultEvent(Event):
+    """A tool call finished (successfully or with an error result)."""
+
+    type: ClassVar[str] = "tool-result"
+    tool_call_id: str
+    tool_name: str
+    output: ToolOutput
+
+    def _payload(self) -> dict[str, Any]:
+        from .messages import _output_to_dict
+
+        return {
+            "tool_call_id": self.tool_call_id,
+            "tool_name": self.tool_name,
+            "output": _output_to_dict(self.output),
+        }
+
+    @classmethod
+    def _from_payload(cls, d: dict[str, Any]) -> dict[str, Any]:
+        from .messages import _output_from_dict
+
+        return {
+            "tool_call_id": d["tool_call_id"],
+            "tool_name": d["tool_name"],
+            "output": _output_from_dict(d["output"]),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeEvent(Event):
+    """Something happened outside the conversation: a job finished, a timer fired, an MCP
+    server sent a notification. ``runtime_type`` names it (``job-finished``,
+    ``timer-fired``, ``mcp-notification``...), ``data`` is any JSON object.
+
+    The model sees runtime events as context in a user turn, never as tool results.
+    """
+
+    type: ClassVar[str] = "runtime"
+    runtime_type: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.runtime_type, str) or not self.runtime_type:
+            raise ConfigurationError("a runtime event needs a non-empty string type")
+        if not isinstance(self.data, dict):
+            raise ConfigurationError(
+                f"runtime event data must be a dict, not {type(self.data).__name__}"
+            )
+        try:
+            json.dumps(self.data)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(
+                f"runtime event {self.runtime_type!r} data is not JSON-serialisable: {exc}"
+            ) from None
+
+    def _payload(self) -> dict[str, Any]:
+        return {"runtime_type": self.runtime_type, "data": self.data}
+
+    @classmethod
+    def _from_payload(cls, d: dict[str, Any]) -> dict[str, Any]:
+        return {"runtime_type": d["runtime_type"], "data": d.get("data", {})}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextReplacedEvent(Event):
+    """The model context was replaced (context-overflow handling, compaction).
+
+    The projection starts again from ``messages``; earlier events stay in the log.
+    """
+
+    type: ClassVar[str] = "context-replaced"
+    messages: tuple[Message, ...]
+    reason: str = ""
+
+    def _payload(self) -> dict[str, Any]:
+        return {"messages": [m.to_dict() for m in self.messages], "reason": self.reason}
+
+    @classmethod
+    def _from_payload(cls, d: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "messages": tuple(Message.from_dict(m) for m in d["messages"]),
+            "reason": d.get("reason", ""),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControlEvent(Event):
+    """A runtime control record (generation aborted, session aborted...). Not shown to
+    the model."""
+
+    type: ClassVar[str] = "control"
+    action: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def _payload(self) -> dict[str, Any]:
+        return {"action": self.action, "data": self.data}
+
+    @classmethod
+    def _from_payload(cls, d: dict[str, Any]) -> dict[str, Any]:
+        return {"action": d["action"], "data": d.get("data", {})}
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        UserMessageEvent,
+        AssistantMessageEvent,
+        ToolResultEvent,
+        RuntimeEvent,
+        ContextReplacedEvent,
+        ControlEvent,
+    )
+}
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Restore an event from :meth:`Event.to_dict` output."""
+    etype = data.get("type")
+    cls = EVENT_TYPES.get(etype)  # type: ignore[arg-type]
+    if cls is None:
+        raise ConfigurationError(
+            f"unknown event type {etype!r}; known: {', '.join(sorted(EVENT_TYPES))}"
+        )
+    try:
+        return cls(
+            id=data["id"],
+            timestamp=data["timestamp"],
+            seq=data.get("seq", 0),
+            **cls._from_payload(data),
+        )
+    except KeyError as exc:
+        raise ConfigurationError(f"{etype} event is missing field {exc.args[0]!r}") from None

@@ -1,0 +1,399 @@
+"""The step loop: infer, commit, run tools, commit, repeat.
+
+The loop talks to its host (the Session) through :class:`LoopHost`: it reads projected
+messages and commits events. Tool results are committed before the next model request,
+so a retried or resumed generation never re-runs a finished tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from .cancel import CancelToken
+from .errors import CancelledError, CompletionValidationError, ConfigurationError, ContextOverflowError
+from .events import (
+    AssistantMessageEvent,
+    ContextReplacedEvent,
+    Event,
+    ToolResultEvent,
+    UserMessageEvent,
+)
+from .messages import (
+    ContentPart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolOutput,
+    text_of,
+)
+from .models.base import (
+    ChatModel,
+    FinishEvent,
+    ModelRequest,
+    ModelSettings,
+    ReasoningDelta,
+    ReasoningDone,
+    TextDelta,
+    ToolCallEvent,
+    ToolChoice,
+    UsageEvent,
+)
+from .results import RunResult, Step, ToolCallRecord
+from .tools.base import ToolContext, ToolRegistry
+from .tools.runner import run_tool_call
+from .usage import Usage
+
+__all__ = ["LoopHost", "LoopOptions", "run_loop"]
+
+ToolExecution = Literal["parallel", "sequential"]
+
+
+class LoopHost(Protocol):
+    """What the loop needs from its session."""
+
+    session_id: str | None
+
+    def _commit(self, events: Sequence[Event]) -> list[Event]: ...
+    def _project(self) -> tuple[list[Message], dict[str, str]]: ...
+    def _executor(self) -> Executor: ...
+
+
+@dataclass(kw_only=True)
+class LoopOptions:
+    """Per-generation options (a Session's defaults merged with per-call overrides)."""
+
+    model: ChatModel
+    tools: ToolRegistry
+    system: str | None = None
+    max_steps: int = 20
+    tool_execution: ToolExecution = "parallel"
+    tool_choice: ToolChoice = "auto"
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    provider_options: dict[str, Any] = field(default_factory=dict)
+    cache: bool = True
+    on_token: Callable[[str], Any] | None = None
+    on_reasoning: Callable[[str], Any] | None = None
+    on_tool_call_start: Callable[[ToolCallPart], Any] | None = None
+    on_tool_call_update: Callable[[str, Any], Any] | None = None
+    on_tool_call_finish: Callable[[ToolCallRecord], Any] | None = None
+    validate_completion: Callable[[RunResult], str | None] | None = None
+    max_validation_retries: int = 0
+    on_context_overflow: Callable[[list[Message], CancelToken], Sequence[Message]] | None = None
+    max_context_overflow_retries: int = 3
+    execution_context: Any = None
+
+    def check(self) -> None:
+        """Raise ConfigurationError for invalid values, before any side effect."""
+        if not hasattr(self.model, "stream"):
+            raise ConfigurationError(
+                f"model must be a ChatModel (with a stream(request) method) or a spec "
+                f"string like 'openai:gpt-4.1-mini', not {type(self.model).__name__}"
+            )
+        if not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise ConfigurationError(f"max_steps must be a positive int, got {self.max_steps!r}")
+        if self.tool_execution not in ("parallel", "sequential"):
+            raise ConfigurationError(
+                f"tool_execution must be 'parallel' or 'sequential', got {self.tool_execution!r}"
+            )
+        for name in ("max_validation_retries", "max_context_overflow_retries"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
+
+
+@dataclass
+class _Inference:
+    content: tuple[ContentPart, ...]
+    usage: Usage
+    finish_reason: str
+
+
+def _infer(model: ChatModel, request: ModelRequest, opts: LoopOptions) -> _Inference:
+    parts: list[ContentPart] = []
+    text: list[str] = []
+    reasoning: list[str] = []
+    usage = Usage()
+    finish = "stop"
+    cancel = request.cancel
+    on_token, on_reasoning = opts.on_token, opts.on_reasoning
+
+    def flush_text() -> None:
+        if text:
+            parts.append(TextPart(text="".join(text)))
+            text.clear()
+
+    def flush_reasoning() -> None:
+        if reasoning:
+            parts.append(ReasoningPart(text="".join(reasoning)))
+            reasoning.clear()
+
+    for ev in model.stream(request):
+        if cancel.cancelled:
+            raise CancelledError(cancel.reason)
+        if isinstance(ev, TextDelta):
+            if reasoning:
+                flush_reasoning()
+            text.append(ev.text)
+            if on_token is not None:
+                on_token(ev.text)
+        elif isinstance(ev, ToolCallEvent):
+            flush_reasoning()
+            flush_text()
+            parts.append(
+                ToolCallPart(
+                    tool_call_id=ev.tool_call_id,
+                    tool_name=ev.tool_name,
+                    input=ev.input,
+                    input_error=ev.input_error,
+                )
+            )
+        elif isinstance(ev, UsageEvent):
+            usage = usage + ev.usage
+        elif isinstance(ev, FinishEvent):
+            finish = ev.reason
+        elif isinstance(ev, ReasoningDelta):
+            flush_text()
+            reasoning.append(ev.text)
+            if on_reasoning is not None:
+                on_reasoning(ev.text)
+        elif isinstance(ev, ReasoningDone):
+            flush_text()
+            part = ev.part
+            if not part.text and reasoning:
+                part = ReasoningPart(
+                    text="".join(reasoning), signature=part.signature, redacted_data=part.redacted_data
+                )
+            reasoning.clear()
+            parts.append(part)
+    if cancel.cancelled:
+        raise CancelledError(cancel.reason)
+    flush_reasoning()
+    flush_text()
+    return _Inference(content=tuple(parts), usage=usage, finish_reason=finish)
+
+
+class _Ledger:
+    """Per-generation record of tool calls by id: a repeated id with identical input
+    reuses the first result; the same id with different input is rejected."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[Any, ToolOutput | None]] = {}
+
+    def check(self, call: ToolCallPart) -> tuple[str, ToolOutput | None]:
+        """('run', None), ('reuse', output) or ('reject', error output)."""
+        prior = self._seen.get(call.tool_call_id)
+        if prior is None:
+            self._seen[call.tool_call_id] = (call.input, None)
+            return "run", None
+        if prior[0] == call.input and prior[1] is not None:
+            return "reuse", prior[1]
+        if prior[0] == call.input:
+            return "wait", None
+        return "reject", ToolOutput.error(
+            f"tool call id {call.tool_call_id!r} was already used in this generation with "
+            f"different input; the call was not run. Use a new id for a new call."
+        )
+
+    def record(self, call: ToolCallPart, output: ToolOutput) -> None:
+        self._seen[call.tool_call_id] = (call.input, output)
+
+    def result(self, call: ToolCallPart) -> ToolOutput | None:
+        return self._seen[call.tool_call_id][1]
+
+
+def run_loop(host: LoopHost, opts: LoopOptions, cancel: CancelToken) -> RunResult:
+    """Run one generation to completion and return its result."""
+    return _Loop(host, opts, cancel).run()
+
+
+class _Loop:
+    def __init__(self, host: LoopHost, opts: LoopOptions, cancel: CancelToken) -> None:
+        self.host = host
+        self.opts = opts
+        self.cancel = cancel
+        self.ledger = _Ledger()
+        self.steps: list[Step] = []
+        self.records: list[ToolCallRecord] = []
+        self.usage = Usage()
+        self.specs = opts.tools.specs()
+        self.tool_names = tuple(opts.tools)
+        self.model_name = getattr(opts.model, "model_name", None)
+
+    def run(self) -> RunResult:
+        opts = self.opts
+        validation_attempts = 0
+        overflow_attempts = 0
+        finish = "stop"
+        last_text = ""
+        while True:
+            if len(self.steps) >= opts.max_steps:
+                finish = "max-steps"
+                break
+            self.cancel.raise_if_cancelled()
+            messages, pending = self.host._project()
+            if pending:
+                self._close_orphans(pending)
+                messages, _ = self.host._project()
+            request = ModelRequest(
+                messages=tuple(messages),
+                system=opts.system,
+                tools=self.specs,
+                tool_choice=opts.tool_choice,
+                settings=opts.settings,
+                provider_options=opts.provider_options,
+                cancel=self.cancel,
+                session_id=self.host.session_id,
+                cache=opts.cache,
+            )
+            try:
+                inference = _infer(opts.model, request, opts)
+            except ContextOverflowError:
+                if opts.on_context_overflow is None or overflow_attempts >= opts.max_context_overflow_retries:
+                    raise
+                overflow_attempts += 1
+                replacement = opts.on_context_overflow(list(messages), self.cancel)
+                self._replace_context(replacement)
+                continue
+            self.usage = self.usage + inference.usage
+            self.host._commit(
+                [
+                    AssistantMessageEvent(
+                        content=inference.content,
+                        usage=inference.usage,
+                        finish_reason=inference.finish_reason,
+                        model=self.model_name,
+                    )
+                ]
+            )
+            calls = [p for p in inference.content if isinstance(p, ToolCallPart)]
+            step_records = self._run_tools(calls) if calls else ()
+            last_text = text_of(inference.content)
+            self.steps.append(
+                Step(
+                    index=len(self.steps),
+                    text=last_text,
+                    tool_calls=tuple(step_records),
+                    usage=inference.usage,
+                    finish_reason=inference.finish_reason,
+                )
+            )
+            if calls:
+                continue
+            finish = inference.finish_reason
+            if opts.validate_completion is not None:
+                feedback = opts.validate_completion(self._result(last_text, finish))
+                if feedback:
+                    if validation_attempts >= opts.max_validation_retries:
+                        raise CompletionValidationError(
+                            f"validate_completion rejected the answer after "
+                            f"{validation_attempts + 1} attempt(s): {feedback}",
+                            feedback=feedback,
+                            attempts=validation_attempts + 1,
+                        )
+                    validation_attempts += 1
+                    self.host._commit([UserMessageEvent(content=(TextPart(text=feedback),))])
+                    continue
+            break
+        return self._result(last_text, finish)
+
+    def _result(self, text: str, finish: str) -> RunResult:
+        messages, _ = self.host._project()
+        return RunResult(
+            text=text,
+            finish_reason=finish,
+            steps=tuple(self.steps),
+            messages=tuple(messages),
+            usage=self.usage,
+            tool_calls=tuple(self.records),
+        )
+
+    def _replace_context(self, replacement: Sequence[Message]) -> None:
+        msgs = tuple(replacement)
+        if not all(isinstance(m, Message) for m in msgs):
+            raise ConfigurationError("on_context_overflow must return a list of Message objects")
+        self.host._commit([ContextReplacedEvent(messages=msgs, reason="context-overflow")])
+
+    def _close_orphans(self, pending: dict[str, str]) -> None:
+        from .projection import INTERRUPTED_RESULT
+
+        self.host._commit(
+            [
+                ToolResultEvent(tool_call_id=cid, tool_name=name, output=ToolOutput.error(INTERRUPTED_RESULT))
+                for cid, name in pending.items()
+            ]
+        )
+
+    # -- tools -------------------------------------------------------------------------
+
+    def _context(self, call: ToolCallPart, timeout: bool) -> ToolContext:
+        update = self.opts.on_tool_call_update
+        cid = call.tool_call_id
+        return ToolContext(
+            tool_call_id=cid,
+            tool_name=call.tool_name,
+            cancel=self.cancel.child() if timeout else self.cancel,
+            session_id=self.host.session_id,
+            execution_context=self.opts.execution_context,
+            _progress=None if update is None else (lambda u: update(cid, u)),
+        )
+
+    def _execute(self, call: ToolCallPart) -> ToolOutput:
+        tool = self.opts.tools.get(call.tool_name)
+        ctx = self._context(call, tool is not None and tool.timeout is not None)
+        return run_tool_call(tool, call, ctx, self.tool_names)
+
+    def _run_tools(self, calls: list[ToolCallPart]) -> list[ToolCallRecord]:
+        opts = self.opts
+        plan: list[tuple[ToolCallPart, str, ToolOutput | Future[ToolOutput] | None]] = []
+        parallel = opts.tool_execution == "parallel" and len(calls) > 1
+        executor = self.host._executor() if parallel else None
+        for call in calls:
+            action, ready = self.ledger.check(call)
+            if action == "run":
+                if opts.on_tool_call_start is not None:
+                    opts.on_tool_call_start(call)
+                if executor is not None:
+                    plan.append((call, action, executor.submit(self._execute, call)))
+                else:
+                    plan.append((call, action, None))
+            else:
+                plan.append((call, action, ready))
+        records: list[ToolCallRecord] = []
+        try:
+            for call, action, value in plan:
+                if action == "run":
+                    if isinstance(value, Future):
+                        output = value.result()
+                    else:
+                        self.cancel.raise_if_cancelled()
+                        output = self._execute(call)
+                    self.ledger.record(call, output)
+                elif action == "wait":
+                    output = self.ledger.result(call)  # its twin earlier in this batch ran
+                    assert output is not None
+                else:
+                    assert isinstance(value, ToolOutput)
+                    output = value
+                self.host._commit(
+                    [ToolResultEvent(tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output)]
+                )
+                record = ToolCallRecord(
+                    id=call.tool_call_id,
+                    name=call.tool_name,
+                    input=call.input,
+                    output=output,
+                    reused=action in ("reuse", "wait"),
+                )
+                records.append(record)
+                self.records.append(record)
+                if opts.on_tool_call_finish is not None:
+                    opts.on_tool_call_finish(record)
+        finally:
+            for _, _, value in plan:
+                if isinstance(value, Future):
+                    value.cancel()
+        return records

@@ -1,0 +1,141 @@
+"""The ChatModel port: what every model adapter implements.
+
+An adapter has one required method, ``stream(request)``, which yields stream events.
+All options travel in one :class:`ModelRequest`, so adding an option never changes an
+adapter's signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, Union, runtime_checkable
+
+from ..cancel import CancelToken
+from ..messages import Message, ReasoningPart
+from ..usage import Usage
+
+__all__ = [
+    "ChatModel",
+    "FinishEvent",
+    "FinishReason",
+    "ModelRequest",
+    "ModelSettings",
+    "ReasoningDelta",
+    "ReasoningDone",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallEvent",
+    "ToolChoice",
+    "ToolSpec",
+    "UsageEvent",
+]
+
+FinishReason = Literal["stop", "tool-calls", "length", "content-filter", "error", "other"]
+ToolChoice = Union[Literal["auto", "none", "required"], str]
+"""``auto``, ``none``, ``required``, or the name of one tool the model must call."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSpec:
+    """What a model is told about a tool."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSettings:
+    """Sampling settings; ``None`` leaves the provider's default."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+    reasoning_budget: int | None = None
+    """Token budget for extended thinking / reasoning, where the model supports it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRequest:
+    """Everything one inference needs."""
+
+    messages: tuple[Message, ...]
+    """The conversation, without the system prompt."""
+    system: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice = "auto"
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    provider_options: Mapping[str, Any] = field(default_factory=dict)
+    """Passed through to the provider call; explicit options win over agentkit defaults."""
+    cancel: CancelToken = field(default_factory=CancelToken)
+    session_id: str | None = None
+    """The session this request belongs to (used e.g. as OpenAI ``prompt_cache_key``)."""
+    cache: bool = True
+    """Whether to use provider prompt caching."""
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of assistant text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of reasoning text, forwarded as it arrives."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDone:
+    """A complete reasoning block (closes the deltas before it), with any opaque
+    signature or redacted data that must be sent back unchanged."""
+
+    part: ReasoningPart
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallEvent:
+    """A complete tool call. ``input_error`` is set when the model's arguments were not
+    valid JSON (``input`` then holds the raw text)."""
+
+    tool_call_id: str
+    tool_name: str
+    input: Any
+    input_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageEvent:
+    """Token usage of this call (may come more than once; they are summed)."""
+
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class FinishEvent:
+    """The model finished: ``reason`` in agentkit's vocabulary, ``raw`` as the API said."""
+
+    reason: FinishReason
+    raw: str | None = None
+
+
+StreamEvent = Union[TextDelta, ReasoningDelta, ReasoningDone, ToolCallEvent, UsageEvent, FinishEvent]
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A model that streams a reply to a :class:`ModelRequest`.
+
+    Adapters translate provider errors into :mod:`agentkit.errors` types, in particular
+    :class:`~agentkit.errors.ContextOverflowError` for context-window errors.
+    """
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """Yield the reply as stream events, ending with a :class:`FinishEvent`."""
+        ...

@@ -1,0 +1,61 @@
+"""Resolve a model spec string (``"openai:gpt-4.1-mini"``) to a ChatModel."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..errors import ConfigurationError, MissingDependencyError
+from .base import ChatModel
+
+__all__ = ["get_model"]
+
+# provider prefix -> (module, class name, SDK package, extra)
+_PROVIDERS: dict[str, tuple[str, str, str, str]] = {
+    "openai": ("agentkit.models.openai", "OpenAIChatModel", "openai", "openai"),
+    "openai-compatible": ("agentkit.models.openai", "OpenAIChatModel", "openai", "openai"),
+    "anthropic": ("agentkit.models.anthropic", "AnthropicModel", "anthropic", "anthropic"),
+}
+
+
+def get_model(spec: str, **kwargs: Any) -> ChatModel:
+    """Build a model from ``"<provider>:<model>"``.
+
+    Providers: ``openai`` (``OPENAI_API_KEY``), ``anthropic`` (``ANTHROPIC_API_KEY``) and
+    ``openai-compatible`` (any OpenAI-compatible server; pass ``base_url=`` or write
+    ``"openai-compatible:<model>@<base_url>"``). ``scripted`` gives an empty
+    :class:`~agentkit.ScriptedModel`. Keyword arguments go to the adapter.
+    """
+    if not isinstance(spec, str) or ":" not in spec:
+        raise ConfigurationError(
+            f"invalid model spec {spec!r}: write '<provider>:<model>', e.g. "
+            f"'openai:gpt-4.1-mini' or 'anthropic:claude-sonnet-4-5'"
+        )
+    provider, _, name = spec.partition(":")
+    if provider == "scripted":
+        from .scripted import ScriptedModel
+
+        return ScriptedModel(**kwargs)
+    entry = _PROVIDERS.get(provider)
+    if entry is None:
+        raise ConfigurationError(
+            f"unknown model provider {provider!r} in {spec!r}; known: "
+            f"{', '.join(sorted(_PROVIDERS))}"
+        )
+    if not name:
+        raise ConfigurationError(f"model spec {spec!r} names no model after the ':'")
+    module_name, class_name, package, extra = entry
+    if provider == "openai-compatible" and "@" in name:
+        name, _, base_url = name.partition("@")
+        kwargs.setdefault("base_url", base_url)
+    if provider == "openai-compatible" and not kwargs.get("base_url"):
+        raise ConfigurationError(
+            "an openai-compatible model needs a server: pass base_url= or write "
+            "'openai-compatible:<model>@<base_url>'"
+        )
+    try:
+        importlib.import_module(package)
+    except ImportError:
+        raise MissingDependencyError(package, extra, f"the {provider!r} provider") from None
+    module = importlib.import_module(module_name)
+    return getattr(module, class_name)(name, **kwargs)  # type: ignore[no-any-return]

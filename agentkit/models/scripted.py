@@ -1,0 +1,174 @@
+"""Deterministic models for tests, demos and examples."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from ..errors import ConfigurationError, ScriptExhaustedError
+from ..messages import ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from ..usage import Usage
+from .base import (
+    FinishEvent,
+    ModelRequest,
+    ReasoningDelta,
+    ReasoningDone,
+    StreamEvent,
+    TextDelta,
+    ToolCallEvent,
+    UsageEvent,
+)
+
+__all__ = ["FunctionModel", "ScriptedModel", "ToolCall", "Turn"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCall:
+    """A scripted tool call. Without ``id`` a fresh one is generated; an explicit id lets
+    a test script a provider that repeats a call id."""
+
+    name: str
+    input: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+
+    def __init__(self, name: str, input: dict[str, Any] | None = None, id: str | None = None):
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "input", {} if input is None else input)
+        object.__setattr__(self, "id", id)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Turn:
+    """A full scripted reply: optional reasoning, text and tool calls."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: str | None = None
+
+
+TurnLike = Union[str, ToolCall, Sequence[ToolCall], Turn, Callable[[ModelRequest], Any]]
+
+
+def _request_chars(request: ModelRequest) -> int:
+    n = len(request.system or "")
+    for m in request.messages:
+        for p in m.content:
+            if isinstance(p, (TextPart, ReasoningPart)):
+                n += len(p.text)
+            elif isinstance(p, ToolCallPart):
+                n += len(p.tool_name) + 16
+            elif isinstance(p, ToolResultPart):
+                n += len(p.output.as_text())
+    return n
+
+
+class ScriptedModel:
+    """A model that replays a script of turns.
+
+    A turn is a string (text reply), a :class:`ToolCall` or a list of them, a
+    :class:`Turn`, or a callable that receives the :class:`ModelRequest` and returns one
+    of those. Text streams in several deltas; usage is estimated at four characters per
+    token. Every request is recorded in :attr:`requests`. Running out of turns raises
+    :class:`~agentkit.errors.ScriptExhaustedError`.
+    """
+
+    model_name = "scripted"
+
+    def __init__(self, turns: Sequence[TurnLike] = (), *, chunk_size: int = 8) -> None:
+        if isinstance(turns, (str, bytes)) or not isinstance(turns, Sequence):
+            raise ConfigurationError("ScriptedModel takes a list of turns, e.g. ['hello']")
+        if chunk_size < 1:
+            raise ConfigurationError("chunk_size must be at least 1")
+        self._turns = list(turns)
+        self._chunk = chunk_size
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self.requests: list[ModelRequest] = []
+        """Every request received, in order."""
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted turns are left."""
+        return len(self._turns) - len(self.requests)
+
+    def _next_turn(self, request: ModelRequest) -> TurnLike:
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append(request)
+            if index >= len(self._turns):
+                raise ScriptExhaustedError(
+                    f"ScriptedModel has no turn left: it was given {len(self._turns)} "
+                    f"turn(s) and this is request {index + 1}. Add turns to the script."
+                )
+            return self._turns[index]
+
+    def _resolve(self, turn: Any, request: ModelRequest) -> Turn:
+        if callable(turn) and not isinstance(turn, (ToolCall, Turn)):
+            turn = turn(request)
+        if isinstance(turn, Turn):
+            return turn
+        if isinstance(turn, str):
+            return Turn(text=turn)
+        if isinstance(turn, ToolCall):
+            return Turn(tool_calls=(turn,))
+        if isinstance(turn, Sequence) and all(isinstance(t, ToolCall) for t in turn) and turn:
+            return Turn(tool_calls=tuple(turn))
+        raise ConfigurationError(
+            f"a scripted turn must be str, ToolCall, a list of ToolCall, Turn or a callable "
+            f"returning one; got {turn!r}"
+        )
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """Replay the next turn as stream events."""
+        turn = self._resolve(self._next_turn(request), request)
+        return self._emit(turn, request)
+
+    def _emit(self, turn: Turn, request: ModelRequest) -> Iterator[StreamEvent]:
+        cancel = request.cancel
+        out_chars = 0
+        if turn.reasoning:
+            yield ReasoningDelta(turn.reasoning)
+            yield ReasoningDone(ReasoningPart(text=turn.reasoning))
+            out_chars += len(turn.reasoning)
+        text = turn.text
+        step = self._chunk
+        for i in range(0, len(text), step):
+            cancel.raise_if_cancelled()
+            yield TextDelta(text[i : i + step])
+        out_chars += len(text)
+        for call in turn.tool_calls:
+            cancel.raise_if_cancelled()
+            call_id = call.id or f"call_{next(self._ids)}"
+            out_chars += len(call.name) + len(json.dumps(call.input, default=str))
+            yield ToolCallEvent(tool_call_id=call_id, tool_name=call.name, input=call.input)
+        inp = max(1, _request_chars(request) // 4)
+        out = max(1, out_chars // 4) if out_chars else 0
+        yield UsageEvent(Usage(input_tokens=inp, output_tokens=out, total_tokens=inp + out))
+        yield FinishEvent("tool-calls" if turn.tool_calls else "stop")
+
+
+class FunctionModel(ScriptedModel):
+    """A model whose every reply is computed by ``fn(request)`` (returning any turn a
+    :class:`ScriptedModel` accepts). It never runs out."""
+
+    model_name = "function"
+
+    def __init__(self, fn: Callable[[ModelRequest], Any], *, chunk_size: int = 8) -> None:
+        if not callable(fn):
+            raise ConfigurationError("FunctionModel needs a callable fn(request) -> turn")
+        super().__init__((), chunk_size=chunk_size)
+        self._fn = fn
+
+    def _next_turn(self, request: ModelRequest) -> TurnLike:
+        with self._lock:
+            self.requests.append(request)
+        return self._fn
+
+    @property
+    def remaining(self) -> int:  # pragma: no cover - trivial
+        """Always a large number: a function model never runs out."""
+        return 2**31

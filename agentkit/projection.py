@@ -1,0 +1,211 @@
+"""Events -> model messages: the default projection.
+
+A pure function of the events (:func:`build_model_messages`), computed incrementally by
+a :class:`Projector` so that one step costs O(new events), not O(history).
+
+Rules:
+
+* user and assistant events become user and assistant messages; tool results of one
+  assistant message are gathered into one ``tool`` message, in the order they arrive.
+* runtime events become user-visible context (a user message with a tagged text part),
+  never fake tool results. One that arrives while tool calls are still open is held back
+  until their results are in, so a tool call is always followed by its results.
+* a new user or assistant message that arrives while tool calls are open closes them
+  with an "interrupted" error result, so providers always see a valid conversation.
+* a ``context-replaced`` event restarts the projection from the messages it carries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+from .errors import ConfigurationError
+from .events import (
+    AssistantMessageEvent,
+    ContextReplacedEvent,
+    Event,
+    RuntimeEvent,
+    ToolResultEvent,
+    UserMessageEvent,
+)
+from .messages import Message, TextPart, ToolOutput, ToolResultPart
+
+__all__ = [
+    "INTERRUPTED_RESULT",
+    "Projector",
+    "RuntimeRenderer",
+    "build_model_messages",
+    "events_from_messages",
+    "render_runtime_event",
+]
+
+RuntimeRenderer = Callable[[RuntimeEvent], "Message | None"]
+"""Turns a runtime event into a message for the model, or None to hide it."""
+
+INTERRUPTED_RESULT = (
+    "error: this tool call was interrupted before it returned a result; "
+    "it may or may not have taken effect"
+)
+
+
+def render_runtime_event(event: RuntimeEvent) -> Message:
+    """The default rendering: a user message holding a tagged JSON payload."""
+    payload = json.dumps(event.data, ensure_ascii=False, sort_keys=True)
+    text = f'<runtime-event type="{event.runtime_type}">{payload}</runtime-event>'
+    return Message(role="user", content=(TextPart(text=text),))
+
+
+class Projector:
+    """Incremental projection state. Feed events in commit order with :meth:`extend`;
+    read :attr:`messages`."""
+
+    __slots__ = ("_messages", "_pending", "_pending_names", "_deferred", "_count", "_render")
+
+    def __init__(self, render_runtime: RuntimeRenderer | None = None) -> None:
+        self._messages: list[Message] = []
+        self._pending: Counter[str] = Counter()
+        self._pending_names: dict[str, str] = {}
+        self._deferred: list[Message] = []
+        self._count = 0
+        self._render = render_runtime or render_runtime_event
+
+    @property
+    def count(self) -> int:
+        """How many events have been applied."""
+        return self._count
+
+    @property
+    def messages(self) -> list[Message]:
+        """A copy of the projected messages."""
+        return list(self._messages)
+
+    @property
+    def pending_tool_calls(self) -> dict[str, str]:
+        """Tool calls (id -> tool name) of the last assistant message still without a
+        result."""
+        return {k: self._pending_names[k] for k, n in self._pending.items() if n > 0}
+
+    def extend(self, events: Iterable[Event]) -> None:
+        """Apply new events, in commit order."""
+        for ev in events:
+            self._apply(ev)
+            self._count += 1
+
+    def catch_up(self, events: Sequence[Event]) -> None:
+        """Apply ``events[self.count:]`` (the events not yet seen)."""
+        if len(events) > self._count:
+            self.extend(events[self._count :])
+
+    # -- rules -------------------------------------------------------------------------
+
+    def _apply(self, ev: Event) -> None:
+        if isinstance(ev, ToolResultEvent):
+            self._tool_result(ev)
+        elif isinstance(ev, AssistantMessageEvent):
+            self._close_pending()
+            if ev.content:
+                self._messages.append(Message(role="assistant", content=ev.content))
+                for call in ev.tool_calls:
+                    self._pending[call.tool_call_id] += 1
+                    self._pending_names[call.tool_call_id] = call.tool_name
+        elif isinstance(ev, UserMessageEvent):
+            self._close_pending()
+            self._messages.append(Message(role="user", content=ev.content))
+        elif isinstance(ev, RuntimeEvent):
+            msg = self._render(ev)
+            if msg is None:
+                return
+            if self._pending:
+                self._deferred.append(msg)
+            else:
+                self._messages.append(msg)
+        elif isinstance(ev, ContextReplacedEvent):
+            self._messages = list(ev.messages)
+            self._pending.clear()
+            self._pending_names.clear()
+            self._deferred.clear()
+            if self._messages and self._messages[-1].role == "assistant":
+                for call in self._messages[-1].tool_calls:
+                    self._pending[call.tool_call_id] += 1
+                    self._pending_names[call.tool_call_id] = call.tool_name
+        # control events and unknown kinds are not shown to the model
+
+    def _add_result(self, part: ToolResultPart) -> None:
+        last = self._messages[-1] if self._messages else None
+        if last is not None and last.role == "tool":
+            self._messages[-1] = Message(role="tool", content=last.content + (part,))
+        else:
+            self._messages.append(Message(role="tool", content=(part,)))
+
+    def _tool_result(self, ev: ToolResultEvent) -> None:
+        if self._pending.get(ev.tool_call_id, 0) <= 0:
+            return  # a result for no open call would make the conversation invalid
+        self._pending[ev.tool_call_id] -= 1
+        if self._pending[ev.tool_call_id] == 0:
+            del self._pending[ev.tool_call_id]
+        self._add_result(
+            ToolResultPart(tool_call_id=ev.tool_call_id, tool_name=ev.tool_name, output=ev.output)
+        )
+        if not self._pending:
+            self._flush_deferred()
+
+    def _close_pending(self) -> None:
+        if self._pending:
+            for call_id, n in list(self._pending.items()):
+                for _ in range(n):
+                    self._add_result(
+                        ToolResultPart(
+                            tool_call_id=call_id,
+                            tool_name=self._pending_names[call_id],
+                            output=ToolOutput.error(INTERRUPTED_RESULT),
+                        )
+                    )
+            self._pending.clear()
+        self._flush_deferred()
+
+    def _flush_deferred(self) -> None:
+        if self._deferred:
+            self._messages.extend(self._deferred)
+            self._deferred.clear()
+        if not self._pending:
+            self._pending_names.clear()
+
+
+def build_model_messages(
+    events: Iterable[Event], *, render_runtime: RuntimeRenderer | None = None
+) -> list[Message]:
+    """Project events to the messages a model sees (see the module docstring)."""
+    projector = Projector(render_runtime)
+    projector.extend(events)
+    return projector.messages
+
+
+def events_from_messages(messages: Iterable[Message]) -> list[Event]:
+    """Seed events from a message history (``run_agent(messages=...)``).
+
+    System messages are not events; take them out first (``run_agent`` turns them
+    into the system prompt).
+    """
+    out: list[Event] = []
+    for m in messages:
+        if not isinstance(m, Message):
+            raise ConfigurationError(
+                f"messages must be agentkit Message objects, not {type(m).__name__}"
+            )
+        if m.role == "user":
+            out.append(UserMessageEvent(content=m.content))
+        elif m.role == "assistant":
+            out.append(AssistantMessageEvent(content=m.content))
+        elif m.role == "tool":
+            for p in m.content:
+                assert isinstance(p, ToolResultPart)
+                out.append(
+                    ToolResultEvent(tool_call_id=p.tool_call_id, tool_name=p.tool_name, output=p.output)
+                )
+        else:
+            raise ConfigurationError(
+                "a system message cannot be an event; pass it as system= instead"
+            )
+    return out

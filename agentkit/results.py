@@ -1,0 +1,69 @@
+"""What a run returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .events import Event
+from .messages import Message, ToolOutput
+from .usage import Usage
+
+__all__ = ["GenerateResult", "RunResult", "Step", "ToolCallRecord"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallRecord:
+    """One tool call of a run and what came of it."""
+
+    id: str
+    name: str
+    input: Any
+    output: ToolOutput
+    reused: bool = False
+    """True when a repeated call id with identical input reused the first result."""
+
+    @property
+    def is_error(self) -> bool:
+        """True when the call produced an error result."""
+        return self.output.is_error
+
+    @property
+    def error(self) -> str | None:
+        """The error text, or None on success."""
+        return self.output.as_text() if self.output.is_error else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    """One model call of a run."""
+
+    index: int
+    text: str
+    tool_calls: tuple[ToolCallRecord, ...]
+    usage: Usage
+    finish_reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """The outcome of ``run_agent`` (and of ``Session.generate``)."""
+
+    text: str
+    """The final assistant text."""
+    finish_reason: str
+    """``stop``, ``length``, ``content-filter``, ``error``, ``other`` or ``max-steps``."""
+    steps: tuple[Step, ...]
+    messages: tuple[Message, ...]
+    """The whole conversation as the model sees it (without the system prompt). Pass it
+    back as ``messages=`` to continue."""
+    usage: Usage
+    """Summed over every step of this run."""
+    tool_calls: tuple[ToolCallRecord, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerateResult(RunResult):
+    """A RunResult plus a snapshot of the session's events when the generation ended."""
+
+    events: tuple[Event, ...]

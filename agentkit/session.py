@@ -1,0 +1,410 @@
+"""Session: a thread-safe, synchronous agent conversation over an append-only event log."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any
+
+from .cancel import CancelToken
+from .errors import (
+    ConfigurationError,
+    SessionClosedError,
+    SessionFailedError,
+    StoreConflictError,
+)
+from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
+from .loop import LoopOptions, ToolExecution, run_loop
+from .messages import Message, Prompt, ToolCallPart, normalize_prompt
+from .models.base import ChatModel, ModelSettings, ToolChoice
+from .projection import Projector, RuntimeRenderer
+from .results import GenerateResult, RunResult, ToolCallRecord
+from .stores.base import EventStore, validate_session_id
+from .subscriptions import Listener, Subscription
+from .tools.base import ToolRegistry
+
+__all__ = ["Session"]
+
+_UNSET: Any = object()
+
+
+def _resolve_model(model: ChatModel | str | None) -> ChatModel | None:
+    if isinstance(model, str):
+        from .models import get_model
+
+        return get_model(model)
+    return model
+
+
+class Session:
+    """A conversation whose canonical state is an append-only list of events.
+
+    Any thread may push events at any time; commits are serialised and numbered
+    (``seq`` 1, 2, ...). ``generate()`` calls run one at a time in call order; each
+    inference sees the events committed before it started, and events pushed meanwhile
+    are seen by the next one. With a ``store``, every event is durable before the call
+    that committed it returns, and before listeners hear of it.
+
+    Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        model: ChatModel | str | None = None,
+        *,
+        tools: Iterable[Any] = (),
+        system: str | None = None,
+        session_id: str | None = None,
+        events: Iterable[Event] | None = None,
+        store: EventStore | None = None,
+        execution_context: Any = None,
+        max_steps: int = 20,
+        tool_execution: ToolExecution = "parallel",
+        tool_choice: ToolChoice = "auto",
+        settings: ModelSettings | None = None,
+        provider_options: dict[str, Any] | None = None,
+        cache: bool = True,
+        render_runtime: RuntimeRenderer | None = None,
+        max_tool_workers: int = 8,
+        listener_queue_size: int = 10_000,
+        listener_timeout: float = 30.0,
+        _revision: int = 0,
+    ) -> None:
+        if session_id is not None:
+            validate_session_id(session_id)
+        if max_tool_workers < 1:
+            raise ConfigurationError("max_tool_workers must be at least 1")
+        self.session_id: str | None = session_id or (uuid.uuid4().hex if store else None)
+        self._model = _resolve_model(model)
+        self._registry = ToolRegistry(tools)
+        self._defaults = LoopOptions(
+            model=self._model if self._model is not None else _NoModel(),
+            tools=self._registry,
+            system=system,
+            max_steps=max_steps,
+            tool_execution=tool_execution,
+            tool_choice=tool_choice,
+            settings=settings or ModelSettings(),
+            provider_options=dict(provider_options or {}),
+            cache=cache,
+            execution_context=execution_context,
+        )
+        self._defaults.check() if self._model is not None else None
+        initial = list(events or ())
+        for ev in initial:
+            if not isinstance(ev, Event):
+                raise ConfigurationError(f"events must be Event objects, not {type(ev).__name__}")
+        self._store = store
+        self._lock = threading.RLock()
+        self._events: list[Event] = []
+        self._ids: set[str] = set()
+        self._seq = 0
+        self._revision = _revision
+        self._projector = Projector(render_runtime)
+        self._subs: list[Subscription] = []
+        self._listener_queue_size = listener_queue_size
+        self._listener_timeout = listener_timeout
+        self._closed = False
+        self._failed: BaseException | None = None
+        self._aborted: str | None = None
+        self._root_cancel = CancelToken()
+        self._current_cancel: CancelToken | None = None
+        self._gate = threading.Condition(threading.Lock())
+        self._queue: deque[object] = deque()
+        self._pool: ThreadPoolExecutor | None = None
+        self._max_workers = max_tool_workers
+        self.execution_context = execution_context
+        if _revision:  # restored from a store: events are already durable
+            self._load_committed(initial)
+        elif initial:
+            self._commit(initial)
+
+    # -- construction ------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, session_id: str, *, store: EventStore, **kwargs: Any) -> Session:
+        """Restore session ``session_id`` from ``store``, or start it there when it does
+        not exist. Takes the same keyword arguments as the constructor."""
+        validate_session_id(session_id)
+        if "events" in kwargs:
+            raise ConfigurationError("Session.open restores events from the store; do not pass events=")
+        stored = store.load(session_id)
+        if stored is None:
+            return cls(session_id=session_id, store=store, **kwargs)
+        return cls(
+            session_id=session_id, store=store, events=stored.events, _revision=stored.revision, **kwargs
+        )
+
+    def _load_committed(self, events: list[Event]) -> None:
+        self._events.extend(events)
+        self._ids.update(e.id for e in events)
+        self._seq = max((e.seq for e in events), default=0)
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        """A snapshot of all committed events, in commit order."""
+        with self._lock:
+            return tuple(self._events)
+
+    @property
+    def revision(self) -> int:
+        """The store revision of the last commit (0 without a store)."""
+        return self._revision
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._closed
+
+    def model_messages(self) -> list[Message]:
+        """The messages the next inference would see (without the system prompt)."""
+        return self._project()[0]
+
+    # -- pushing -----------------------------------------------------------------------
+
+    def push_user_message(self, content: Prompt) -> Event:
+        """Commit a user message (text, or text plus image/file parts)."""
+        return self._commit([UserMessageEvent(content=normalize_prompt(content))])[0]
+
+    def push_runtime_event(self, type: str, data: dict[str, Any] | None = None) -> Event:
+        """Commit a runtime event (``job-finished``, ``timer-fired``...) with JSON data."""
+        return self._commit([RuntimeEvent(runtime_type=type, data=dict(data or {}))])[0]
+
+    def push_event(self, event: Event) -> Event:
+        """Commit any event; returns it with its ``seq``."""
+        if not isinstance(event, Event):
+            raise ConfigurationError(f"push_event takes an Event, not {type(event).__name__}")
+        return self._commit([event])[0]
+
+    def _check_usable(self) -> None:
+        if self._failed is not None:
+            raise SessionFailedError(
+                f"session {self.session_id!r} refuses work: an earlier append to its store "
+                f"failed ({self._failed}). Reopen it with Session.open to continue from "
+                f"what is durable."
+            ) from self._failed
+        if self._closed:
+            raise SessionClosedError("the session is closed; open a new one to continue")
+
+    def _commit(self, events: Sequence[Event]) -> list[Event]:
+        with self._lock:
+            self._check_usable()
+            seq = self._seq
+            committed: list[Event] = []
+            for ev in events:
+                if ev.id in self._ids:
+                    raise ConfigurationError(f"event {ev.id!r} is already committed in this session")
+                seq += 1
+                committed.append(ev.with_seq(seq))
+            if self._store is not None:
+                try:
+                    self._revision = self._store.append(
+                        self.session_id,  # type: ignore[arg-type]
+                        committed,
+                        expected_revision=self._revision,
+                    )
+                except StoreConflictError as exc:
+                    self._failed = exc
+                    raise
+                except BaseException as exc:
+                    self._failed = exc
+                    raise SessionFailedError(
+                        f"could not append to the store of session {self.session_id!r}: "
+                        f"{type(exc).__name__}: {exc}. Nothing after revision "
+                        f"{self._revision} was committed; this session object refuses further "
+                        f"work. Fix the cause, then Session.open it again."
+                    ) from exc
+            self._events.extend(committed)
+            self._ids.update(e.id for e in committed)
+            self._seq = seq
+            for sub in self._subs:
+                sub.offer(committed)
+            return committed
+
+    def _project(self) -> tuple[list[Message], dict[str, str]]:
+        with self._lock:
+            self._projector.catch_up(self._events)
+            return self._projector.messages, self._projector.pending_tool_calls
+
+    def _executor(self) -> Executor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="agentkit-tool")
+            return self._pool
+
+    # -- listeners ---------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event)`` for every event committed from now on, in commit
+        order, on a delivery thread, after the event is durable. Returns a function
+        that unsubscribes. A listener that raises or stalls is removed with a warning."""
+        if not callable(listener):
+            raise ConfigurationError("subscribe() needs a callable listener(event)")
+
+        def remove(sub: Subscription) -> None:
+            with self._lock:
+                if sub in self._subs:
+                    self._subs.remove(sub)
+
+        sub = Subscription(
+            listener,
+            max_queue=self._listener_queue_size,
+            timeout=self._listener_timeout,
+            on_remove=remove,
+        )
+        with self._lock:
+            self._subs.append(sub)
+
+        def unsubscribe() -> None:
+            remove(sub)
+            sub.close()
+
+        return unsubscribe
+
+    # -- generation --------------------------------------------------------------------
+
+    def generate(
+        self,
+        *,
+        model: ChatModel | str | None = None,
+        system: str | None = _UNSET,
+        max_steps: int | None = None,
+        tool_execution: ToolExecution | None = None,
+        tool_choice: ToolChoice | None = None,
+        settings: ModelSettings | None = None,
+        provider_options: dict[str, Any] | None = None,
+        cache: bool | None = None,
+        on_token: Callable[[str], Any] | None = None,
+        on_reasoning: Callable[[str], Any] | None = None,
+        on_tool_call_start: Callable[[ToolCallPart], Any] | None = None,
+        on_tool_call_update: Callable[[str, Any], Any] | None = None,
+        on_tool_call_finish: Callable[[ToolCallRecord], Any] | None = None,
+        validate_completion: Callable[[RunResult], str | None] | None = None,
+        max_validation_retries: int | None = None,
+        on_context_overflow: Callable[[list[Message], CancelToken], Sequence[Message]] | None = None,
+        max_context_overflow_retries: int | None = None,
+        cancel: CancelToken | None = None,
+    ) -> GenerateResult:
+        """Run the model (and its tool calls) until it answers without calling tools.
+
+        Calls from several threads run one at a time in call order. Per-call arguments
+        override the session's defaults for this call only. Raises
+        :class:`~agentkit.errors.CancelledError` when aborted or cancelled.
+        """
+        d = self._defaults
+        resolved = _resolve_model(model) if model is not None else self._model
+        if resolved is None:
+            raise ConfigurationError("this session has no model: pass model= to Session or generate()")
+        opts = LoopOptions(
+            model=resolved,
+            tools=self._registry,
+            system=d.system if system is _UNSET else system,
+            max_steps=max_steps if max_steps is not None else d.max_steps,
+            tool_execution=tool_execution or d.tool_execution,
+            tool_choice=tool_choice or d.tool_choice,
+            settings=settings or d.settings,
+            provider_options={**d.provider_options, **(provider_options or {})},
+            cache=d.cache if cache is None else cache,
+            on_token=on_token,
+            on_reasoning=on_reasoning,
+            on_tool_call_start=on_tool_call_start,
+            on_tool_call_update=on_tool_call_update,
+            on_tool_call_finish=on_tool_call_finish,
+            validate_completion=validate_completion,
+            max_validation_retries=max_validation_retries or 0,
+            on_context_overflow=on_context_overflow,
+            max_context_overflow_retries=(
+                3 if max_context_overflow_retries is None else max_context_overflow_retries
+            ),
+            execution_context=d.execution_context,
+        )
+        opts.check()
+        self._check_usable()
+        ticket = object()
+        with self._gate:
+            self._queue.append(ticket)
+            while self._queue[0] is not ticket:
+                if self._closed or self._aborted:
+                    self._queue.remove(ticket)
+                    self._gate.notify_all()
+                    self._check_usable()
+                    raise SessionClosedError(f"the session was aborted: {self._aborted}")
+                self._gate.wait()
+        try:
+            self._check_usable()
+            if self._aborted:
+                raise SessionClosedError(f"the session was aborted: {self._aborted}")
+            token = self._root_cancel.child()
+            if cancel is not None:
+                cancel.link(token)
+            self._current_cancel = token
+            try:
+                result = run_loop(self, opts, token)
+            except BaseException as exc:
+                if token.cancelled and not self._closed and self._failed is None:
+                    self._commit([ControlEvent(action="generation-aborted", data={"reason": token.reason or str(exc)})])
+                raise
+            finally:
+                self._current_cancel = None
+            return GenerateResult(**{f: getattr(result, f) for f in result.__dataclass_fields__}, events=self.events)
+        finally:
+            with self._gate:
+                self._queue.popleft()
+                self._gate.notify_all()
+
+    def abort_current_generation(self, reason: str = "aborted by the host") -> bool:
+        """Cancel the running generation's model call and foreground tools. Returns True
+        when a generation was running. Queued generations still run."""
+        token = self._current_cancel
+        if token is None:
+            return False
+        token.cancel(reason)
+        return True
+
+    def abort_session(self, reason: str = "session aborted") -> None:
+        """Cancel the running generation and refuse future ones (pushes still work)."""
+        with self._gate:
+            self._aborted = reason
+            self._gate.notify_all()
+        self.abort_current_generation(reason)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Cancel any running generation, refuse further work, deliver what listeners
+        have queued and release worker threads. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            subs, self._subs = list(self._subs), []
+            pool, self._pool = self._pool, None
+        self._root_cancel.cancel("session closed")
+        with self._gate:
+            self._gate.notify_all()
+        for sub in subs:
+            sub.close()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<Session {self.session_id or '(memory)'} {state}, {len(self._events)} events>"
+
+
+class _NoModel:
+    """Placeholder for a session created without a model (generate() requires one)."""
+
+    def stream(self, request: Any) -> Any:  # pragma: no cover - never called
+        raise ConfigurationError("this session has no model")

@@ -1,0 +1,14 @@
+"""Event stores behind the :class:`EventStore` port."""
+
+from __future__ import annotations
+
+from .base import SCHEMA_VERSION, EventStore, StoredSession, validate_session_id
+from .memory import InMemoryEventStore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "EventStore",
+    "InMemoryEventStore",
+    "StoredSession",
+    "validate_session_id",
+]

@@ -1,0 +1,75 @@
+"""The EventStore port: durable, compare-and-swap storage of a session's event log."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..errors import ConfigurationError
+from ..events import Event
+
+__all__ = ["SCHEMA_VERSION", "EventStore", "StoredSession", "validate_session_id"]
+
+SCHEMA_VERSION = 1
+"""The version of the stored record format this agentkit writes and understands."""
+
+_SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def validate_session_id(session_id: str) -> str:
+    """Return ``session_id`` or raise ConfigurationError: 1-128 characters from
+    ``A-Z a-z 0-9 . _ -``, not starting with a dot or dash, never a path."""
+    if not isinstance(session_id, str) or not _SESSION_ID_RE.match(session_id) or ".." in session_id:
+        raise ConfigurationError(
+            f"invalid session id {session_id!r}: use 1-128 characters from A-Z a-z 0-9 . _ - "
+            f"starting with a letter or digit (no path separators, no '..')"
+        )
+    return session_id
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredSession:
+    """A session as loaded from a store."""
+
+    session_id: str
+    events: tuple[Event, ...]
+    revision: int
+    """Pass this as ``expected_revision`` to the next append."""
+    schema_version: int = SCHEMA_VERSION
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """Durable storage for session event logs.
+
+    ``append`` is compare-and-swap: it writes only when ``expected_revision`` equals the
+    stored revision (``0`` for a session that does not exist yet) and returns the new
+    revision; otherwise it raises :class:`~agentkit.errors.StoreConflictError` and
+    writes nothing. When ``append`` returns, the events are durable.
+    """
+
+    def load(self, session_id: str) -> StoredSession | None:
+        """The stored session, or None when there is none."""
+        ...
+
+    def append(self, session_id: str, events: Sequence[Event], *, expected_revision: int) -> int:
+        """Append events atomically; return the new revision."""
+        ...
+
+    def archive(self, session_id: str, archive_id: str, events: Sequence[Event]) -> None:
+        """Keep events removed from the active log (by compaction) under ``archive_id``."""
+        ...
+
+    def load_archive(self, session_id: str, archive_id: str) -> tuple[Event, ...] | None:
+        """Events archived under ``archive_id``, or None."""
+        ...
+
+    def list_sessions(self) -> list[str]:
+        """Ids of all stored sessions, sorted."""
+        ...
+
+    def delete(self, session_id: str) -> bool:
+        """Remove a session and its archives; True when something was removed."""
+        ...

@@ -1,0 +1,210 @@
+"""The Tool port: a name, a description, a JSON Schema for the input, and a callable."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
+
+from ..cancel import CancelToken
+from ..errors import ToolDefinitionError
+from ..messages import FilePart, ImagePart, TextPart, ToolOutput
+from ..models.base import ToolSpec
+
+__all__ = ["Tool", "ToolContext", "ToolRegistry", "to_tool_output"]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+@dataclass(kw_only=True)
+class ToolContext:
+    """What a running tool may know about its call. A tool function receives it by
+    declaring a parameter annotated ``ToolContext``; it is never part of the schema."""
+
+    tool_call_id: str
+    tool_name: str
+    cancel: CancelToken
+    session_id: str | None = None
+    execution_context: Any = None
+    """The session's execution context, when one was configured."""
+    _progress: Callable[[Any], None] | None = field(default=None, repr=False)
+
+    def report_progress(self, update: Any) -> None:
+        """Send a progress update to ``on_tool_call_update`` listeners."""
+        if self._progress is not None:
+            self._progress(update)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tool:
+    """A tool the model can call.
+
+    ``fn`` receives the validated input as keyword arguments (plus the
+    :class:`ToolContext` under ``context_param`` when set) and returns a str (text
+    output), any JSON value (json output), a :class:`~agentkit.messages.ToolOutput`, or a
+    list of text/image/file parts. Raising an exception produces an error result the
+    model reads. ``timeout`` (seconds) bounds one call.
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    fn: Callable[..., Any]
+    read_only: bool = False
+    timeout: float | None = None
+    context_param: str | None = None
+    """Name of the parameter that receives the ToolContext, if any."""
+    prepare_input: Callable[[dict[str, Any]], dict[str, Any]] | None = field(
+        default=None, repr=False
+    )
+    """Turns validated JSON input into the keyword arguments ``fn`` takes."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
+            raise ToolDefinitionError(
+                f"invalid tool name {self.name!r}: use 1-128 characters from A-Z a-z 0-9 _ -"
+            )
+        if not callable(self.fn):
+            raise ToolDefinitionError(f"tool {self.name!r}: fn must be callable")
+        schema = dict(self.input_schema)
+        if schema.get("type") != "object":
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: input_schema must be a JSON Schema with "
+                f'"type": "object" (got {schema.get("type")!r})'
+            )
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: input_schema is not a valid JSON Schema: {exc.message}"
+            ) from None
+        if self.timeout is not None and self.timeout <= 0:
+            raise ToolDefinitionError(f"tool {self.name!r}: timeout must be positive")
+        object.__setattr__(self, "_validator", jsonschema.Draft202012Validator(schema))
+
+    @property
+    def spec(self) -> ToolSpec:
+        """What the model is told about this tool."""
+        return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
+
+    def validation_error(self, data: Any) -> str | None:
+        """A readable message naming the path and rule of the first schema violation, or
+        None when ``data`` is valid."""
+        validator: jsonschema.Draft202012Validator = self._validator  # type: ignore[attr-defined]
+        if validator.is_valid(data):
+            return None
+        errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+        parts = []
+        for err in errors[:5]:
+            path = "$" + "".join(
+                f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path
+            )
+            parts.append(f"{path}: {err.message} (rule: {err.validator})")
+        return f"invalid input for tool {self.name!r}: " + "; ".join(parts)
+
+    def __call__(self, **kwargs: Any) -> Any:
+        """Call the function directly (no validation): handy in tests."""
+        return self.fn(**kwargs)
+
+
+def to_tool_output(value: Any) -> ToolOutput:
+    """Convert what a tool function returned into a :class:`ToolOutput`."""
+    if isinstance(value, ToolOutput):
+        return value
+    if isinstance(value, str):
+        return ToolOutput(kind="text", value=value)
+    if isinstance(value, (TextPart, ImagePart, FilePart)):
+        return ToolOutput(kind="content", value=(value,))
+    if isinstance(value, (list, tuple)) and value and all(
+        isinstance(v, (TextPart, ImagePart, FilePart)) for v in value
+    ):
+        return ToolOutput(kind="content", value=tuple(value))
+    if value is None:
+        return ToolOutput(kind="json", value=None)
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        to_dict = getattr(value, "model_dump", None)
+        if callable(to_dict):
+            return ToolOutput(kind="json", value=to_dict(mode="json"))
+        return ToolOutput(kind="text", value=str(value))
+    return ToolOutput(kind="json", value=value)
+
+
+class ToolRegistry(Mapping[str, Tool]):
+    """Tools by unique name. A duplicate name is a :class:`ToolDefinitionError`."""
+
+    def __init__(self, tools: Iterable[Any] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._lock = threading.Lock()
+        for t in tools:
+            self.add(t)
+
+    def add(self, tool: Any) -> Tool:
+        """Register a tool (an agentkit Tool, or an object an adapter can convert)."""
+        t = coerce_tool(tool)
+        with self._lock:
+            if t.name in self._tools:
+                raise ToolDefinitionError(
+                    f"two tools are named {t.name!r}; tool names must be unique"
+                )
+            self._tools[t.name] = t
+        return t
+
+    def __getitem__(self, name: str) -> Tool:
+        return self._tools[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The tool specs, in registration order."""
+        return tuple(t.spec for t in self._tools.values())
+
+
+_COERCERS: list[Callable[[Any], Tool | None]] = []
+
+
+def register_tool_coercer(fn: Callable[[Any], Tool | None]) -> None:
+    """Let an adapter turn foreign tool objects into Tools (private extension point)."""
+    if fn not in _COERCERS:
+        _COERCERS.append(fn)
+
+
+def coerce_tool(obj: Any) -> Tool:
+    """Return ``obj`` as a Tool: a Tool, a plain function (wrapped with ``@tool``), or an
+    object an installed adapter recognises (LangChain tools)."""
+    if isinstance(obj, Tool):
+        return obj
+    for coercer in _COERCERS:
+        converted = coercer(obj)
+        if converted is not None:
+            return converted
+    if _looks_like_langchain_tool(obj):
+        from ..adapters.langchain import from_langchain_tool
+
+        return from_langchain_tool(obj)
+    if callable(obj) and hasattr(obj, "__name__"):
+        from .decorator import tool as _tool
+
+        return _tool(obj)
+    raise ToolDefinitionError(
+        f"cannot use {obj!r} as a tool: pass an agentkit Tool, a function decorated "
+        f"with @tool, or a LangChain tool"
+    )
+
+
+def _looks_like_langchain_tool(obj: Any) -> bool:
+    return any(
+        c.__name__ == "BaseTool" and c.__module__.startswith("langchain_core")
+        for c in type(obj).__mro__
+    )

@@ -1,0 +1,77 @@
+"""Run one model-produced tool call safely: every failure becomes an error result."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ..errors import CancelledError
+from ..messages import ToolCallPart, ToolOutput
+from .base import Tool, ToolContext, to_tool_output
+
+__all__ = ["run_tool_call"]
+
+
+def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
+                  available: tuple[str, ...] = ()) -> ToolOutput:
+    """Validate and run ``call`` with ``tool``. Never raises for model-produced problems
+    (unknown tool, unparsable or invalid input, exceptions, timeouts): those come back as
+    error outputs the model reads. Raises CancelledError only when ``ctx.cancel`` is set."""
+    name = call.tool_name
+    if call.input_error is not None:
+        return ToolOutput.error(
+            f"the arguments for tool {name!r} could not be parsed: {call.input_error}. "
+            f"Call the tool again with a valid JSON object as arguments."
+        )
+    if tool is None:
+        names = ", ".join(available) or "(none)"
+        return ToolOutput.error(f"unknown tool {name!r}; available tools: {names}")
+    data = call.input
+    problem = tool.validation_error(data)
+    if problem is not None:
+        return ToolOutput.error(problem)
+    try:
+        kwargs: dict[str, Any] = tool.prepare_input(data) if tool.prepare_input else dict(data)
+    except Exception as exc:  # noqa: BLE001 - conversion of nested types
+        return ToolOutput.error(f"invalid input for tool {name!r}: {exc}")
+    if tool.context_param:
+        kwargs[tool.context_param] = ctx
+    if tool.timeout is None:
+        return _invoke(tool, kwargs, ctx)
+    return _invoke_with_timeout(tool, kwargs, ctx, tool.timeout)
+
+
+def _invoke(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    try:
+        return to_tool_output(tool.fn(**kwargs))
+    except CancelledError:
+        if ctx.cancel.cancelled:
+            raise
+        return ToolOutput.error(f"tool {tool.name!r} was cancelled")
+    except Exception as exc:  # noqa: BLE001 - any tool failure is reported to the model
+        return ToolOutput.error(f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}")
+
+
+def _invoke_with_timeout(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext,
+                         timeout: float) -> ToolOutput:
+    box: list[ToolOutput | BaseException] = []
+
+    def target() -> None:
+        try:
+            box.append(_invoke(tool, kwargs, ctx))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            box.append(exc)
+
+    worker = threading.Thread(target=target, name=f"agentkit-tool-{tool.name}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        # Threads cannot be killed: tell the tool to stop through its token and move on.
+        ctx.cancel.cancel(f"tool {tool.name!r} timed out")
+        return ToolOutput.error(
+            f"tool {tool.name!r} timed out after {timeout:g}s and was told to stop"
+        )
+    result = box[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
