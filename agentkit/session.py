@@ -92,7 +92,8 @@ class Session:
             cache=cache,
             execution_context=execution_context,
         )
-        self._defaults.check() if self._model is not None else None
+        if self._model is not None:
+            self._defaults.check()
         initial = list(events or ())
         for ev in initial:
             if not isinstance(ev, Event):
@@ -347,11 +348,13 @@ class Session:
                 result = run_loop(self, opts, token)
             except BaseException as exc:
                 if token.cancelled and not self._closed and self._failed is None:
-                    self._commit([ControlEvent(action="generation-aborted", data={"reason": token.reason or str(exc)})])
+                    reason = token.reason or str(exc)
+                    self._commit([ControlEvent(action="generation-aborted", data={"reason": reason})])
                 raise
             finally:
                 self._current_cancel = None
-            return GenerateResult(**{f: getattr(result, f) for f in result.__dataclass_fields__}, events=self.events)
+            fields = {f: getattr(result, f) for f in result.__dataclass_fields__}
+            return GenerateResult(**fields, events=self.events)
         finally:
             with self._gate:
                 self._queue.popleft()

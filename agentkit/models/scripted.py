@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from ..errors import ConfigurationError, ScriptExhaustedError
-from ..messages import ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from ..messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from ..usage import Usage
 from .base import (
     FinishEvent,
@@ -53,17 +53,38 @@ class Turn:
 TurnLike = Union[str, ToolCall, Sequence[ToolCall], Turn, Callable[[ModelRequest], Any]]
 
 
-def _request_chars(request: ModelRequest) -> int:
-    n = len(request.system or "")
-    for m in request.messages:
-        for p in m.content:
-            if isinstance(p, (TextPart, ReasoningPart)):
-                n += len(p.text)
-            elif isinstance(p, ToolCallPart):
-                n += len(p.tool_name) + 16
-            elif isinstance(p, ToolResultPart):
-                n += len(p.output.as_text())
+def _message_chars(message: Message) -> int:
+    n = 0
+    for p in message.content:
+        if isinstance(p, (TextPart, ReasoningPart)):
+            n += len(p.text)
+        elif isinstance(p, ToolCallPart):
+            n += len(p.tool_name) + 16
+        elif isinstance(p, ToolResultPart):
+            n += len(p.output.as_text())
     return n
+
+
+class _CharCounter:
+    """Running character counts of a growing conversation, so estimating the input size
+    of request N costs O(new messages), not O(history). Projections append messages and
+    may only replace the last one, so a prefix is reused when its last message object is
+    the same one seen before."""
+
+    def __init__(self) -> None:
+        self._messages: tuple[Message, ...] = ()
+        self._totals: list[int] = [0]
+
+    def count(self, messages: tuple[Message, ...]) -> int:
+        keep = len(self._messages) - 1
+        if keep <= 0 or len(messages) <= keep or messages[keep - 1] is not self._messages[keep - 1]:
+            keep = 0
+        totals = self._totals
+        del totals[keep + 1 :]
+        for i in range(keep, len(messages)):
+            totals.append(totals[-1] + _message_chars(messages[i]))
+        self._messages = messages
+        return totals[-1]
 
 
 class ScriptedModel:
@@ -87,6 +108,7 @@ class ScriptedModel:
         self._chunk = chunk_size
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        self._chars = _CharCounter()
         self.requests: list[ModelRequest] = []
         """Every request received, in order."""
 
@@ -145,7 +167,9 @@ class ScriptedModel:
             call_id = call.id or f"call_{next(self._ids)}"
             out_chars += len(call.name) + len(json.dumps(call.input, default=str))
             yield ToolCallEvent(tool_call_id=call_id, tool_name=call.name, input=call.input)
-        inp = max(1, _request_chars(request) // 4)
+        with self._lock:
+            chars = len(request.system or "") + self._chars.count(request.messages)
+        inp = max(1, chars // 4)
         out = max(1, out_chars // 4) if out_chars else 0
         yield UsageEvent(Usage(input_tokens=inp, output_tokens=out, total_tokens=inp + out))
         yield FinishEvent("tool-calls" if turn.tool_calls else "stop")

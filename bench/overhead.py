@@ -1,0 +1,92 @@
+"""agentkit runtime overhead on the peer benchmarks' workloads (zero-latency model).
+
+    python3 bench/overhead.py                      # one JSON line, like the peer scripts
+    bash ../shared/bench-peers/run_all.sh "python3 bench/overhead.py"   # side by side
+
+Workloads (defined in ../shared/bench-peers/common.py, the same for every framework):
+  A  run_agent with a model that calls add() 10 times, then answers: us per model step.
+  B  200 user turns in one durable Session (FileEventStore, fsync on): ms per turn for
+     turns 1-20 vs 181-200.
+The model is a FunctionModel: a pure function of the messages it is shown, so the
+measured time is agentkit's own cost. Set AGENTKIT_BENCH_PEERS to the folder holding
+common.py if ../shared/bench-peers is not beside the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+_here = Path(__file__).resolve()
+_peers = os.environ.get("AGENTKIT_BENCH_PEERS") or str(_here.parents[2] / "shared" / "bench-peers")
+if not (Path(_peers) / "common.py").exists():
+    sys.exit(f"cannot find the peer benchmarks' common.py in {_peers}; set AGENTKIT_BENCH_PEERS")
+sys.path.insert(0, _peers)
+sys.path.insert(0, str(_here.parents[1]))
+
+import common  # noqa: E402
+
+import agentkit  # noqa: E402
+from agentkit import FunctionModel, ModelRequest, Session, ToolCall, run_agent, tool  # noqa: E402
+from agentkit.messages import ToolResultPart  # noqa: E402
+
+SEEN = [0]
+add = tool(common.add)
+
+
+def scripted(max_calls: int):
+    """The peers' fake model: counts tool results since the last user message."""
+
+    def reply(request: ModelRequest):
+        SEEN[0] = len(request.messages)
+        n, last = 0, None
+        for msg in reversed(request.messages):
+            if msg.role == "user":
+                break
+            if msg.role == "tool":
+                for part in reversed(msg.content):
+                    if isinstance(part, ToolResultPart):
+                        n += 1
+                        last = part.output.value if last is None else last
+        kind, arg = common.next_action(n, last or 0, max_calls)
+        return ToolCall("add", arg) if kind == "call" else arg
+
+    return reply
+
+
+def store_factory(root: str):
+    try:
+        from agentkit.stores import FileEventStore  # type: ignore[attr-defined]
+    except ImportError:  # before the file store existed
+        return agentkit.InMemoryEventStore(), "InMemoryEventStore"
+    return FileEventStore(root), "FileEventStore(fsync=True)"
+
+
+def main() -> None:
+    model_a = FunctionModel(scripted(common.TOOL_CALLS_A))
+    a = common.bench_a(lambda: run_agent(model_a, "add things up", tools=[add]).text)
+
+    tmp = common.scratch_dir("agentkit_b_")
+    store, store_name = store_factory(tmp)
+    session = Session.open("bench", store=store, model=FunctionModel(scripted(1)), tools=[add])
+
+    def turn(i: int) -> str:
+        session.push_user_message(f"turn {i}: add things up")
+        return session.generate().text
+
+    b = common.bench_b(turn, lambda: len(session.model_messages()), tmp)
+    b["b_model_input_items_last_call"] = SEEN[0]
+    session.close()
+    common.report(
+        "agentkit",
+        agentkit.__version__,
+        **a,
+        **b,
+        fake_model="agentkit.FunctionModel",
+        persistence=store_name,
+    )
+
+
+if __name__ == "__main__":
+    main()
