@@ -25,7 +25,8 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     │   ├── StoreCorruptionError                a record in the middle of a log is damaged
     │   ├── SchemaVersionError                  a record was written by a newer agentkit
     │   └── StoreLockTimeout (TimeoutError)     a store lock stayed held past the timeout
-    └── AccessDenied (PermissionError)          an execution context refused an operation
+    ├── AccessDenied (PermissionError)          an execution context refused an operation
+    └── McpError                                an MCP server could not be connected or used
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "CompletionValidationError",
     "ConfigurationError",
     "ContextOverflowError",
+    "McpError",
     "MissingDependencyError",
     "ModelError",
     "ProviderError",
@@ -175,3 +177,12 @@ class StoreLockTimeout(StoreError, TimeoutError):
 
 class AccessDenied(AgentkitError, PermissionError):
     """An execution context refused an operation (path escape, read-only root, veto)."""
+
+
+class McpError(AgentkitError):
+    """An MCP server could not be connected or used (raised by :mod:`agentkit.mcp`).
+
+    A failing server never crashes an agent loop: tool calls report failures as error
+    results. This error is raised by the toolset itself, for example when
+    ``fail_on_no_tools=True`` and no server mounted a tool, or on use after ``close()``.
+    """
