@@ -329,13 +329,13 @@ class _Loop:
 
     # -- tools -------------------------------------------------------------------------
 
-    def _context(self, call: ToolCallPart, timeout: bool) -> ToolContext:
+    def _context(self, call: ToolCallPart) -> ToolContext:
         update = self.opts.on_tool_call_update
         cid = call.tool_call_id
         return ToolContext(
             tool_call_id=cid,
             tool_name=call.tool_name,
-            cancel=self.cancel.child() if timeout else self.cancel,
+            cancel=self.cancel,
             session_id=self.host.session_id,
             execution_context=self.opts.execution_context,
             _progress=None if update is None else (lambda u: update(cid, u)),
@@ -343,8 +343,7 @@ class _Loop:
 
     def _execute(self, call: ToolCallPart) -> ToolOutput:
         tool = self.opts.tools.get(call.tool_name)
-        ctx = self._context(call, tool is not None and tool.timeout is not None)
-        return run_tool_call(tool, call, ctx, self.tool_names)
+        return run_tool_call(tool, call, self._context(call), self.tool_names)
 
     def _run_tools(self, calls: list[ToolCallPart]) -> list[ToolCallRecord]:
         opts = self.opts

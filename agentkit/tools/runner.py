@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 from ..errors import CancelledError
@@ -34,6 +35,9 @@ def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
         kwargs: dict[str, Any] = tool.prepare_input(data) if tool.prepare_input else dict(data)
     except Exception as exc:  # noqa: BLE001 - conversion of nested types
         return ToolOutput.error(f"invalid input for tool {name!r}: {exc}")
+    if tool.timeout is not None:
+        # the call gets its own child token so a timeout stops this call, not the run
+        ctx = replace(ctx, cancel=ctx.cancel.child())
     if tool.context_param:
         kwargs[tool.context_param] = ctx
     if tool.timeout is None:

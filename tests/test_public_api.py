@@ -1,0 +1,38 @@
+"""The public surface: documented, keyword-only, and free of optional imports."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import subprocess
+import sys
+
+import agentkit
+
+
+def test_all_names_exist_and_have_docstrings():
+    for name in agentkit.__all__:
+        obj = getattr(agentkit, name)
+        if name == "__version__":
+            continue
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"agentkit.{name} has no docstring"
+
+
+def test_public_dataclasses_are_keyword_only_and_frozen():
+    for name in agentkit.__all__:
+        obj = getattr(agentkit, name)
+        if inspect.isclass(obj) and dataclasses.is_dataclass(obj):
+            params = dataclasses.fields(obj)
+            assert all(f.kw_only for f in params if f.init), f"{name} has positional fields"
+            assert obj.__dataclass_params__.frozen or name == "ToolContext", f"{name} is not frozen"
+
+
+def test_importing_agentkit_imports_no_optional_sdk():
+    code = (
+        "import sys, agentkit, agentkit.models, agentkit.tools, agentkit.stores;"
+        "bad = [m for m in ('openai', 'anthropic', 'mcp', 'langchain_core') if m in sys.modules];"
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -1,0 +1,325 @@
+"""Session: thread safety, commit order, the generation gate, listeners, lifecycle."""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+
+import pytest
+
+from agentkit import (
+    AssistantMessageEvent,
+    CancelledError,
+    CancelToken,
+    ConfigurationError,
+    ControlEvent,
+    FunctionModel,
+    RuntimeEvent,
+    ScriptedModel,
+    Session,
+    SessionClosedError,
+    ToolCall,
+    ToolCallPart,
+    ToolResultEvent,
+    UserMessageEvent,
+    tool,
+)
+
+
+def wait_for(predicate, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def echo_model():
+    return FunctionModel(lambda r: "saw " + ",".join(m.text for m in r.messages if m.role == "user"))
+
+
+def test_push_and_generate_basics():
+    with Session(echo_model(), system="sys") as s:
+        e = s.push_user_message("hello")
+        assert e.seq == 1 and isinstance(e, UserMessageEvent)
+        r = s.generate()
+        assert r.text == "saw hello"
+        assert [type(ev) for ev in r.events] == [UserMessageEvent, AssistantMessageEvent]
+        assert [ev.seq for ev in r.events] == [1, 2]
+        assert s.model_messages()[-1].text == "saw hello"
+        rt = s.push_runtime_event("timer-fired", {"at": 1})
+        assert isinstance(rt, RuntimeEvent) and rt.seq == 3
+        assert "timer-fired" in s.model_messages()[-1].text
+
+
+def test_many_threads_pushing_get_unique_consecutive_seq_in_commit_order():
+    s = Session(echo_model())
+    per_thread = 200
+
+    def pusher(k):
+        for i in range(per_thread):
+            s.push_runtime_event("tick", {"thread": k, "i": i})
+
+    threads = [threading.Thread(target=pusher, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    events = s.events
+    assert [e.seq for e in events] == list(range(1, 6 * per_thread + 1))
+    for k in range(6):  # each thread's events keep their order
+        mine = [e.data["i"] for e in events if e.data["thread"] == k]
+        assert mine == list(range(per_thread))
+    s.close()
+
+
+def test_generate_calls_from_threads_run_one_at_a_time_in_call_order():
+    active, order, peak = [0], [], [0]
+    lock = threading.Lock()
+    gate = threading.Event()
+
+    def reply(request):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        tag = [m.text for m in request.messages if m.role == "user"][-1]
+        order.append(tag)
+        if tag == "first":
+            gate.wait(20)
+        time.sleep(0.01)
+        with lock:
+            active[0] -= 1
+        return f"done {tag}"
+
+    s = Session(FunctionModel(reply))
+    results = {}
+
+    def gen(name):
+        results[name] = s.generate().text
+
+    s.push_user_message("first")
+    t0 = threading.Thread(target=gen, args=("g0",))
+    t0.start()
+    assert wait_for(lambda: order == ["first"])
+    threads = []
+    for i in range(1, 4):  # queue three more, in a known order
+        t = threading.Thread(target=gen, args=(f"g{i}",))
+        t.start()
+        threads.append(t)
+        assert wait_for(lambda i=i: len(s._queue) == i + 1)
+    s.push_user_message("pushed during inference")
+    gate.set()
+    for t in [t0, *threads]:
+        t.join(20)
+    assert peak[0] == 1
+    # the first inference ran on a frozen snapshot; the push it did not see came next
+    assert order[0] == "first" and order[1] == "pushed during inference"
+    assert results["g0"] == "done first" and results["g1"] == "done pushed during inference"
+    s.close()
+
+
+def test_events_pushed_during_inference_are_committed_and_seen_next_time():
+    started, release = threading.Event(), threading.Event()
+    seen = []
+
+    def reply(request):
+        seen.append([m.text for m in request.messages])
+        if len(seen) == 1:
+            started.set()
+            release.wait(20)
+        return "ok"
+
+    s = Session(FunctionModel(reply))
+    s.push_user_message("one")
+    t = threading.Thread(target=s.generate)
+    t.start()
+    assert started.wait(20)
+    pushed = s.push_user_message("two")  # committed immediately, even mid-inference
+    assert s.events[-1] == pushed
+    release.set()
+    t.join(20)
+    s.generate()
+    assert seen[0] == ["one"]
+    assert seen[1] == ["one", "two", "ok"]  # snapshot order: one, two, then the answer to one
+    s.close()
+
+
+def test_failed_generate_does_not_block_the_queue():
+    calls = [0]
+
+    def reply(request):
+        calls[0] += 1
+        if calls[0] == 1:
+            raise RuntimeError("provider down")
+        return "recovered"
+
+    s = Session(FunctionModel(reply))
+    s.push_user_message("x")
+    with pytest.raises(RuntimeError, match="provider down"):
+        s.generate()
+    assert s.generate().text == "recovered"
+    s.close()
+
+
+def test_abort_current_generation_cancels_and_the_next_one_runs():
+    started = threading.Event()
+
+    @tool
+    def slow() -> str:
+        """Block until cancelled."""
+        started.set()
+        time.sleep(0.2)
+        return "slow done"
+
+    model = ScriptedModel([ToolCall("slow"), "never", "after abort"])
+    s = Session(model, tools=[slow])
+    s.push_user_message("go")
+    errors = []
+
+    def run():
+        try:
+            s.generate()
+        except CancelledError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert started.wait(20)
+    assert s.abort_current_generation("user pressed stop") is True
+    t.join(20)
+    assert errors and "user pressed stop" in str(errors[0])
+    kinds = [type(e) for e in s.events]
+    assert ControlEvent in kinds and ToolResultEvent in kinds  # the finished tool was committed
+    assert s.abort_current_generation() is False
+    assert s.generate().text == "never"  # the queue is free; the script continues
+    s.close()
+
+
+def test_orphaned_tool_calls_are_closed_before_the_next_inference():
+    model = ScriptedModel([lambda r: "roles=" + ",".join(m.role for m in r.messages)])
+    s = Session(model)
+    s.push_user_message("go")
+    s.push_event(AssistantMessageEvent(content=(ToolCallPart(tool_call_id="lost", tool_name="t", input={}),)))
+    r = s.generate()
+    assert r.text == "roles=user,assistant,tool"
+    closing = [e for e in s.events if isinstance(e, ToolResultEvent)]
+    assert closing[0].tool_call_id == "lost" and closing[0].output.is_error
+    s.close()
+
+
+def test_external_cancel_token_and_per_call_overrides():
+    token = CancelToken()
+    token.cancel("already")
+    s = Session(ScriptedModel(["a", "b"]), system="default")
+    s.push_user_message("x")
+    with pytest.raises(CancelledError):
+        s.generate(cancel=token)
+    r = s.generate(system="override", model=ScriptedModel(["other model"]))
+    assert r.text == "other model"
+    s.close()
+
+
+def test_listeners_receive_events_in_commit_order_and_can_unsubscribe():
+    s = Session(echo_model())
+    got = []
+    unsubscribe = s.subscribe(got.append)
+    s.push_user_message("a")
+    s.generate()
+    assert wait_for(lambda: len(got) == 2)
+    assert [e.seq for e in got] == [1, 2]
+    unsubscribe()
+    s.push_user_message("b")
+    time.sleep(0.05)
+    assert len(got) == 2
+    s.close()
+
+
+def test_a_raising_listener_is_removed_with_a_warning_and_the_session_goes_on():
+    s = Session(echo_model())
+    good = []
+
+    def bad(event):
+        raise ValueError("listener bug")
+
+    s.subscribe(bad)
+    s.subscribe(good.append)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        s.push_user_message("a")
+        assert wait_for(lambda: any("listener bug" in str(w.message) for w in caught))
+    s.push_user_message("b")
+    assert wait_for(lambda: len(good) == 2)
+    assert len(s._subs) == 1
+    s.close()
+
+
+def test_a_stalled_listener_is_removed_without_blocking_commits():
+    s = Session(echo_model(), listener_timeout=0.2, listener_queue_size=5)
+    release = threading.Event()
+    s.subscribe(lambda e: release.wait(30))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.monotonic()
+        for i in range(50):
+            s.push_runtime_event("tick", {"i": i})
+            time.sleep(0.01)
+        elapsed = time.monotonic() - start
+    assert len(s.events) == 50
+    assert s._subs == [] and any("removed session listener" in str(w.message) for w in caught)
+    assert elapsed < 20
+    release.set()
+    s.close()
+
+
+def test_close_refuses_further_work_and_is_idempotent():
+    s = Session(echo_model())
+    s.push_user_message("x")
+    s.close()
+    s.close()
+    assert s.closed
+    with pytest.raises(SessionClosedError):
+        s.push_user_message("y")
+    with pytest.raises(SessionClosedError):
+        s.generate()
+
+
+def test_abort_session_refuses_future_generations():
+    s = Session(echo_model())
+    s.push_user_message("x")
+    s.abort_session("shutting down")
+    with pytest.raises(SessionClosedError, match="shutting down"):
+        s.generate()
+    s.push_user_message("pushes still work")
+    s.close()
+
+
+def test_bad_input_raises_before_side_effects():
+    s = Session(echo_model())
+    with pytest.raises(ConfigurationError):
+        s.push_user_message([])
+    with pytest.raises(ConfigurationError):
+        s.push_runtime_event("x", {"bad": object()})
+    with pytest.raises(ConfigurationError):
+        s.push_event("not an event")  # type: ignore[arg-type]
+    e = s.push_user_message("ok")
+    with pytest.raises(ConfigurationError, match="already committed"):
+        s.push_event(e)
+    with pytest.raises(ConfigurationError, match="invalid session id"):
+        Session(echo_model(), session_id="../etc")
+    with pytest.raises(ConfigurationError, match="no model"):
+        Session().generate()
+    assert len(s.events) == 1
+    s.close()
+
+
+def test_session_seeded_with_events_continues_from_them():
+    first = Session(echo_model())
+    first.push_user_message("earlier")
+    first.generate()
+    events = first.events
+    second = Session(echo_model(), events=[e.with_seq(0) for e in events])
+    second.push_user_message("later")
+    assert second.generate().text == "saw earlier,later"
+    assert [e.seq for e in second.events] == [1, 2, 3, 4]

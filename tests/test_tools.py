@@ -1,0 +1,230 @@
+"""Tools: @tool schemas, validation, the registry, and the call runner."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import Literal, Optional
+
+import pydantic
+import pytest
+
+from agentkit import (
+    CancelToken,
+    ImagePart,
+    TextPart,
+    Tool,
+    ToolCallPart,
+    ToolContext,
+    ToolDefinitionError,
+    ToolOutput,
+    ToolRegistry,
+    tool,
+)
+from agentkit.tools.runner import run_tool_call
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int = 0
+
+
+class Box(pydantic.BaseModel):
+    label: str
+    corners: list[Point]
+
+
+@tool
+def plot(
+    mode: Literal["line", "scatter"],
+    points: list[Point],
+    box: Optional[Box] = None,
+    title: str = "untitled",
+    scale: float = 1.0,
+) -> dict:
+    """Plot points.
+
+    A longer paragraph that stays in the description.
+
+    Args:
+        mode: How to draw the points.
+        points: The points to draw,
+            in order.
+        box: An optional bounding box.
+        title (str): The chart title.
+
+    Returns:
+        A summary.
+    """
+    return {
+        "mode": mode,
+        "n": len(points),
+        "first": dataclasses.asdict(points[0]) if points else None,
+        "box": None if box is None else [box.label, type(box.corners[0]).__name__],
+        "title": title,
+        "scale": scale,
+    }
+
+
+def call(t: Tool | None, input, *, cid="c1", token=None, available=()):
+    part = ToolCallPart(tool_call_id=cid, tool_name=getattr(t, "name", "missing"), input=input)
+    ctx = ToolContext(tool_call_id=cid, tool_name=part.tool_name, cancel=token or CancelToken())
+    return run_tool_call(t, part, ctx, available)
+
+
+def test_schema_from_type_hints_and_docstring():
+    s = plot.input_schema
+    assert s["type"] == "object"
+    assert plot.description.startswith("Plot points.") and "longer paragraph" in plot.description
+    assert "Returns" not in plot.description
+    props = s["properties"]
+    assert props["mode"]["enum"] == ["line", "scatter"]
+    assert props["mode"]["description"] == "How to draw the points."
+    assert props["points"]["description"] == "The points to draw, in order."
+    assert props["title"]["default"] == "untitled" and props["title"]["description"] == "The chart title."
+    assert props["points"]["type"] == "array"
+    assert set(s["required"]) == {"mode", "points"}
+    assert "Point" in s["$defs"] and "Box" in s["$defs"]
+    assert s["additionalProperties"] is False
+    assert "title" not in s["$defs"]["Point"]  # pydantic titles are stripped
+
+
+def test_nested_dataclasses_and_models_are_built_before_the_call():
+    out = call(plot, {"mode": "line", "points": [{"x": 1}], "box": {"label": "b", "corners": [{"x": 0, "y": 0}]}})
+    assert out == ToolOutput(
+        kind="json",
+        value={"mode": "line", "n": 1, "first": {"x": 1, "y": 0}, "box": ["b", "Point"], "title": "untitled",
+               "scale": 1.0},
+    )
+
+
+def test_invalid_input_names_path_and_rule():
+    out = call(plot, {"mode": "pie", "points": [{"x": "one"}], "extra": 1})
+    assert out.is_error
+    assert "$.mode" in out.value and "(rule: enum)" in out.value
+    assert "$.points[0].x" in out.value and "(rule: type)" in out.value
+    assert "(rule: additionalProperties)" in out.value
+    missing = call(plot, {"mode": "line"})
+    assert "'points' is a required property" in missing.value and "(rule: required)" in missing.value
+
+
+def test_tool_context_is_injected_and_not_in_schema():
+    seen = {}
+
+    @tool
+    def slow(n: int, ctx: ToolContext) -> str:
+        """Report progress."""
+        seen["id"] = ctx.tool_call_id
+        ctx.report_progress({"done": n})
+        return "ok"
+
+    assert list(slow.input_schema["properties"]) == ["n"]
+    updates = []
+    part = ToolCallPart(tool_call_id="abc", tool_name="slow", input={"n": 2})
+    ctx = ToolContext(tool_call_id="abc", tool_name="slow", cancel=CancelToken(), _progress=updates.append)
+    assert run_tool_call(slow, part, ctx).value == "ok"
+    assert seen["id"] == "abc" and updates == [{"done": 2}]
+
+
+def test_return_values_become_outputs():
+    @tool
+    def many(kind: str):
+        """Return different shapes."""
+        return {
+            "text": "plain",
+            "json": [1, 2],
+            "none": None,
+            "parts": [TextPart(text="see"), ImagePart(data=b"img")],
+            "output": ToolOutput.error("custom failure"),
+            "model": Point(x=1),
+        }[kind]
+
+    assert call(many, {"kind": "text"}) == ToolOutput.text("plain")
+    assert call(many, {"kind": "json"}) == ToolOutput(kind="json", value=[1, 2])
+    assert call(many, {"kind": "none"}) == ToolOutput(kind="json", value=None)
+    assert call(many, {"kind": "parts"}).kind == "content"
+    assert call(many, {"kind": "output"}).is_error
+    assert call(many, {"kind": "model"}) == ToolOutput.text("Point(x=1, y=0)")
+
+
+def test_exceptions_unknown_tools_and_bad_json_become_error_results():
+    @tool
+    def boom() -> str:
+        """Always fails."""
+        raise RuntimeError("disk on fire")
+
+    out = call(boom, {})
+    assert out.is_error and "RuntimeError: disk on fire" in out.value
+    unknown = call(None, {}, available=("boom", "plot"))
+    assert unknown.is_error and "unknown tool 'missing'" in unknown.value and "boom, plot" in unknown.value
+    bad = run_tool_call(
+        boom,
+        ToolCallPart(tool_call_id="x", tool_name="boom", input="{not json", input_error="Expecting value"),
+        ToolContext(tool_call_id="x", tool_name="boom", cancel=CancelToken()),
+    )
+    assert bad.is_error and "could not be parsed: Expecting value" in bad.value
+
+
+def test_timeout_returns_an_error_and_cancels_the_call_token():
+    release = threading.Event()
+    observed = {}
+
+    @tool(timeout=0.2)
+    def hang(ctx: ToolContext) -> str:
+        """Hang until told to stop."""
+        observed["cancelled"] = ctx.cancel.wait(30)
+        release.set()
+        return "late"
+
+    start = time.monotonic()
+    token = CancelToken()
+    out = call(hang, {}, token=token)
+    assert out.is_error and "timed out after 0.2s" in out.value
+    assert time.monotonic() - start < 10
+    assert release.wait(10) and observed["cancelled"] is True
+    assert not token.cancelled  # only the call's own child token was cancelled
+
+
+def test_registry_rejects_duplicates_and_bad_definitions():
+    @tool
+    def a() -> str:
+        """A."""
+        return "a"
+
+    reg = ToolRegistry([a])
+    with pytest.raises(ToolDefinitionError, match="two tools are named 'a'"):
+        reg.add(a)
+    with pytest.raises(ToolDefinitionError, match="invalid tool name"):
+        Tool(name="has space", description="", input_schema={"type": "object"}, fn=lambda: 1)
+    with pytest.raises(ToolDefinitionError, match='"type": "object"'):
+        Tool(name="x", description="", input_schema={"type": "string"}, fn=lambda: 1)
+    with pytest.raises(ToolDefinitionError, match="not a valid JSON Schema"):
+        Tool(name="x", description="", input_schema={"type": "object", "properties": 3}, fn=lambda: 1)
+    with pytest.raises(ToolDefinitionError, match=r"\*args"):
+
+        @tool
+        def bad(*args: int) -> None:
+            """Bad."""
+
+    with pytest.raises(ToolDefinitionError, match="cannot use"):
+        ToolRegistry([42])
+
+
+def test_plain_functions_are_wrapped_and_tool_options_apply():
+    def shout(text: str) -> str:
+        """Upper-case the text."""
+        return text.upper()
+
+    reg = ToolRegistry([shout])
+    assert reg["shout"].description == "Upper-case the text."
+    assert call(reg["shout"], {"text": "hi"}).value == "HI"
+
+    @tool(name="renamed", description="custom", read_only=True)
+    def orig(x: int = 1) -> int:
+        """Ignored."""
+        return x
+
+    assert (orig.name, orig.description, orig.read_only) == ("renamed", "custom", True)
+    assert orig.spec.name == "renamed" and orig() == 1
