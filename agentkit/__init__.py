@@ -66,7 +66,7 @@ from .models import (
 from .projection import Projector, build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
 from .session import Session
-from .stores import EventStore, InMemoryEventStore, StoredSession
+from .stores import EventStore, FileEventStore, InMemoryEventStore, StoredSession
 from .tools import Tool, ToolContext, ToolRegistry, tool
 from .usage import Usage
 
@@ -87,6 +87,7 @@ __all__ = [
     "ControlEvent",
     "Event",
     "EventStore",
+    "FileEventStore",
     "FilePart",
     "FunctionModel",
     "GenerateResult",

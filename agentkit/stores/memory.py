@@ -7,9 +7,8 @@ from collections.abc import Sequence
 
 from ..errors import StoreConflictError
 from ..events import Event
+from ._checks import archive_conflict, check_events, check_revision
 from .base import StoredSession, validate_session_id
-
-__all__ = ["InMemoryEventStore"]
 
 
 class InMemoryEventStore:
@@ -32,6 +31,8 @@ class InMemoryEventStore:
     def append(self, session_id: str, events: Sequence[Event], *, expected_revision: int) -> int:
         """Compare-and-swap append; returns the new revision."""
         validate_session_id(session_id)
+        check_revision(expected_revision)
+        batch = check_events(events)
         with self._lock:
             log = self._logs.get(session_id)
             current = 0 if log is None else len(log)
@@ -44,18 +45,27 @@ class InMemoryEventStore:
                 )
             if log is None:
                 log = self._logs[session_id] = []
-            log.extend(events)
+            log.extend(batch)
             return len(log)
 
     def archive(self, session_id: str, archive_id: str, events: Sequence[Event]) -> None:
-        """Keep archived events."""
+        """Keep archived events. Archiving the same event ids again is a no-op; different
+        events under a used id are refused."""
         validate_session_id(session_id)
         validate_session_id(archive_id)
+        batch = tuple(check_events(events))
         with self._lock:
-            self._archives[(session_id, archive_id)] = tuple(events)
+            existing = self._archives.get((session_id, archive_id))
+            if existing is not None:
+                if [e.id for e in existing] == [e.id for e in batch]:
+                    return
+                raise archive_conflict(session_id, archive_id)
+            self._archives[(session_id, archive_id)] = batch
 
     def load_archive(self, session_id: str, archive_id: str) -> tuple[Event, ...] | None:
         """Archived events, or None."""
+        validate_session_id(session_id)
+        validate_session_id(archive_id)
         with self._lock:
             return self._archives.get((session_id, archive_id))
 
@@ -66,6 +76,7 @@ class InMemoryEventStore:
 
     def delete(self, session_id: str) -> bool:
         """Remove a session and its archives."""
+        validate_session_id(session_id)
         with self._lock:
             found = self._logs.pop(session_id, None) is not None
             for key in [k for k in self._archives if k[0] == session_id]:

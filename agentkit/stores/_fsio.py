@@ -1,0 +1,87 @@
+"""Small file-system helpers for the file store: durable writes and readable errors."""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+
+from ..errors import StoreError
+
+_HINTS = {
+    errno.ENOSPC: "the disk is full: free some space and retry",
+    errno.EDQUOT: "the disk quota is exhausted: free some space and retry",
+    errno.EFBIG: "the file size limit was reached: raise the limit (ulimit -f) and retry",
+    errno.EROFS: "the file system is mounted read-only: remount it writable or use another root_dir",
+    errno.EACCES: "permission denied: give this process write access to the store directory",
+    errno.EPERM: "the operation is not permitted (an immutable file or directory?)",
+}
+
+
+def os_error(action: str, exc: OSError, *, tail: str = "") -> StoreError:
+    """A StoreError saying what failed, why, and what to do."""
+    hint = _HINTS.get(exc.errno or 0, "")
+    msg = f"{action}: {exc.strerror or exc}"
+    if hint:
+        msg += f" ({hint})"
+    if tail:
+        msg += f". {tail}"
+    err = StoreError(msg)
+    err.__cause__ = exc
+    return err
+
+
+def fsync_dir(path: str) -> None:
+    """Make a directory's entries (a created, renamed or removed file) durable."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` (os.write may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def atomic_write(path: str, data: bytes, *, sync: bool) -> None:
+    """Replace ``path`` with ``data``: temp file, fsync, atomic rename, directory fsync.
+
+    A crash leaves either the old file or the new one, never a mix. Raises OSError."""
+    directory = os.path.dirname(path)
+    tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        try:
+            write_all(fd, data)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    if sync:
+        fsync_dir(directory)
+
+
+def make_dir(path: str, *, sync: bool) -> bool:
+    """Create directory ``path`` (its parent must exist); True when it was created.
+    The parent is fsynced so the new entry survives a crash."""
+    try:
+        os.mkdir(path, 0o755)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", path) from None
+        return False
+    if sync:
+        fsync_dir(os.path.dirname(path))
+    return True

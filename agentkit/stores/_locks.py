@@ -1,0 +1,89 @@
+"""Inter-process (portalocker) plus in-process (threading) locks with a deadline.
+
+OS file locks do not reliably exclude threads of one process (``fcntl`` record locks,
+and ``flock`` where it is emulated by them, belong to the whole process), so every lock
+file also has one process-wide ``threading.Lock``. That registry is the one piece of
+module state here: it mirrors a resource that is itself process-wide. Locks are never
+stolen; a lock held past the timeout raises StoreLockTimeout naming the lock file.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import portalocker
+
+from ..errors import StoreError, StoreLockTimeout
+
+
+class _ThreadLock:
+    __slots__ = ("lock", "__weakref__")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+_registry: weakref.WeakValueDictionary[str, _ThreadLock] = weakref.WeakValueDictionary()
+_registry_guard = threading.Lock()
+
+
+def _thread_lock(path: str) -> _ThreadLock:
+    with _registry_guard:
+        tl = _registry.get(path)
+        if tl is None:
+            tl = _registry[path] = _ThreadLock()
+        return tl
+
+
+def _timeout_error(path: str, timeout: float, what: str) -> StoreLockTimeout:
+    return StoreLockTimeout(
+        f"could not lock {path} within {timeout:g}s: {what} holds it. agentkit never steals "
+        f"a lock; the operating system releases it when the holding process exits. Wait for "
+        f"the other writer to finish, stop it, or raise lock_timeout."
+    )
+
+
+@contextmanager
+def locked(path: str, *, timeout: float, shared: bool = False, create: bool = True) -> Iterator[None]:
+    """Hold the lock file ``path`` (exclusive, or shared for readers) for the block.
+
+    ``create=False`` opens an existing lock file read-only (for readers on a read-only
+    file system); a missing one then means there is nothing to lock."""
+    deadline = time.monotonic() + timeout
+    tl = _thread_lock(path)
+    if not tl.lock.acquire(timeout=max(timeout, 0.0)):
+        raise _timeout_error(path, timeout, "another thread of this process")
+    try:
+        flags = os.O_RDWR | os.O_CREAT if create else os.O_RDONLY
+        try:
+            fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open lock file {path}: {exc.strerror or exc}") from exc
+        try:
+            mode = portalocker.LockFlags.SHARED if shared else portalocker.LockFlags.EXCLUSIVE
+            delay = 0.001
+            while True:
+                try:
+                    portalocker.lock(fd, mode | portalocker.LockFlags.NON_BLOCKING)
+                    break
+                except portalocker.AlreadyLocked:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise _timeout_error(path, timeout, "another process") from None
+                    time.sleep(min(delay, remaining))
+                    delay = min(delay * 2, 0.05)
+                except portalocker.LockException as exc:
+                    raise StoreError(f"cannot lock {path}: {exc}") from exc
+            try:
+                yield
+            finally:
+                portalocker.unlock(fd)
+        finally:
+            os.close(fd)
+    finally:
+        tl.lock.release()

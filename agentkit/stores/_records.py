@@ -1,0 +1,99 @@
+"""The on-disk record format of the file store: one checksummed JSON object per line.
+
+A record line is a JSON object whose first member is its checksum::
+
+    {"crc":"1c291ca3","events":[...],"kind":"events","rev":12,"v":1}\\n
+
+The crc32 (8 lowercase hex digits) covers every byte after ``{"crc":"xxxxxxxx",`` up to
+and including the closing brace, so the version, the kind and the payload are all
+protected. Every record carries its schema version ``v``; a record with a version newer
+than :data:`~agentkit.stores.base.SCHEMA_VERSION` is refused with SchemaVersionError
+instead of being misread.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigurationError, SchemaVersionError
+from ..events import Event
+from .base import SCHEMA_VERSION
+
+_PREFIX = b'{"crc":"'
+_BODY_START = len(_PREFIX) + 8 + 2  # after '{"crc":"xxxxxxxx",'
+
+
+class DamagedRecord(Exception):
+    """A line is not an intact record (torn by a crash, or corrupted). Internal."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """A decoded, checksum-verified record."""
+
+    kind: str
+    version: int
+    data: dict[str, Any]
+
+
+def _canonical(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def encode_record(kind: str, data: dict[str, Any]) -> bytes:
+    """One record line (ending in a newline) for ``data`` with kind ``kind``."""
+    body = _canonical({**data, "kind": kind, "v": SCHEMA_VERSION})
+    rest = body[1:]  # drop the opening brace; the crc member takes its place
+    return b'{"crc":"%08x",' % zlib.crc32(rest) + rest + b"\n"
+
+
+def encode_events(events: Sequence[Event], revision: int) -> bytes:
+    """The record line of one append: ``events`` bringing the log to ``revision``.
+
+    Raises ConfigurationError (before anything is written) when an event is not JSON
+    serialisable."""
+    try:
+        return encode_record("events", {"rev": revision, "events": [e.to_dict() for e in events]})
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"cannot store these events: they are not JSON-serialisable ({exc}). "
+            f"Event data must be plain JSON values."
+        ) from None
+
+
+def decode_record(line: bytes, *, where: str) -> Record:
+    """Decode and verify one line (without its newline).
+
+    Raises DamagedRecord when the line is torn or corrupt, SchemaVersionError when it
+    was written by a newer agentkit. ``where`` names the file and line for messages."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        raise DamagedRecord(f"{where}: not a complete JSON record") from None
+    if not isinstance(obj, dict):
+        raise DamagedRecord(f"{where}: not a JSON object")
+    version = obj.get("v")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{where} has schema version {version}, but this agentkit reads schema versions "
+            f"up to {SCHEMA_VERSION}. It was written by a newer agentkit: upgrade agentkit to "
+            f"read it (nothing was changed)."
+        )
+    if not line.startswith(_PREFIX) or len(line) <= _BODY_START or line[_BODY_START - 2 : _BODY_START] != b'",':
+        raise DamagedRecord(f"{where}: no checksum")
+    try:
+        stored = int(line[len(_PREFIX) : _BODY_START - 2], 16)
+    except ValueError:
+        raise DamagedRecord(f"{where}: unreadable checksum") from None
+    if zlib.crc32(line[_BODY_START:]) != stored:
+        raise DamagedRecord(f"{where}: checksum mismatch")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise DamagedRecord(f"{where}: invalid schema version {version!r}")
+    kind = obj.get("kind")
+    if not isinstance(kind, str):
+        raise DamagedRecord(f"{where}: record has no kind")
+    return Record(kind=kind, version=version, data=obj)

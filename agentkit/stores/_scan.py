@@ -1,0 +1,92 @@
+"""Reading a file-store log: verify records, find the end of the intact prefix.
+
+A log is a header line followed by one record line per append. A crash during an append
+can leave one damaged line at the end (torn: cut short, or never fully written); that
+append was never acknowledged, so it is left out. Damage anywhere else, or more than one
+damaged line at the end, cannot come from a crash and raises StoreCorruptionError
+naming the file and line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ConfigurationError, StoreCorruptionError
+from ..events import Event, event_from_dict
+from ._records import DamagedRecord, decode_record
+
+
+@dataclass
+class ScanResult:
+    """What a scan of ``data`` (the log from some offset on) found."""
+
+    events: list[Event] = field(default_factory=list)
+    end: int = 0
+    """Bytes of ``data`` that are intact records; anything after is a torn tail."""
+    revision: int = 0
+    lines: int = 0
+    """Intact lines read."""
+    schema_version: int = 0
+    torn: bool = False
+
+
+def _corrupt(path: str, line_no: int, why: str) -> StoreCorruptionError:
+    return StoreCorruptionError(
+        f"{path} line {line_no} is damaged ({why}) and more data follows it, so it is not "
+        f"the torn tail of an interrupted append. agentkit will not skip it. Restore the "
+        f"file from a backup, or move it aside to start the session anew."
+    )
+
+
+def scan(
+    data: bytes,
+    *,
+    path: str,
+    revision: int,
+    first_line: int,
+    want_events: bool = True,
+) -> ScanResult:
+    """Verify the record lines in ``data``; ``revision`` and ``first_line`` (1-based)
+    describe the log just before ``data`` starts."""
+    out = ScanResult(revision=revision)
+    pos = 0
+    size = len(data)
+    line_no = first_line
+    while pos < size:
+        nl = data.find(b"\n", pos)
+        line_end = size if nl == -1 else nl
+        line = data[pos:line_end]
+        where = f"{path} line {line_no}"
+        try:
+            rec = decode_record(line, where=where)
+            if nl == -1:  # complete JSON but no newline: the write was cut short
+                raise DamagedRecord(f"{where}: no line ending")
+        except DamagedRecord as exc:
+            rest = b"" if nl == -1 else data[nl + 1 :]
+            if rest.strip(b"\0"):
+                # something follows the damaged line: intact records mean corruption in
+                # the middle; more damage cannot come from one interrupted append either.
+                raise _corrupt(path, line_no, str(exc).split(": ", 1)[-1]) from None
+            out.torn = True
+            break
+        if rec.kind != "events":
+            raise _corrupt(path, line_no, f"unexpected {rec.kind!r} record")
+        payload = rec.data.get("events")
+        rev = rec.data.get("rev")
+        if not isinstance(payload, list) or not isinstance(rev, int) or rev != out.revision + len(payload):
+            raise StoreCorruptionError(
+                f"{where} has a valid checksum but revision {rev!r} does not follow revision "
+                f"{out.revision} (were lines duplicated or reordered?). Restore the file from a backup."
+            )
+        if want_events:
+            try:
+                out.events.extend(event_from_dict(d) for d in payload)
+            except (ConfigurationError, KeyError, TypeError, ValueError) as exc:
+                raise StoreCorruptionError(f"{where} holds an event agentkit cannot read: {exc}") from None
+        out.revision = rev
+        out.schema_version = max(out.schema_version, rec.version)
+        out.lines += 1
+        line_no += 1
+        pos = line_end + 1
+        out.end = pos
+    return out

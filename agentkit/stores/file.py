@@ -1,0 +1,400 @@
+"""FileEventStore: durable, crash-safe event logs in a directory, one host.
+
+Layout under ``root_dir``::
+
+    <session_id>/events.jsonl          header line, then one checksummed record per append
+    <session_id>/archives/<id>.json    events removed from the active log by compaction
+    .locks/<session_id>.lock           the session's lock file (kept after delete)
+
+Appends take the session's exclusive lock (``portalocker`` plus a process-wide thread
+lock), check the revision, write one line and fsync it before returning. Readers take a
+shared lock. Whole-file writes (a new log, an archive) go through a temp file, fsync and
+an atomic rename. A crash mid-append leaves at most one damaged line at the end; load
+leaves it out (it was never acknowledged) and the next append truncates it first.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ..errors import ConfigurationError, StoreConflictError, StoreCorruptionError
+from ..events import Event, event_from_dict
+from ._checks import archive_conflict, check_events, check_revision
+from ._fsio import atomic_write, fsync_dir, make_dir, os_error, write_all
+from ._locks import locked
+from ._records import DamagedRecord, decode_record, encode_events, encode_record
+from ._scan import scan
+from .base import SCHEMA_VERSION, StoredSession, validate_session_id
+
+__all__ = ["FileEventStore"]
+
+_LOG = "events.jsonl"
+_ARCHIVES = "archives"
+_LOCKS = ".locks"
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_HEADER_MAX = 4096
+
+
+@dataclass
+class _View:
+    """What this store object last verified about a log, so an append only reads the
+    bytes other writers added since (O(new events), not O(history))."""
+
+    dev: int
+    ino: int
+    header: bytes
+    offset: int
+    revision: int
+    lines: int
+
+
+class FileEventStore:
+    """Event logs as append-only, checksummed JSON-lines files under ``root_dir``.
+
+    ``fsync=False`` skips fsync (faster; a power loss may then lose acknowledged events,
+    a process crash still does not). ``lock_timeout`` bounds how long an operation waits
+    for another writer's lock before raising :class:`~agentkit.errors.StoreLockTimeout`.
+    File locks coordinate processes on one host; one writer per session id at a time is
+    enforced by compare-and-swap revisions. See docs/durability.md.
+    """
+
+    def __init__(self, root_dir: str | os.PathLike[str], *, fsync: bool = True, lock_timeout: float = 10.0) -> None:
+        if not isinstance(root_dir, (str, os.PathLike)) or not os.fspath(root_dir):
+            raise ConfigurationError(f"root_dir must be a directory path, got {root_dir!r}")
+        if not isinstance(fsync, bool):
+            raise ConfigurationError(f"fsync must be True or False, got {fsync!r}")
+        if (
+            not isinstance(lock_timeout, (int, float))
+            or isinstance(lock_timeout, bool)
+            or not lock_timeout >= 0
+            or lock_timeout == float("inf")
+        ):
+            raise ConfigurationError(f"lock_timeout must be a finite number of seconds >= 0, got {lock_timeout!r}")
+        root = os.path.abspath(os.fspath(root_dir))
+        if os.path.exists(root) and not os.path.isdir(root):
+            raise ConfigurationError(f"root_dir {root} exists and is not a directory")
+        self.root_dir = root
+        """The absolute path of the store directory."""
+        self.fsync = fsync
+        self.lock_timeout = float(lock_timeout)
+        self._views: dict[str, _View] = {}
+
+    def __repr__(self) -> str:
+        return f"FileEventStore({self.root_dir!r}, fsync={self.fsync}, lock_timeout={self.lock_timeout:g})"
+
+    # -- paths and locks ---------------------------------------------------------------
+
+    def _session_dir(self, session_id: str) -> str:
+        return os.path.join(self.root_dir, session_id)
+
+    def _log_path(self, session_id: str) -> str:
+        return os.path.join(self.root_dir, session_id, _LOG)
+
+    def _lock_path(self, session_id: str) -> str:
+        return os.path.join(self.root_dir, _LOCKS, session_id + ".lock")
+
+    def _ensure_root(self) -> None:
+        try:
+            os.makedirs(self.root_dir, exist_ok=True)
+            os.makedirs(os.path.join(self.root_dir, _LOCKS), exist_ok=True)
+        except OSError as exc:
+            raise os_error(f"cannot create the store directory {self.root_dir}", exc) from exc
+
+    @contextmanager
+    def _write_lock(self, session_id: str) -> Iterator[None]:
+        self._ensure_root()
+        with locked(self._lock_path(session_id), timeout=self.lock_timeout):
+            yield
+
+    @contextmanager
+    def _read_lock(self, session_id: str) -> Iterator[None]:
+        path = self._lock_path(session_id)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644))
+            create = True
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise os_error(f"cannot create lock file {path}", exc) from exc
+            # A read-only store: no writer can change it. Lock an existing lock file
+            # read-only when there is one, else read without a lock.
+            if not os.path.exists(path):
+                yield
+                return
+            create = False
+        with locked(path, timeout=self.lock_timeout, shared=True, create=create):
+            yield
+
+    # -- reading -----------------------------------------------------------------------
+
+    def _read_header(self, fd: int, path: str) -> bytes:
+        head = os.pread(fd, _HEADER_MAX, 0)
+        nl = head.find(b"\n")
+        if nl == -1:
+            raise StoreCorruptionError(
+                f"{path} line 1 (the log header) is damaged: no complete header line. The log is "
+                f"created atomically, so this is not a crash remnant. Restore it from a backup."
+            )
+        header = head[: nl + 1]
+        try:
+            rec = decode_record(header[:-1], where=f"{path} line 1")
+        except DamagedRecord as exc:
+            raise StoreCorruptionError(
+                f"{exc} (the log header). The log is created atomically, so this is not a crash "
+                f"remnant. Restore it from a backup."
+            ) from None
+        if rec.kind != "header":
+            raise StoreCorruptionError(f"{path} line 1 is not a log header (kind {rec.kind!r})")
+        return header
+
+    def _scan_fd(self, fd: int, path: str, *, want_events: bool) -> tuple[_View, list[Event], int, bool]:
+        """Read the whole log; return a fresh view, its events, schema version, torn."""
+        st = os.fstat(fd)
+        header = self._read_header(fd, path)
+        data = os.pread(fd, st.st_size, 0)
+        res = scan(data[len(header) :], path=path, revision=0, first_line=2, want_events=want_events)
+        view = _View(st.st_dev, st.st_ino, header, len(header) + res.end, res.revision, 1 + res.lines)
+        return view, res.events, max(res.schema_version, SCHEMA_VERSION if res.lines == 0 else 0), res.torn
+
+    def _catch_up(self, fd: int, session_id: str, path: str) -> tuple[_View, bool]:
+        """Under the write lock: the log's current view and whether it has a torn tail,
+        reading only what was appended since this object last looked."""
+        st = os.fstat(fd)
+        view = self._views.get(session_id)
+        if view is not None and (view.dev, view.ino) == (st.st_dev, st.st_ino) and st.st_size >= view.offset:
+            if os.pread(fd, len(view.header), 0) == view.header:
+                if st.st_size == view.offset:
+                    return view, False
+                data = os.pread(fd, st.st_size - view.offset, view.offset)
+                res = scan(data, path=path, revision=view.revision, first_line=view.lines + 1, want_events=False)
+                end, lines = view.offset + res.end, view.lines + res.lines
+                return _View(view.dev, view.ino, view.header, end, res.revision, lines), res.torn
+        new, _events, _version, torn = self._scan_fd(fd, path, want_events=False)
+        return new, torn
+
+    def load(self, session_id: str) -> StoredSession | None:
+        """The stored session (a torn tail from a crash left out), or None."""
+        validate_session_id(session_id)
+        path = self._log_path(session_id)
+        if not os.path.exists(path):
+            return None
+        with self._read_lock(session_id):
+            try:
+                fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+            except FileNotFoundError:
+                return None  # deleted meanwhile
+            except OSError as exc:
+                raise os_error(f"cannot read {path}", exc) from exc
+            try:
+                view, events, version, _torn = self._scan_fd(fd, path, want_events=True)
+            finally:
+                os.close(fd)
+            self._views[session_id] = view
+        return StoredSession(
+            session_id=session_id, events=tuple(events), revision=view.revision, schema_version=version
+        )
+
+    # -- appending ---------------------------------------------------------------------
+
+    def _create_log(self, session_id: str) -> None:
+        sdir = self._session_dir(session_id)
+        make_dir(sdir, sync=self.fsync)
+        header = encode_record(
+            "header", {"log_id": uuid.uuid4().hex, "session_id": session_id, "created": time.time()}
+        )
+        atomic_write(self._log_path(session_id), header, sync=self.fsync)
+
+    def _conflict(self, session_id: str, expected: int, actual: int) -> StoreConflictError:
+        return StoreConflictError(
+            f"session {session_id!r} is at revision {actual}, not {expected}: another writer "
+            f"appended first. Nothing was written. Reload the session and retry.",
+            expected_revision=expected,
+            actual_revision=actual,
+        )
+
+    def append(self, session_id: str, events: Sequence[Event], *, expected_revision: int) -> int:
+        """Compare-and-swap append of ``events`` as one record; durable when it returns.
+
+        Returns the new revision (the number of events in the log)."""
+        validate_session_id(session_id)
+        expected = check_revision(expected_revision)
+        batch = check_events(events)
+        line = encode_events(batch, expected + len(batch))
+        path = self._log_path(session_id)
+        with self._write_lock(session_id):
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
+            except FileNotFoundError:
+                if expected != 0:
+                    raise self._conflict(session_id, expected, 0) from None
+                try:
+                    self._create_log(session_id)
+                    fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
+                except OSError as exc:
+                    raise os_error(
+                        f"cannot create the log of session {session_id!r} at {path}",
+                        exc,
+                        tail="Nothing was written",
+                    ) from exc
+            except OSError as exc:
+                raise os_error(f"cannot open {path} for appending", exc, tail="Nothing was written") from exc
+            try:
+                return self._append_locked(fd, session_id, path, batch, line, expected)
+            finally:
+                os.close(fd)
+
+    def _append_locked(
+        self, fd: int, session_id: str, path: str, batch: list[Event], line: bytes, expected: int
+    ) -> int:
+        try:
+            view, torn = self._catch_up(fd, session_id, path)
+        except OSError as exc:
+            self._views.pop(session_id, None)
+            raise os_error(f"cannot read {path}", exc, tail="Nothing was written") from exc
+        self._views[session_id] = view
+        if view.revision != expected:
+            raise self._conflict(session_id, expected, view.revision)
+        if not batch and not torn:
+            return view.revision
+        try:
+            if torn:  # never glue a new record onto the remains of an interrupted one
+                os.ftruncate(fd, view.offset)
+            if batch:
+                write_all(fd, line)
+            if self.fsync:
+                os.fsync(fd)
+        except OSError as exc:
+            self._views.pop(session_id, None)
+            try:  # take back a partial record; if this fails too, load drops it as torn
+                os.ftruncate(fd, view.offset)
+                if self.fsync:
+                    os.fsync(fd)
+            except OSError:
+                pass
+            raise os_error(
+                f"cannot append to {path}",
+                exc,
+                tail=f"Nothing was appended: session {session_id!r} stays at revision {view.revision}",
+            ) from exc
+        if not batch:
+            return view.revision
+        self._views[session_id] = _View(
+            view.dev, view.ino, view.header, view.offset + len(line), expected + len(batch), view.lines + 1
+        )
+        return expected + len(batch)
+
+    # -- archives ----------------------------------------------------------------------
+
+    def _archive_path(self, session_id: str, archive_id: str) -> str:
+        return os.path.join(self._session_dir(session_id), _ARCHIVES, archive_id + ".json")
+
+    def archive(self, session_id: str, archive_id: str, events: Sequence[Event]) -> None:
+        """Durably keep ``events`` under ``archive_id`` (written atomically). Archiving the
+        same event ids again is a no-op; different events under a used id are refused."""
+        validate_session_id(session_id)
+        validate_session_id(archive_id)
+        batch = check_events(events)
+        try:
+            data = encode_record(
+                "archive",
+                {"session_id": session_id, "archive_id": archive_id, "events": [e.to_dict() for e in batch]},
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"cannot archive these events: they are not JSON-serialisable ({exc})") from None
+        path = self._archive_path(session_id, archive_id)
+        with self._write_lock(session_id):
+            existing = self._read_archive(path)
+            if existing is not None:
+                if [e.id for e in existing] == [e.id for e in batch]:
+                    return
+                raise archive_conflict(session_id, archive_id)
+            try:
+                make_dir(self._session_dir(session_id), sync=self.fsync)
+                make_dir(os.path.dirname(path), sync=self.fsync)
+                atomic_write(path, data, sync=self.fsync)
+            except OSError as exc:
+                raise os_error(f"cannot write archive {path}", exc, tail="Nothing was archived") from exc
+
+    def _read_archive(self, path: str) -> tuple[Event, ...] | None:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise os_error(f"cannot read archive {path}", exc) from exc
+        try:
+            if not data.endswith(b"\n") or data.count(b"\n") != 1:
+                raise DamagedRecord(f"{path} line 1: not one complete record")
+            rec = decode_record(data[:-1], where=f"{path} line 1")
+            if rec.kind != "archive" or not isinstance(rec.data.get("events"), list):
+                raise DamagedRecord(f"{path} line 1: not an archive record")
+            return tuple(event_from_dict(d) for d in rec.data["events"])
+        except DamagedRecord as exc:
+            raise StoreCorruptionError(
+                f"{exc}. Archives are written atomically, so this is damage, not a crash "
+                f"remnant. Restore it from a backup."
+            ) from None
+        except (ConfigurationError, KeyError, TypeError) as exc:
+            raise StoreCorruptionError(f"{path} holds an event agentkit cannot read: {exc}") from None
+
+    def load_archive(self, session_id: str, archive_id: str) -> tuple[Event, ...] | None:
+        """The events archived under ``archive_id``, or None."""
+        validate_session_id(session_id)
+        validate_session_id(archive_id)
+        path = self._archive_path(session_id, archive_id)
+        if not os.path.exists(path):
+            return None
+        with self._read_lock(session_id):
+            return self._read_archive(path)
+
+    # -- listing and deleting ----------------------------------------------------------
+
+    def list_sessions(self) -> list[str]:
+        """Ids of all sessions with a log, sorted."""
+        try:
+            names = os.listdir(self.root_dir)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise os_error(f"cannot list {self.root_dir}", exc) from exc
+        out = []
+        for name in names:
+            try:
+                validate_session_id(name)
+            except ConfigurationError:
+                continue
+            if os.path.isfile(os.path.join(self.root_dir, name, _LOG)):
+                out.append(name)
+        return sorted(out)
+
+    def delete(self, session_id: str) -> bool:
+        """Remove a session's log and archives; True when something was removed.
+
+        The directory is first renamed aside atomically, so a crash never leaves half a
+        session behind."""
+        validate_session_id(session_id)
+        sdir = self._session_dir(session_id)
+        if not os.path.exists(sdir):
+            return False
+        with self._write_lock(session_id):
+            self._views.pop(session_id, None)
+            trash = os.path.join(self.root_dir, f".deleted-{session_id}-{uuid.uuid4().hex}")
+            try:
+                os.rename(sdir, trash)
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                raise os_error(f"cannot delete session {session_id!r} at {sdir}", exc) from exc
+            if self.fsync:
+                fsync_dir(self.root_dir)
+        shutil.rmtree(trash, ignore_errors=True)
+        return True
+
