@@ -128,6 +128,10 @@ class ToolOutput:
 
     kind: ToolOutputKind
     value: Any
+    metadata: dict[str, Any] | None = None
+    """Data for the application that is never sent to the model (for example a LangChain
+    tool's ``artifact`` or ``return_direct`` flag). Keep it JSON-ready: it is stored with
+    the event."""
 
     @property
     def is_error(self) -> bool:
@@ -280,14 +284,17 @@ def _unb64(data: str | None) -> bytes | None:
 
 def _output_to_dict(out: ToolOutput) -> dict[str, Any]:
     value = content_to_dict(out.value) if out.kind == "content" else out.value
-    return {"kind": out.kind, "value": value}
+    data: dict[str, Any] = {"kind": out.kind, "value": value}
+    if out.metadata is not None:
+        data["metadata"] = out.metadata
+    return data
 
 
 def _output_from_dict(data: dict[str, Any]) -> ToolOutput:
     value = data["value"]
     if data["kind"] == "content":
         value = content_from_dict(value)
-    return ToolOutput(kind=data["kind"], value=value)
+    return ToolOutput(kind=data["kind"], value=value, metadata=data.get("metadata"))
 
 
 def _part_to_dict(p: ContentPart) -> dict[str, Any]:
