@@ -77,6 +77,9 @@ def main() -> None:
 
     b = common.bench_b(turn, lambda: len(session.model_messages()), tmp)
     b["b_model_input_items_last_call"] = SEEN[0]
+    # common.dir_bytes only lists the top folder; the file store keeps one folder per
+    # session, so count every file below it.
+    b["b_disk_bytes"] = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
     session.close()
     common.report(
         "agentkit",
