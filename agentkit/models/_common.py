@@ -1,0 +1,168 @@
+"""Small helpers shared by the OpenAI and Anthropic adapters."""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..messages import ToolOutput
+from .base import ModelRequest
+
+_SIGNATURES: dict[Any, frozenset[str]] = {}
+
+
+def sdk_call_kwargs(create: Callable[..., Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """Split request parameters into the keyword arguments the SDK method declares and
+    an ``extra_body`` for the rest, so options newer (or older) than the installed SDK
+    still reach the server. An explicit ``extra_body`` is merged last and wins."""
+    func = getattr(create, "__func__", create)
+    known = _SIGNATURES.get(func)
+    if known is None:
+        known = frozenset(inspect.signature(create).parameters)
+        _SIGNATURES[func] = known
+    kwargs: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in params.items():
+        if key == "extra_body":
+            continue
+        if key in known:
+            kwargs[key] = value
+        else:
+            extra[key] = value
+    explicit = params.get("extra_body")
+    if explicit:
+        extra.update(explicit)
+    if extra:
+        kwargs["extra_body"] = extra
+    return kwargs
+
+
+def parse_tool_arguments(raw: str) -> tuple[Any, str | None]:
+    """(input, input_error) from a model's raw argument text. Empty text is ``{}``;
+    text that is not a JSON object comes back unchanged with an error message."""
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return raw, f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    if not isinstance(value, dict):
+        return raw, f"the arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def data_url(data: bytes, media_type: str) -> str:
+    """A ``data:`` URL for inline bytes."""
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def tool_result_text(output: ToolOutput) -> str:
+    """A tool output as text; error results say so for APIs without an error flag."""
+    text = output.as_text()
+    if output.is_error and not text.lower().startswith("error"):
+        return f"Error: {text}"
+    return text
+
+
+def check_tool_choice(request: ModelRequest) -> None:
+    """Reject a tool_choice naming a tool the request does not offer."""
+    choice = request.tool_choice
+    if choice in ("auto", "none", "required"):
+        return
+    names = [t.name for t in request.tools]
+    if choice not in names:
+        raise ConfigurationError(
+            f"tool_choice {choice!r} names no tool of this request; use 'auto', 'none', "
+            f"'required' or one of: {', '.join(names) or '(no tools given)'}"
+        )
+
+
+def text_of_file(data: bytes, filename: str | None) -> str:
+    """A text file's content as a text block for the model."""
+    body = data.decode("utf-8", errors="replace")
+    return f"<file name={json.dumps(filename or 'file')}>\n{body}\n</file>"
+
+
+def is_text_media(media_type: str) -> bool:
+    return media_type.startswith("text/") or media_type in (
+        "application/json",
+        "application/xml",
+        "application/x-yaml",
+    )
+
+
+def make_client(
+    sdk_class: Any,
+    client: Any,
+    *,
+    api_key: str | None,
+    env_key: str,
+    base_url: str | None,
+    timeout: float | None,
+    default_headers: Mapping[str, str] | None,
+    label: str,
+    **extra: Any,
+) -> Any:
+    """An SDK client with the SDK's own retries off (``max_retries=0``): agentkit's
+    retry loop is the only one. A given client is copied with that option."""
+    if client is not None:
+        return client.with_options(max_retries=0)
+    key = api_key or os.environ.get(env_key)
+    if not key:
+        if base_url is None:
+            raise ConfigurationError(
+                f"no {label} API key: set the {env_key} environment variable or pass api_key="
+            )
+        key = "not-needed"  # local compatible servers usually ignore the key
+    options: dict[str, Any] = {"api_key": key, "max_retries": 0}
+    for name, value in (("base_url", base_url), ("timeout", timeout), *extra.items()):
+        if value is not None:
+            options[name] = value
+    if default_headers:
+        options["default_headers"] = dict(default_headers)
+    return sdk_class(**options)
+
+
+class SDKModel:
+    """The shared ``stream()`` of the SDK-backed adapters: build the body (raising on
+    bad input before any I/O), then run attempts under the retry policy."""
+
+    provider = ""
+    model_name = ""
+    _client: Any
+    _retry: Any
+    _on_retry: Any
+
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _create(self) -> Callable[..., Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _events(self, response: Any, kwargs: dict[str, Any], cancel: Any) -> Iterator[Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def stream(self, request: ModelRequest) -> Iterator[Any]:
+        """Stream the reply. Bad input raises here, before any request is sent."""
+        from ._retry import stream_with_retries
+
+        params = self.build_params(request)
+        create = self._create()
+        kwargs = sdk_call_kwargs(create, params)
+        cancel = request.cancel
+
+        def attempt() -> Iterator[Any]:
+            return self._events(create(**kwargs), kwargs, cancel)
+
+        return stream_with_retries(
+            attempt, provider=self.provider, policy=self._retry, cancel=cancel, on_retry=self._on_retry
+        )

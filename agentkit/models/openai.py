@@ -1,0 +1,457 @@
+"""OpenAI Chat Completions (and OpenAI-compatible servers) behind the ChatModel port.
+
+Built on the official ``openai`` SDK's synchronous client. Install with
+``pip install 'agentkit[openai]'``. With ``base_url`` the same adapter serves any
+OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Literal
+
+from ..errors import CancelledError, ConfigurationError, MissingDependencyError, ProviderUnavailableError
+from ..messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from ..usage import Usage
+from ._common import (
+    SDKModel,
+    b64,
+    check_tool_choice,
+    data_url,
+    is_text_media,
+    make_client,
+    parse_tool_arguments,
+    text_of_file,
+    tool_result_text,
+)
+from ._retry import RetryInfo, RetryPolicy
+from .base import (
+    FinishEvent,
+    FinishReason,
+    ModelRequest,
+    ReasoningDelta,
+    ReasoningDone,
+    StreamEvent,
+    TextDelta,
+    ToolCallEvent,
+    UsageEvent,
+)
+
+try:
+    import openai as _openai
+except ImportError:  # pragma: no cover - exercised when the extra is missing
+    _openai = None  # type: ignore[assignment]
+
+__all__ = ["OpenAIChatModel"]
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool-calls",
+    "function_call": "tool-calls",
+    "content_filter": "content-filter",
+    "error": "error",
+}
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+
+
+class OpenAIChatModel(SDKModel):
+    """A Chat Completions model.
+
+    ``OpenAIChatModel("gpt-4.1-mini")`` reads ``OPENAI_API_KEY``;
+    ``OpenAIChatModel("qwen3", base_url="http://127.0.0.1:8000/v1")`` talks to an
+    OpenAI-compatible server (no key needed unless the server wants one). Pass
+    ``client=`` to reuse a configured ``openai.OpenAI``; its own retries are disabled
+    either way, so ``retry`` (a :class:`RetryPolicy`) is the only retry loop.
+
+    ``stream=False`` uses plain (non-streaming) completions, for servers that cannot
+    stream tool calls. ``max_tokens_param`` names the field ``ModelSettings.max_tokens``
+    is sent as (default ``max_completion_tokens`` for OpenAI, ``max_tokens`` with a
+    ``base_url``). ``cache=False`` stops sending ``prompt_cache_key``.
+    """
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: Any = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        stream: bool = True,
+        organization: str | None = None,
+        timeout: float | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        retry: RetryPolicy | None = None,
+        on_retry: Callable[[RetryInfo], Any] | None = None,
+        cache: bool = True,
+        include_usage: bool = True,
+        max_tokens_param: Literal["max_completion_tokens", "max_tokens"] | None = None,
+        system_role: Literal["system", "developer"] = "system",
+    ) -> None:
+        if _openai is None:
+            raise MissingDependencyError("openai", "openai", "OpenAIChatModel")
+        if not isinstance(model, str) or not model:
+            raise ConfigurationError("OpenAIChatModel needs a model name, e.g. 'gpt-4.1-mini'")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigurationError("retry must be an agentkit.models.RetryPolicy")
+        if system_role not in ("system", "developer"):
+            raise ConfigurationError("system_role must be 'system' or 'developer'")
+        if max_tokens_param not in (None, "max_completion_tokens", "max_tokens"):
+            raise ConfigurationError("max_tokens_param must be 'max_completion_tokens' or 'max_tokens'")
+        self.model_name = model
+        if client is not None and getattr(client, "base_url", None):
+            base_url = base_url or str(client.base_url)
+        self._client = make_client(
+            _openai.OpenAI,
+            client,
+            api_key=api_key,
+            env_key="OPENAI_API_KEY",
+            base_url=base_url,
+            timeout=timeout,
+            default_headers=default_headers,
+            label="OpenAI",
+            organization=organization,
+        )
+        official = base_url is None or "api.openai.com" in str(base_url)
+        self._max_tokens_param = max_tokens_param or ("max_completion_tokens" if official else "max_tokens")
+        self._stream = stream
+        self._retry = retry or RetryPolicy()
+        self._on_retry = on_retry
+        self._cache = cache
+        self._include_usage = include_usage
+        self._system_role = system_role
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.model_name!r}, base_url={str(self._client.base_url)!r})"
+
+    # -- the port (stream() comes from SDKModel) ---------------------------------------
+
+    def _create(self) -> Callable[..., Any]:
+        return self._client.chat.completions.create  # type: ignore[no-any-return]
+
+    def _events(self, response: Any, kwargs: dict[str, Any], cancel: Any) -> Iterator[StreamEvent]:
+        if kwargs.get("stream"):
+            return self._streamed(response, cancel)
+        return _completion_events(response)
+
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body agentkit would send (after ``provider_options``)."""
+        check_tool_choice(request)
+        params: dict[str, Any] = {
+            "model": self.model_name,
+            "messages": to_openai_messages(request, self._system_role),
+        }
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.input_schema),
+                    },
+                }
+                for t in request.tools
+            ]
+            choice = request.tool_choice
+            if choice in ("auto", "none", "required"):
+                params["tool_choice"] = choice
+            else:
+                params["tool_choice"] = {"type": "function", "function": {"name": choice}}
+        s = request.settings
+        if s.temperature is not None:
+            params["temperature"] = s.temperature
+        if s.top_p is not None:
+            params["top_p"] = s.top_p
+        if s.max_tokens is not None:
+            params[self._max_tokens_param] = s.max_tokens
+        if s.stop:
+            params["stop"] = list(s.stop)
+        if s.seed is not None:
+            params["seed"] = s.seed
+        if self._stream:
+            params["stream"] = True
+            if self._include_usage:
+                params["stream_options"] = {"include_usage": True}
+        if request.cache and self._cache and request.session_id:
+            params["prompt_cache_key"] = request.session_id
+        params.update(request.provider_options)
+        return params
+
+    # -- streaming ---------------------------------------------------------------------
+
+    def _streamed(self, stream: Any, cancel: Any) -> Iterator[StreamEvent]:
+        state = _StreamState()
+        try:
+            for chunk in stream:
+                if cancel.cancelled:
+                    raise CancelledError(cancel.reason)
+                yield from state.feed(chunk)
+        finally:
+            stream.close()
+        yield from state.finish()
+
+
+class _Call:
+    __slots__ = ("id", "name", "args")
+
+    def __init__(self, call_id: str, name: str) -> None:
+        self.id = call_id
+        self.name = name
+        self.args: list[str] = []
+
+
+class _StreamState:
+    """Assembles Chat Completions chunks into agentkit stream events."""
+
+    def __init__(self) -> None:
+        self.chunks = 0
+        self.reasoning: list[str] = []
+        self.calls: list[_Call] = []
+        self.by_index: dict[int, _Call] = {}
+        self.finish_reason: str | None = None
+        self.usage: Any = None
+
+    def feed(self, chunk: Any) -> Iterator[StreamEvent]:
+        self.chunks += 1
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = chunk.usage  # some servers repeat a cumulative usage: keep the last
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) not in (0, None):
+                continue
+            delta = getattr(choice, "delta", None)
+            if delta is not None:
+                thought = _reasoning_of(delta)
+                if thought:
+                    self.reasoning.append(thought)
+                    yield ReasoningDelta(thought)
+                content = getattr(delta, "content", None)
+                if content:
+                    yield from self._close_reasoning()
+                    yield TextDelta(content)
+                for tc in getattr(delta, "tool_calls", None) or ():
+                    yield from self._close_reasoning()
+                    self._add_fragment(tc)
+            if getattr(choice, "finish_reason", None):
+                self.finish_reason = choice.finish_reason
+
+    def _close_reasoning(self) -> Iterator[StreamEvent]:
+        if self.reasoning:
+            yield ReasoningDone(ReasoningPart(text="".join(self.reasoning)))
+            self.reasoning = []
+
+    def _add_fragment(self, tc: Any) -> None:
+        index = getattr(tc, "index", None)
+        call_id = getattr(tc, "id", None) or ""
+        fn = getattr(tc, "function", None)
+        name = (getattr(fn, "name", None) or "") if fn is not None else ""
+        args = (getattr(fn, "arguments", None) or "") if fn is not None else ""
+        slot: _Call | None = None
+        if index is not None and index in self.by_index:
+            slot = self.by_index[index]
+            if call_id and slot.id and call_id != slot.id:
+                slot = None  # a server that reuses one index for several calls
+        elif index is None and self.calls and (not call_id or call_id == self.calls[-1].id):
+            slot = self.calls[-1]
+        if slot is None:
+            slot = _Call(call_id, name)
+            self.calls.append(slot)
+            if index is not None:
+                self.by_index[index] = slot
+        else:
+            # id and name come from the first chunk that carries them; a server that
+            # repeats them in every chunk must not get them concatenated
+            slot.id = slot.id or call_id
+            slot.name = slot.name or name
+        if args:
+            slot.args.append(args)
+
+    def finish(self) -> Iterator[StreamEvent]:
+        if self.chunks == 0:
+            raise ProviderUnavailableError(
+                "the OpenAI-compatible server answered 200 but the stream ended without any "
+                "chunk; the server may have crashed or cut the connection. If it cannot stream, "
+                "use OpenAIChatModel(..., stream=False)",
+                provider="openai",
+                status_code=200,
+            )
+        yield from self._close_reasoning()
+        for call in self.calls:
+            yield _tool_call_event(call.id, call.name, "".join(call.args))
+        if self.usage is not None:
+            yield UsageEvent(_usage(self.usage))
+        if self.finish_reason is None:
+            raise ProviderUnavailableError(
+                "the OpenAI-compatible stream ended before the model finished (no chunk carried "
+                "a finish_reason); the answer may be cut off",
+                provider="openai",
+            )
+        yield FinishEvent(_finish(self.finish_reason, bool(self.calls)), self.finish_reason)
+
+
+def _reasoning_of(obj: Any) -> str | None:
+    """Reasoning text of a delta or message: ``reasoning_content`` (vLLM, llama.cpp,
+    DeepSeek) or ``reasoning`` (Ollama, OpenRouter)."""
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(obj, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _tool_call_event(call_id: str, name: str, raw: str) -> ToolCallEvent:
+    value, error = parse_tool_arguments(raw)
+    return ToolCallEvent(
+        tool_call_id=call_id or f"call_{uuid.uuid4().hex[:24]}",
+        tool_name=name,
+        input=value,
+        input_error=error,
+    )
+
+
+def _finish(raw: str | None, has_calls: bool) -> FinishReason:
+    if has_calls and raw in ("stop", None):
+        return "tool-calls"  # some servers say "stop" after tool calls
+    return _FINISH.get(raw or "", "other")
+
+
+def _usage(u: Any) -> Usage:
+    inp = int(getattr(u, "prompt_tokens", 0) or 0)
+    out = int(getattr(u, "completion_tokens", 0) or 0)
+    total = int(getattr(u, "total_tokens", 0) or 0) or inp + out
+    details = getattr(u, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+    return Usage(input_tokens=inp, output_tokens=out, total_tokens=total, cache_read_tokens=cached)
+
+
+def _completion_events(completion: Any) -> Iterator[StreamEvent]:
+    choices = getattr(completion, "choices", None) or []
+    if not choices:
+        raise ProviderUnavailableError(
+            "the OpenAI-compatible server answered without any choice", provider="openai"
+        )
+    choice = choices[0]
+    message = choice.message
+    thought = _reasoning_of(message)
+    if thought:
+        yield ReasoningDelta(thought)
+        yield ReasoningDone(ReasoningPart(text=thought))
+    if message.content:
+        yield TextDelta(message.content)
+    calls = [c for c in (message.tool_calls or ()) if getattr(c, "function", None) is not None]
+    for call in calls:
+        yield _tool_call_event(call.id or "", call.function.name or "", call.function.arguments or "")
+    if getattr(completion, "usage", None) is not None:
+        yield UsageEvent(_usage(completion.usage))
+    yield FinishEvent(_finish(choice.finish_reason, bool(calls)), choice.finish_reason)
+
+
+# -- message conversion ----------------------------------------------------------------
+
+
+def to_openai_messages(request: ModelRequest, system_role: str = "system") -> list[dict[str, Any]]:
+    """agentkit messages in Chat Completions shape."""
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": system_role, "content": request.system})
+    for m in request.messages:
+        if m.role == "system":
+            out.append({"role": system_role, "content": m.text})
+        elif m.role == "user":
+            out.append({"role": "user", "content": _user_content(m.content)})
+        elif m.role == "assistant":
+            msg = _assistant(m)
+            if msg is not None:
+                out.append(msg)
+        else:
+            out.extend(_tool_messages(m))
+    return out
+
+
+def _user_content(parts: tuple[Any, ...]) -> str | list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for p in parts:
+        if isinstance(p, TextPart):
+            blocks.append({"type": "text", "text": p.text})
+        elif isinstance(p, ImagePart):
+            url = p.url if p.url is not None else data_url(p.data or b"", p.media_type)
+            blocks.append({"type": "image_url", "image_url": {"url": url}})
+        elif isinstance(p, FilePart):
+            blocks.append(_file_block(p))
+    if all(b["type"] == "text" for b in blocks):
+        return "".join(b["text"] for b in blocks)
+    return blocks
+
+
+def _file_block(p: FilePart) -> dict[str, Any]:
+    if p.data is None:
+        raise ConfigurationError(
+            f"OpenAI Chat Completions cannot fetch a file by URL ({p.url}); download it and "
+            f"pass FilePart(data=..., media_type=...)"
+        )
+    if is_text_media(p.media_type):
+        return {"type": "text", "text": text_of_file(p.data, p.filename)}
+    if p.media_type in _AUDIO_FORMATS:
+        audio = {"data": b64(p.data), "format": _AUDIO_FORMATS[p.media_type]}
+        return {"type": "input_audio", "input_audio": audio}
+    return {
+        "type": "file",
+        "file": {"file_data": data_url(p.data, p.media_type), "filename": p.filename or "file"},
+    }
+
+
+def _assistant(m: Message) -> dict[str, Any] | None:
+    text = "".join(p.text for p in m.content if isinstance(p, TextPart))
+    calls = [p for p in m.content if isinstance(p, ToolCallPart)]
+    if not text and not calls:
+        return None  # reasoning-only turns are not sent back to Chat Completions
+    msg: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        # content stays "" (never null): several OpenAI-compatible servers reject null
+        msg["tool_calls"] = [
+            {
+                "id": c.tool_call_id,
+                "type": "function",
+                "function": {"name": c.tool_name, "arguments": _arguments(c)},
+            }
+            for c in calls
+        ]
+    return msg
+
+
+def _arguments(call: ToolCallPart) -> str:
+    if call.input_error is not None:
+        return "{}"  # the raw text was invalid; servers that parse history would reject it
+    return json.dumps(call.input, ensure_ascii=False)
+
+
+def _tool_messages(m: Message) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    for p in m.content:
+        if not isinstance(p, ToolResultPart):
+            continue
+        out.append({"role": "tool", "tool_call_id": p.tool_call_id, "content": tool_result_text(p.output)})
+        if p.output.kind == "content":
+            pics = [x for x in p.output.value if isinstance(x, (ImagePart, FilePart))]
+            if pics:
+                note = f"Attachments returned by tool call {p.tool_call_id}:"
+                images.append({"type": "text", "text": note})
+                content = _user_content(tuple(pics))
+                images.extend(content if isinstance(content, list) else [{"type": "text", "text": content}])
+    if images:
+        # tool messages carry text only; images a tool returned follow as a user message
+        out.append({"role": "user", "content": images})
+    return out

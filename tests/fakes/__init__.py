@@ -1,0 +1,1 @@
+"""Loopback servers speaking real provider wire formats, for tests."""

@@ -1,0 +1,182 @@
+"""Anthropic Messages API wire format, as Anthropic documents it.
+
+Builders for streamed answers (``message_start``, ``content_block_start`` /
+``content_block_delta`` / ``content_block_stop``, ``message_delta``, ``message_stop``,
+``ping`` and ``error`` events) and error bodies, plus a validator that enforces the
+request rules the real API enforces (alternating roles, tool results answering the
+previous turn's tool uses first, at most four cache_control breakpoints).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .server import Recorded, Reply
+
+MODEL = "claude-sonnet-4-5"
+
+
+def text(value: str, pieces: int = 2) -> tuple[str, Any]:
+    return ("text", value, pieces)
+
+
+def thinking(value: str, signature: str) -> tuple[str, Any]:
+    return ("thinking", value, signature)
+
+
+def redacted(data: str) -> tuple[str, Any]:
+    return ("redacted_thinking", data)
+
+
+def tool_use(call_id: str, name: str, fragments: Sequence[str]) -> tuple[str, Any]:
+    return ("tool_use", call_id, name, list(fragments))
+
+
+def _split(value: str, pieces: int) -> list[str]:
+    step = max(1, -(-len(value) // max(1, pieces)))
+    return [value[i : i + step] for i in range(0, len(value), step)] or [""]
+
+
+def stream(
+    *blocks: tuple[Any, ...],
+    stop_reason: str | None = None,
+    input_tokens: int = 25,
+    output_tokens: int = 12,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    message_stop: bool = True,
+    pings: bool = True,
+) -> Reply:
+    """A streamed answer made of content blocks (see the builders above)."""
+    events: list[tuple[str | None, Any]] = []
+    events.append(
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_fake01",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": MODEL,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": input_tokens,
+                        "output_tokens": 1,
+                        "cache_creation_input_tokens": cache_write,
+                        "cache_read_input_tokens": cache_read,
+                    },
+                },
+            },
+        )
+    )
+    if pings:
+        events.append(("ping", {"type": "ping"}))
+    has_tool = False
+    for index, block in enumerate(blocks):
+        kind = block[0]
+        if kind == "text":
+            start = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": p} for p in _split(block[1], block[2])]
+        elif kind == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in _split(block[1], 2)]
+            deltas.append({"type": "signature_delta", "signature": block[2]})
+        elif kind == "redacted_thinking":
+            start = {"type": "redacted_thinking", "data": block[1]}
+            deltas = []
+        else:
+            has_tool = True
+            start = {"type": "tool_use", "id": block[1], "name": block[2], "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": f} for f in block[3]]
+        events.append(
+            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+        )
+        for d in deltas:
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {
+                    "stop_reason": stop_reason or ("tool_use" if has_tool else "end_turn"),
+                    "stop_sequence": None,
+                },
+                "usage": {"output_tokens": output_tokens},
+            },
+        )
+    )
+    if message_stop:
+        events.append(("message_stop", {"type": "message_stop"}))
+    return Reply(events=events, headers={"request-id": "req_fake"})
+
+
+def error(status: int, type_: str, message: str, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(
+        status=status,
+        json={"type": "error", "error": {"type": type_, "message": message}, "request_id": "req_fake"},
+        headers=headers or {},
+    )
+
+
+def stream_error(type_: str, message: str) -> Reply:
+    """A 200 stream whose first event is an ``error`` event."""
+    return Reply(events=[("error", {"type": "error", "error": {"type": type_, "message": message}})])
+
+
+def _bad(message: str) -> Reply:
+    return error(400, "invalid_request_error", message)
+
+
+def validate(rec: Recorded) -> Reply | None:
+    """The request rules of the Messages API that the adapter must respect."""
+    body = rec.body or {}
+    if "max_tokens" not in body:
+        return _bad("max_tokens: Field required")
+    messages = body.get("messages") or []
+    if not messages or messages[0]["role"] != "user":
+        return _bad("messages: first message must use the user role")
+    breakpoints = 0
+    if isinstance(body.get("system"), list):
+        breakpoints += sum(1 for b in body["system"] if "cache_control" in b)
+    breakpoints += sum(1 for t in body.get("tools") or [] if "cache_control" in t)
+    previous_tool_uses: list[str] = []
+    for i, m in enumerate(messages):
+        if i and messages[i - 1]["role"] == m["role"]:
+            return _bad(f"messages: roles must alternate between user and assistant (message {i})")
+        content = m["content"]
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not content:
+            return _bad(f"messages.{i}: content must not be empty")
+        for b in content:
+            breakpoints += "cache_control" in b
+            if b["type"] == "text" and not b["text"]:
+                return _bad(f"messages.{i}: text content blocks must be non-empty")
+            if b["type"] == "thinking" and not b.get("signature"):
+                return _bad(f"messages.{i}: thinking blocks need their signature")
+        if m["role"] == "user" and previous_tool_uses:
+            n = len(previous_tool_uses)
+            head = content[:n]
+            ids = [b.get("tool_use_id") for b in head if b["type"] == "tool_result"]
+            if ids != previous_tool_uses:
+                return _bad(
+                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {previous_tool_uses}"
+                )
+        previous_tool_uses = (
+            [b["id"] for b in content if b["type"] == "tool_use"] if m["role"] == "assistant" else []
+        )
+    if breakpoints > 4:
+        return _bad(f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}.")
+    return None
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value)

@@ -1,0 +1,163 @@
+"""Chat Completions wire format, as the OpenAI API documents it.
+
+Builders for ``chat.completion`` bodies, ``chat.completion.chunk`` server-sent-event
+streams (ending in ``data: [DONE]``) and error bodies, to queue on a FakeServer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .server import Recorded, Reply
+
+MODEL = "gpt-4.1-mini"
+
+
+def usage(prompt: int = 11, completion: int = 7, cached: int = 0) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+    }
+
+
+def chunk(
+    delta: dict[str, Any] | None = None,
+    finish_reason: str | None = None,
+    *,
+    choices: bool = True,
+    usage_: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-fake1",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": MODEL,
+        "system_fingerprint": None,
+        "choices": [],
+        "usage": usage_,
+    }
+    if choices:
+        body["choices"] = [
+            {"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish_reason}
+        ]
+    return body
+
+
+def sse(chunks: Sequence[dict[str, Any]], *, done: bool = True, status: int = 200) -> Reply:
+    events: list[tuple[str | None, Any]] = [(None, c) for c in chunks]
+    if done:
+        events.append((None, "[DONE]"))
+    return Reply(status=status, events=events)
+
+
+def text_stream(
+    *pieces: str,
+    finish: str = "stop",
+    usage_: dict[str, Any] | None = None,
+    reasoning: Sequence[str] = (),
+    reasoning_field: str = "reasoning_content",
+) -> Reply:
+    """A streamed text answer, one chunk per piece, then finish and usage chunks."""
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({reasoning_field: r}) for r in reasoning]
+    chunks += [chunk({"content": p}) for p in pieces]
+    chunks.append(chunk({}, finish))
+    chunks.append(chunk(choices=False, usage_=usage_ or usage()))
+    return sse(chunks)
+
+
+def tool_stream(
+    calls: Sequence[tuple[str, str, Sequence[str]]],
+    *,
+    text: str = "",
+    repeat_id_and_name: bool = False,
+    usage_: dict[str, Any] | None = None,
+    finish: str = "tool_calls",
+) -> Reply:
+    """Streamed tool calls: ``(id, name, argument fragments)`` each. Fragments of
+    different calls interleave, as parallel calls do on the wire."""
+    chunks = [chunk({"role": "assistant", "content": text or None})]
+    for i, (cid, name, _frags) in enumerate(calls):
+        first = {"index": i, "id": cid, "type": "function", "function": {"name": name, "arguments": ""}}
+        chunks.append(chunk({"tool_calls": [first]}))
+    longest = max((len(f) for _, _, f in calls), default=0)
+    for j in range(longest):
+        for i, (cid, name, frags) in enumerate(calls):
+            if j >= len(frags):
+                continue
+            frag: dict[str, Any] = {"index": i, "function": {"arguments": frags[j]}}
+            if repeat_id_and_name:
+                frag = {"index": i, "id": cid, "type": "function", "function": {"name": name, "arguments": frags[j]}}
+            chunks.append(chunk({"tool_calls": [frag]}))
+    chunks.append(chunk({}, finish))
+    chunks.append(chunk(choices=False, usage_=usage_ or usage()))
+    return sse(chunks)
+
+
+def completion(
+    content: str | None = None,
+    *,
+    tool_calls: Sequence[tuple[str, str, Any]] = (),
+    finish: str | None = None,
+    usage_: dict[str, Any] | None = None,
+    reasoning: str | None = None,
+) -> Reply:
+    """A non-streamed ``chat.completion``."""
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    if tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": cid,
+                "type": "function",
+                "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+            }
+            for cid, name, args in tool_calls
+        ]
+    return Reply(
+        json={
+            "id": "chatcmpl-fake2",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": finish or ("tool_calls" if tool_calls else "stop"),
+                }
+            ],
+            "usage": usage_ or usage(),
+        }
+    )
+
+
+def error(
+    status: int,
+    message: str,
+    *,
+    type_: str = "invalid_request_error",
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
+    return Reply(
+        status=status,
+        json={"error": {"message": message, "type": type_, "param": None, "code": code}},
+        headers=headers or {},
+    )
+
+
+def reject_null_content(rec: Recorded) -> Reply | None:
+    """A validator like some OpenAI-compatible servers: an assistant message with
+    ``content: null`` is a 400."""
+    for m in (rec.body or {}).get("messages", []):
+        if m.get("role") == "assistant" and "content" in m and m["content"] is None:
+            return error(400, "assistant message content must be a string, got null")
+    return None

@@ -1,0 +1,178 @@
+"""A small threaded HTTP server on 127.0.0.1 that answers scripted replies.
+
+The provider fakes build on it: each test queues replies (JSON bodies, server-sent-event
+streams, error bodies with status codes and headers) and afterwards reads
+``server.requests`` to assert what the real SDK sent over the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Union
+
+
+@dataclass
+class Reply:
+    """One scripted HTTP answer.
+
+    ``json`` sends a JSON body; ``events`` sends a ``text/event-stream`` of
+    ``(event_name_or_None, data)`` pairs (``data`` is a str, or JSON-encoded); ``raw``
+    sends bytes as they are. ``hang`` keeps the connection open this many seconds
+    before the body.
+    """
+
+    status: int = 200
+    json: Any = None
+    events: Sequence[tuple[str | None, Any]] | None = None
+    raw: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    hang: float = 0.0
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+Responder = Callable[[Recorded], Union[Reply, None]]
+
+
+class FakeServer:
+    """Serve queued :class:`Reply` objects (or ``responder(request)`` results) in order.
+
+    Use as a context manager. ``url`` is the base URL; ``requests`` the recorded requests.
+    """
+
+    def __init__(self, responder: Responder | None = None) -> None:
+        self.replies: deque[Reply | Responder] = deque()
+        self.requests: list[Recorded] = []
+        self.responder = responder
+        self.check: Callable[[Recorded], Reply | None] | None = None
+        """A validator run before replying; a Reply it returns is sent instead."""
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def __enter__(self) -> FakeServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def add(self, *replies: Reply | Responder) -> FakeServer:
+        """Queue replies (or callables returning one) for the next requests."""
+        with self._lock:
+            self.replies.extend(replies)
+        return self
+
+    @property
+    def bodies(self) -> list[Any]:
+        """The JSON bodies received, in order."""
+        return [r.body for r in self.requests]
+
+    def wait_for_requests(self, n: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.requests) < n:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"expected {n} request(s), got {len(self.requests)}")
+            time.sleep(0.01)
+
+    # -- serving -----------------------------------------------------------------------
+
+    def _next_reply(self, rec: Recorded) -> Reply:
+        with self._lock:
+            self.requests.append(rec)
+            if self.check is not None:
+                rejected = self.check(rec)
+                if rejected is not None:
+                    return rejected
+            item: Reply | Responder | None = self.replies.popleft() if self.replies else self.responder
+        if item is None:
+            return Reply(status=500, json={"error": {"message": "fake server: no reply queued"}})
+        if callable(item) and not isinstance(item, Reply):
+            result = item(rec)
+            if result is None:
+                return Reply(status=500, json={"error": {"message": "fake server: responder gave None"}})
+            return result
+        return item
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body: Any = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+                rec = Recorded(
+                    method="POST",
+                    path=self.path,
+                    headers={k.lower(): v for k, v in self.headers.items()},
+                    body=body,
+                )
+                self._send(fake._next_reply(rec))
+
+            do_GET = do_POST  # noqa: N815
+
+            def _send(self, reply: Reply) -> None:
+                if reply.hang:
+                    time.sleep(reply.hang)
+                self.send_response(reply.status)
+                for k, v in reply.headers.items():
+                    self.send_header(k, v)
+                if reply.events is not None:
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("cache-control", "no-cache")
+                    self.send_header("transfer-encoding", "chunked")
+                    self.end_headers()
+                    for name, data in reply.events:
+                        text = data if isinstance(data, str) else json.dumps(data)
+                        frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
+                        self._chunk(frame.encode("utf-8"))
+                    self._chunk(b"")
+                    return
+                if reply.raw is not None:
+                    payload = reply.raw
+                    ctype = "application/octet-stream"
+                else:
+                    payload = json.dumps(reply.json).encode("utf-8")
+                    ctype = "application/json"
+                if "content-type" not in {k.lower() for k in reply.headers}:
+                    self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                self.wfile.flush()
+
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")
+                self.wfile.flush()
+
+        return Handler
