@@ -1,0 +1,36 @@
+"""MCP servers as agentkit tools, from synchronous code.
+
+::
+
+    from agentkit import run_agent
+    from agentkit.mcp import connect_mcp
+
+    with connect_mcp({"files": {"command": "python", "args": ["server.py"]}}) as mcp:
+        result = run_agent(model, "List the files", tools=mcp.tools)
+
+Needs the ``mcp`` extra (``pip install 'agentkit[mcp]'``). Importing this package does not
+import the mcp SDK; :func:`connect_mcp` does, and raises
+:class:`~agentkit.errors.MissingDependencyError` when it is missing.
+"""
+
+from __future__ import annotations
+
+from .config import HttpServer, ServerSpec, StdioServer
+from .naming import MAX_TOOL_NAME_LENGTH, exposed_names, sanitize_name
+from .results import tool_result_to_output
+from .toolset import AuthorizeToolCall, McpServerStatus, McpToolRef, McpToolset, connect_mcp
+
+__all__ = [
+    "MAX_TOOL_NAME_LENGTH",
+    "AuthorizeToolCall",
+    "HttpServer",
+    "McpServerStatus",
+    "McpToolRef",
+    "McpToolset",
+    "ServerSpec",
+    "StdioServer",
+    "connect_mcp",
+    "exposed_names",
+    "sanitize_name",
+    "tool_result_to_output",
+]

@@ -1,0 +1,105 @@
+"""One background event-loop thread that synchronous callers cross into.
+
+The mcp SDK is async-only. Instead of running a fresh event loop per call (which breaks
+inside Jupyter, ASGI servers and threads that already run a loop), a toolset owns one
+loop thread started with ``anyio.from_thread.start_blocking_portal()``; every sync call
+submits a coroutine there and waits for it with a timeout and a CancelToken.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from ..cancel import CancelToken
+from ..errors import CancelledError, McpError
+
+__all__: list[str] = []
+
+T = TypeVar("T")
+
+_POLL = 0.05
+"""How often a waiting caller looks at its CancelToken (seconds)."""
+
+
+class CallTimeout(Exception):
+    """A call across the portal did not finish within its timeout (it was cancelled)."""
+
+
+class _Stop(Exception):
+    """Thrown into the portal context manager so remaining tasks are cancelled."""
+
+
+class LoopThread:
+    """A running event loop in a daemon thread, with a blocking portal into it."""
+
+    def __init__(self, thread_name: str = "agentkit-mcp-loop") -> None:
+        from anyio.from_thread import start_blocking_portal
+
+        self._cm = start_blocking_portal()
+        self.portal = self._cm.__enter__()
+        self._lock = threading.Lock()
+        self._stopped = False
+        self.thread_id: int = self.portal.call(threading.get_ident)
+        self.portal.call(_rename_thread, thread_name)
+
+    @property
+    def stopped(self) -> bool:
+        """True after :meth:`stop`."""
+        return self._stopped
+
+    def in_loop_thread(self) -> bool:
+        """True when called from the loop thread itself (a blocking call would deadlock)."""
+        return threading.get_ident() == self.thread_id
+
+    def submit(self, fn: Callable[..., Awaitable[T]], *args: Any) -> concurrent.futures.Future[T]:
+        """Start ``fn(*args)`` as a task on the loop; cancelling the future cancels it."""
+        with self._lock:
+            if self._stopped:
+                raise McpError("the MCP toolset is closed; connect again with connect_mcp()")
+            try:
+                return self.portal.start_task_soon(fn, *args)
+            except RuntimeError as exc:  # the portal stopped under us
+                raise McpError(f"the MCP event loop is not running: {exc}") from None
+
+    def run(self, fn: Callable[..., Awaitable[T]], *args: Any, timeout: float | None,
+            cancel: CancelToken | None = None) -> T:
+        """Run ``fn(*args)`` on the loop and wait for its result.
+
+        Raises :class:`CallTimeout` after ``timeout`` seconds and
+        :class:`~agentkit.errors.CancelledError` when ``cancel`` is set; either way the
+        task on the loop is cancelled. Exceptions of the task propagate unchanged.
+        """
+        if self.in_loop_thread():
+            raise McpError("a blocking MCP call was made from the MCP event-loop thread itself; "
+                           "call toolset methods from ordinary threads")
+        future = self.submit(fn, *args)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            step = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
+            done, _ = concurrent.futures.wait([future], timeout=step)
+            if done:
+                return future.result()
+            if cancel is not None and cancel.cancelled:
+                future.cancel()
+                raise CancelledError(cancel.reason)
+            if deadline is not None and time.monotonic() >= deadline:
+                future.cancel()
+                raise CallTimeout(f"no answer within {timeout:g}s")
+
+    def stop(self) -> None:
+        """Cancel whatever still runs on the loop, stop it and join its thread. Idempotent."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        if self.in_loop_thread():  # pragma: no cover - guarded by callers
+            raise McpError("the MCP toolset cannot be closed from its own event-loop thread")
+        self._cm.__exit__(_Stop, _Stop(), None)
+
+
+def _rename_thread(name: str) -> None:
+    threading.current_thread().name = name

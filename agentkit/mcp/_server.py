@@ -1,0 +1,294 @@
+"""One MCP server connection, living on the toolset's event-loop thread.
+
+``ServerConnection.run()`` is a long-lived task: it opens the transport and the client
+(inside a deadline), lists the tools page by page, then serves until asked to stop,
+refreshing the listing on ``tools/list_changed``. Everything here runs on the loop
+thread except the read-only snapshot properties, which take a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+
+from .config import HttpServer, StdioServer
+
+__all__: list[str] = []
+
+log = logging.getLogger("agentkit.mcp")
+
+Notify = Callable[[dict[str, Any]], None]
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line description of ``exc``; exception groups are unwrapped to their leaves."""
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        subs = getattr(e, "exceptions", None)
+        if isinstance(subs, tuple) and subs:
+            for s in subs:
+                walk(s)
+        else:
+            leaves.append(e)
+
+    walk(exc)
+    texts = []
+    for leaf in leaves[:3]:
+        msg = str(leaf).strip()
+        texts.append(f"{type(leaf).__name__}: {msg}" if msg else type(leaf).__name__)
+    return "; ".join(texts) or type(exc).__name__
+
+
+class ServerConnection:
+    """Connection state and async lifecycle of one named MCP server."""
+
+    def __init__(self, name: str, spec: Any, *, connect_timeout: float, max_list_pages: int,
+                 log_level: str | None, notify: Notify, tools_changed: Callable[[str], None]) -> None:
+        self.name = name
+        self.spec = spec
+        self.transport = getattr(spec, "transport", "client")
+        self._connect_timeout = connect_timeout
+        self._max_pages = max_list_pages
+        self._log_level = log_level
+        self._notify = notify
+        self._tools_changed = tools_changed
+        self._lock = threading.Lock()
+        self.status = "connecting"
+        self.error: str | None = None
+        self.warnings: list[str] = []
+        self.tools: list[Any] = []
+        self.protocol_version: str | None = None
+        self.server_name: str | None = None
+        self.ready = threading.Event()
+        self.client: Any = None
+        self._stop: anyio.Event | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._dirty: anyio.Event | None = None
+        self._stop_requested = False
+
+    # -- state (any thread) ------------------------------------------------------------
+
+    def _set(self, **fields: Any) -> None:
+        with self._lock:
+            for k, v in fields.items():
+                setattr(self, k, v)
+
+    def fail(self, error: str) -> None:
+        """Mark the server failed (the first error wins) and release connect waiters."""
+        with self._lock:
+            if self.status in ("connecting", "connected"):
+                self.status = "failed"
+                self.error = error
+        self.ready.set()
+
+    def warn(self, message: str) -> None:
+        """Record a non-fatal problem (pagination cut short, a tool skipped...)."""
+        log.warning("MCP server %r: %s", self.name, message)
+        with self._lock:
+            self.warnings.append(message)
+
+    # -- lifecycle (loop thread) -------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Ask :meth:`run` to disconnect (loop thread only)."""
+        self._stop_requested = True
+        if self._stop is not None:
+            self._stop.set()
+        if self._scope is not None and self.status != "connected":
+            self._scope.cancel()
+
+    async def run(self) -> None:
+        """Connect, list tools, serve until :meth:`request_stop`. Never raises."""
+        self._stop = anyio.Event()
+        self._dirty = anyio.Event()
+        if self._stop_requested:
+            self.fail("the toolset was closed before the server connected")
+            return
+        scope = anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout)
+        self._scope = scope
+        connected = False
+        try:
+            with scope:
+                async with self._open() as client:
+                    self.client = client
+                    session = client.session
+                    self._set(protocol_version=session.protocol_version,
+                              server_name=getattr(session.server_info, "name", None))
+                    tools = await self._list_tools()
+                    scope.deadline = math.inf
+                    with self._lock:
+                        if self.status != "connecting":  # timed out meanwhile, or stopped
+                            return
+                        self.tools = tools
+                        self.status = "connected"
+                    connected = True
+                    self.ready.set()
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._refresher)
+                        tg.start_soon(self._listen)
+                        await self._stop.wait()
+                        tg.cancel_scope.cancel()
+            if scope.cancelled_caught and not connected:
+                if self._stop_requested:
+                    self.fail("the toolset was closed before the server connected")
+                else:
+                    self.fail(f"did not connect and list its tools within {self._connect_timeout:g}s "
+                              f"(connect_timeout)")
+        except Exception as exc:  # noqa: BLE001 - reported in the server's status
+            what = "lost its connection" if connected else "failed to connect"
+            log.debug("MCP server %r %s", self.name, what, exc_info=True)
+            self.fail(f"{what}: {describe_error(exc)}")
+        finally:
+            self.client = None
+            with self._lock:
+                if self.status == "connected":
+                    self.status = "closed"
+            self.ready.set()
+
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[Any]:
+        from mcp import Client, StdioServerParameters
+
+        spec = self.spec
+        async with AsyncExitStack() as stack:
+            if isinstance(spec, StdioServer):
+                params = StdioServerParameters(
+                    command=spec.command, args=list(spec.args),
+                    env=None if spec.env is None else dict(spec.env), cwd=spec.cwd,
+                )
+                client = Client(params, message_handler=self._on_message, log_level=self._log_level,
+                                cache=None)
+            elif isinstance(spec, HttpServer):
+                import httpx2
+                from mcp.client.streamable_http import streamable_http_client
+
+                http = httpx2.AsyncClient(headers=dict(spec.headers),
+                                          timeout=httpx2.Timeout(30.0, read=300.0))
+                await stack.enter_async_context(http)
+                client = Client(streamable_http_client(spec.url, http_client=http),
+                                message_handler=self._on_message, log_level=self._log_level, cache=None)
+            else:  # an un-entered mcp.Client built by the caller: chain its own handler
+                client = spec
+                client.message_handler = self._chain(client.message_handler)
+                if client.log_level is None:
+                    client.log_level = self._log_level
+            yield await stack.enter_async_context(client)
+
+    def _chain(self, user_handler: Any) -> Any:
+        async def handler(message: Any) -> None:
+            await self._on_message(message)
+            if user_handler is not None:
+                await user_handler(message)
+
+        return handler
+
+    async def _list_tools(self) -> list[Any]:
+        """Every tool of the server, following ``nextCursor`` page by page."""
+        client = self.client
+        tools: list[Any] = []
+        seen_names: set[str] = set()
+        seen_cursors: set[str] = set()
+        cursor: str | None = None
+        for _ in range(self._max_pages):
+            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            for tool in page.tools:
+                if tool.name in seen_names:
+                    self.warn(f"tool {tool.name!r} is listed twice; the second listing was ignored")
+                    continue
+                seen_names.add(tool.name)
+                tools.append(tool)
+            cursor = page.next_cursor
+            if cursor is None:
+                return tools
+            if cursor in seen_cursors:
+                self.warn(f"tools/list returned cursor {cursor!r} a second time; stopped listing "
+                          f"after {len(tools)} tool(s) to avoid a loop")
+                return tools
+            seen_cursors.add(cursor)
+        self.warn(f"tools/list still had more pages after max_list_pages={self._max_pages}; "
+                  f"kept the first {len(tools)} tool(s)")
+        return tools
+
+    async def refresh(self) -> None:
+        """List the tools again now (loop thread)."""
+        with anyio.fail_after(self._connect_timeout):
+            tools = await self._list_tools()
+        self._set(tools=tools)
+        self._tools_changed(self.name)
+
+    async def _refresher(self) -> None:
+        while True:
+            assert self._dirty is not None
+            await self._dirty.wait()
+            self._dirty = anyio.Event()
+            try:
+                await self.refresh()
+            except Exception as exc:  # noqa: BLE001 - keep serving the old listing
+                self.warn(f"refreshing the tool list failed: {describe_error(exc)}")
+
+    async def _listen(self) -> None:
+        """On 2026-era connections, change notifications ride a subscriptions/listen
+        stream; open one for tool and resource list changes when the server offers them."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        client = self.client
+        if client.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return
+        caps = client.session.server_capabilities
+        want_tools = bool(caps and caps.tools and caps.tools.list_changed)
+        want_resources = bool(caps and caps.resources and caps.resources.list_changed)
+        if not (want_tools or want_resources):
+            return
+        try:
+            async with client.listen(tools_list_changed=want_tools,
+                                     resources_list_changed=want_resources) as sub:
+                async for _event in sub:
+                    # Listen-stream events are also teed to the message handler, which
+                    # refreshes and forwards them; here they only need consuming.
+                    pass
+        except Exception as exc:  # noqa: BLE001 - notifications are best effort
+            log.debug("MCP server %r: subscriptions/listen ended: %s", self.name, describe_error(exc))
+
+    def _mark_dirty(self) -> None:
+        if self._dirty is not None:
+            self._dirty.set()
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            log.debug("MCP server %r transport error: %s", self.name, describe_error(message))
+            return
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self._mark_dirty()
+        self._emit(message)
+
+    def _emit(self, notification: Any) -> None:
+        method = getattr(notification, "method", None)
+        if not isinstance(method, str) or method == "notifications/progress":
+            return
+        params = getattr(notification, "params", None)
+        data: dict[str, Any] = {}
+        if params is not None:
+            data = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+            data.pop("_meta", None)
+        try:
+            self._notify({"server": self.name, "method": method, "params": data})
+        except Exception:  # noqa: BLE001 - a sink must not break the connection
+            log.exception("forwarding an MCP notification failed")
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Send ``tools/call`` with the server's original tool name (loop thread)."""
+        client = self.client
+        if client is None or self.status != "connected":
+            raise NotConnected(self.error or f"status is {self.status!r}")
+        return await client.call_tool(name, arguments)
+
+
+class NotConnected(Exception):
+    """The server is not connected (failed, lost or closed)."""
