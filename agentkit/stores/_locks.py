@@ -19,6 +19,7 @@ from contextlib import contextmanager
 import portalocker
 
 from ..errors import StoreError, StoreLockTimeout
+from ._fsio import os_error
 
 
 class _ThreadLock:
@@ -63,7 +64,7 @@ def locked(path: str, *, timeout: float, shared: bool = False, create: bool = Tr
         try:
             fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
         except OSError as exc:
-            raise StoreError(f"cannot open lock file {path}: {exc.strerror or exc}") from exc
+            raise os_error(f"cannot open lock file {path}", exc, tail="Nothing was done") from exc
         try:
             mode = portalocker.LockFlags.SHARED if shared else portalocker.LockFlags.EXCLUSIVE
             delay = 0.001

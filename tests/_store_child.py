@@ -1,0 +1,196 @@
+"""Helpers for the event-store tests: a child-process entry point and real file-system
+conditions (a small tmpfs that fills up, a read-only remount).
+
+Run as ``python tests/_store_child.py <mode> <args...>``; modes print one line per
+fact, flushed, so the parent can read them from a pipe even if the child is killed.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from agentkit import (  # noqa: E402
+    FileEventStore,
+    ScriptedModel,
+    Session,
+    StoreConflictError,
+    StoreError,
+    UserMessageEvent,
+)
+from agentkit.messages import TextPart  # noqa: E402
+
+
+def child_cmd(*args: object) -> list[str]:
+    """The command line that runs this helper with ``args``."""
+    return [sys.executable, str(Path(__file__).resolve()), *map(str, args)]
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def user(text: str, pad: int = 0) -> UserMessageEvent:
+    return UserMessageEvent(content=(TextPart(text=text + ("." * pad if pad else "")),))
+
+
+def out(*parts: object) -> None:
+    sys.stdout.write(" ".join(map(str, parts)) + "\n")
+    sys.stdout.flush()
+
+
+# -- real file-system conditions -----------------------------------------------------
+
+
+@functools.cache
+def mount_works() -> bool:
+    """True when this process may mount a tmpfs (root with CAP_SYS_ADMIN)."""
+    if os.geteuid() != 0:
+        return False
+    probe = tempfile.mkdtemp(prefix="agentkit-mount-probe-")
+    try:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", probe], capture_output=True)
+        if r.returncode != 0:
+            return False
+        subprocess.run(["umount", probe], check=True)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.rmdir(probe)
+
+
+
+@contextmanager
+def tmpfs(path: Path, size: str):
+    """Mount a tmpfs of ``size`` (e.g. '256k') at ``path`` for the block."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def remount(path: Path, *, read_only: bool) -> None:
+    """Remount the tmpfs at ``path`` read-only or read-write (binds root too)."""
+    mode = "ro" if read_only else "rw"
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(path)], check=True)
+
+
+# -- child modes ---------------------------------------------------------------------
+
+
+def append_loop(root: str, sid: str, pad: str) -> None:
+    """Append one event per call forever, continuing from what is stored; after each
+    append returns, print ``ack <revision>``. Event n carries the text ``e<n>``."""
+    store = FileEventStore(root)
+    loaded = store.load(sid)
+    revision = 0 if loaded is None else loaded.revision
+    out("start", revision)
+    while True:
+        revision = store.append(sid, [user(f"e{revision + 1}", int(pad))], expected_revision=revision)
+        out("ack", revision)
+
+
+def writer(root: str, sid: str, name: str, count: str) -> None:
+    """Append ``count`` events named ``<name>-<i>``, retrying on conflict by reloading."""
+    store = FileEventStore(root)
+    conflicts = 0
+    for i in range(int(count)):
+        while True:
+            loaded = store.load(sid)
+            revision = 0 if loaded is None else loaded.revision
+            try:
+                store.append(sid, [user(f"{name}-{i}")], expected_revision=revision)
+                break
+            except StoreConflictError:
+                conflicts += 1
+    out("done", conflicts)
+
+
+def stale_writer(root: str, sid: str) -> None:
+    """Load, report the revision, wait for a line on stdin, then append at that (by then
+    stale) revision and report what happened."""
+    store = FileEventStore(root)
+    loaded = store.load(sid)
+    revision = 0 if loaded is None else loaded.revision
+    out("loaded", revision)
+    sys.stdin.readline()
+    try:
+        store.append(sid, [user("stale")], expected_revision=revision)
+        out("appended")
+    except StoreConflictError as exc:
+        out("conflict", exc.expected_revision, exc.actual_revision)
+
+
+def hold_lock(root: str, sid: str) -> None:
+    """Hold the session's write lock until stdin closes."""
+    store = FileEventStore(root)
+    with store._write_lock(sid):
+        out("locked")
+        sys.stdin.read()
+    out("released")
+
+
+def fsize_limited(root: str, sid: str, limit: str) -> None:
+    """Append growing events under RLIMIT_FSIZE until the limit stops a write."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    store = FileEventStore(root)
+    loaded = store.load(sid)
+    revision = 0 if loaded is None else loaded.revision
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), int(limit)))
+    while True:
+        try:
+            revision = store.append(sid, [user(f"e{revision + 1}", 3000)], expected_revision=revision)
+        except StoreError as exc:
+            out("error", revision, str(exc).replace("\n", " "))
+            return
+        out("ack", revision)
+
+
+def session_turn(root: str, sid: str, prompt: str, reply: str) -> None:
+    """Reopen the session, print its projected messages, then run one generate()."""
+    import json
+
+    store = FileEventStore(root)
+    with Session.open(sid, store=store, model=ScriptedModel([reply])) as s:
+        out("before", json.dumps([m.to_dict() for m in s.model_messages()], sort_keys=True))
+        s.push_user_message(prompt)
+        s.generate()
+        model = s._model
+        out("request", json.dumps([m.to_dict() for m in model.requests[0].messages], sort_keys=True))
+        out("revision", s.revision)
+
+
+def session_push(root: str, sid: str, text: str) -> None:
+    """Reopen the session and push one user message."""
+    with Session.open(sid, store=FileEventStore(root)) as s:
+        s.push_user_message(text)
+        out("revision", s.revision)
+
+
+MODES = {
+    "append-loop": append_loop,
+    "writer": writer,
+    "stale-writer": stale_writer,
+    "hold-lock": hold_lock,
+    "fsize-limited": fsize_limited,
+    "session-turn": session_turn,
+    "session-push": session_push,
+}
+
+if __name__ == "__main__":
+    MODES[sys.argv[1]](*sys.argv[2:])

@@ -1,0 +1,185 @@
+"""The EventStore contract, run against every store (in memory and on real files)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from agentkit import (
+    ConfigurationError,
+    EventStore,
+    FileEventStore,
+    InMemoryEventStore,
+    RuntimeEvent,
+    StoreConflictError,
+    UserMessageEvent,
+)
+from agentkit.messages import TextPart
+from agentkit.stores import SCHEMA_VERSION
+
+
+def user(text: str) -> UserMessageEvent:
+    return UserMessageEvent(content=(TextPart(text=text),))
+
+
+@pytest.fixture(params=["memory", "file"])
+def store(request, tmp_path) -> EventStore:
+    if request.param == "memory":
+        return InMemoryEventStore()
+    return FileEventStore(tmp_path / "store")
+
+
+def texts(events) -> list[str]:
+    return [e.content[0].text for e in events]
+
+
+def test_is_an_event_store(store):
+    assert isinstance(store, EventStore)
+
+
+def test_missing_session_loads_as_none(store):
+    assert store.load("nobody") is None
+    assert store.list_sessions() == []
+    assert store.delete("nobody") is False
+
+
+def test_append_and_load_round_trip(store):
+    a, b, c = user("a"), user("b"), RuntimeEvent(runtime_type="timer-fired", data={"n": 1, "x": [1.5, None]})
+    assert store.append("s1", [a], expected_revision=0) == 1
+    assert store.append("s1", [b, c], expected_revision=1) == 3
+    loaded = store.load("s1")
+    assert loaded is not None
+    assert loaded.session_id == "s1"
+    assert loaded.revision == 3
+    assert loaded.schema_version == SCHEMA_VERSION
+    assert loaded.events == (a, b, c)
+
+
+def test_stale_expected_revision_conflicts_and_writes_nothing(store):
+    store.append("s1", [user("a")], expected_revision=0)
+    with pytest.raises(StoreConflictError) as info:
+        store.append("s1", [user("stale")], expected_revision=0)
+    assert info.value.expected_revision == 0
+    assert info.value.actual_revision == 1
+    assert "Reload" in str(info.value)
+    with pytest.raises(StoreConflictError):
+        store.append("s1", [user("ahead")], expected_revision=5)
+    assert texts(store.load("s1").events) == ["a"]
+
+
+def test_new_session_requires_revision_zero(store):
+    with pytest.raises(StoreConflictError) as info:
+        store.append("fresh", [user("a")], expected_revision=2)
+    assert info.value.actual_revision == 0
+    assert store.load("fresh") is None
+
+
+def test_empty_append_creates_the_session_and_checks_revision(store):
+    assert store.append("s1", [], expected_revision=0) == 0
+    loaded = store.load("s1")
+    assert loaded is not None and loaded.revision == 0 and loaded.events == ()
+    assert store.list_sessions() == ["s1"]
+    with pytest.raises(StoreConflictError):
+        store.append("s1", [], expected_revision=1)
+
+
+def test_sessions_are_independent_and_listed_sorted(store):
+    store.append("b-session", [user("b")], expected_revision=0)
+    store.append("a_session", [user("a")], expected_revision=0)
+    store.append("c.session", [user("c")], expected_revision=0)
+    assert store.list_sessions() == ["a_session", "b-session", "c.session"]
+    assert texts(store.load("b-session").events) == ["b"]
+
+
+def test_delete_removes_log_and_archives(store):
+    store.append("s1", [user("a")], expected_revision=0)
+    store.archive("s1", "arch1", [user("old")])
+    store.append("s2", [user("keep")], expected_revision=0)
+    assert store.delete("s1") is True
+    assert store.load("s1") is None
+    assert store.load_archive("s1", "arch1") is None
+    assert store.list_sessions() == ["s2"]
+    assert store.delete("s1") is False
+    # a deleted id starts again at revision 0
+    assert store.append("s1", [user("again")], expected_revision=0) == 1
+
+
+def test_archive_round_trip_is_idempotent_and_never_overwritten(store):
+    store.append("s1", [user("a")], expected_revision=0)
+    old = [user("x"), user("y")]
+    store.archive("s1", "compaction-1", old)
+    assert store.load_archive("s1", "compaction-1") == tuple(old)
+    assert store.load_archive("s1", "other") is None
+    store.archive("s1", "compaction-1", old)  # same ids: no-op
+    with pytest.raises(ConfigurationError, match="already holds different events"):
+        store.archive("s1", "compaction-1", [user("z")])
+    assert store.load_archive("s1", "compaction-1") == tuple(old)
+    # archiving does not touch the active log
+    assert texts(store.load("s1").events) == ["a"]
+
+
+@pytest.mark.parametrize("bad", ["../../etc", "..", "a/b", "a\\b", "", ".hidden", "-x", "x" * 129, "a\x00b", 7])
+def test_bad_session_ids_are_refused_before_any_side_effect(store, tmp_path, bad):
+    for call in (
+        lambda: store.append(bad, [user("a")], expected_revision=0),
+        lambda: store.load(bad),
+        lambda: store.archive(bad, "a1", []),
+        lambda: store.archive("ok", bad, []),
+        lambda: store.load_archive(bad, "a1"),
+        lambda: store.delete(bad),
+    ):
+        with pytest.raises(ConfigurationError, match="invalid session id"):
+            call()
+    assert store.list_sessions() == []
+    assert not (tmp_path / "etc").exists()
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"events": ["not an event"], "expected_revision": 0}, "Event objects"),
+        ({"events": "text", "expected_revision": 0}, "sequence of Event"),
+        ({"events": [], "expected_revision": -1}, "expected_revision"),
+        ({"events": [], "expected_revision": True}, "expected_revision"),
+        ({"events": [], "expected_revision": "0"}, "expected_revision"),
+    ],
+)
+def test_bad_append_arguments_are_refused_before_writing(store, kwargs, match):
+    with pytest.raises(ConfigurationError, match=match):
+        store.append("s1", **kwargs)
+    assert store.load("s1") is None
+
+
+def test_concurrent_thread_writers_lose_and_duplicate_nothing(store):
+    writers, per_writer = 6, 15
+    conflicts = [0] * writers
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            for i in range(per_writer):
+                while True:
+                    current = store.load("shared")
+                    revision = 0 if current is None else current.revision
+                    try:
+                        store.append("shared", [user(f"w{n}-{i}")], expected_revision=revision)
+                        break
+                    except StoreConflictError:
+                        conflicts[n] += 1
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    loaded = store.load("shared")
+    got = texts(loaded.events)
+    assert loaded.revision == writers * per_writer
+    assert sorted(got) == sorted(f"w{n}-{i}" for n in range(writers) for i in range(per_writer))
+    for n in range(writers):  # each writer's own events stay in its order
+        mine = [t for t in got if t.startswith(f"w{n}-")]
+        assert mine == [f"w{n}-{i}" for i in range(per_writer)]

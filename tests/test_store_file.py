@@ -1,0 +1,424 @@
+"""FileEventStore on real files: record format, torn tails, corruption, schema versions,
+locks held by another process, read-only and full file systems, incremental appends."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+from _store_child import child_cmd, child_env, mount_works, remount, tmpfs, user
+
+from agentkit import (
+    ConfigurationError,
+    FileEventStore,
+    SchemaVersionError,
+    StoreConflictError,
+    StoreCorruptionError,
+    StoreError,
+    StoreLockTimeout,
+)
+
+
+def texts(stored) -> list[str]:
+    return [e.content[0].text.rstrip(".") for e in stored.events]
+
+
+def fill(store: FileEventStore, sid: str, n: int, start: int = 0) -> int:
+    rev = start
+    for i in range(start, start + n):
+        rev = store.append(sid, [user(f"e{i + 1}")], expected_revision=rev)
+    return rev
+
+
+def log_path(root: Path, sid: str = "s") -> Path:
+    return root / sid / "events.jsonl"
+
+
+def line_starts(data: bytes) -> list[int]:
+    starts = [0]
+    for i, b in enumerate(data):
+        if b == 0x0A and i + 1 < len(data):
+            starts.append(i + 1)
+    return starts
+
+
+# -- format --------------------------------------------------------------------------
+
+
+def test_every_record_is_a_checksummed_versioned_json_line(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 3)
+    lines = log_path(tmp_path).read_bytes().splitlines()
+    assert len(lines) == 4  # header + one line per append
+    header = json.loads(lines[0])
+    assert header["kind"] == "header" and header["session_id"] == "s" and header["v"] == 1
+    for n, raw in enumerate(lines[1:], start=1):
+        rec = json.loads(raw)
+        assert rec["v"] == 1 and rec["kind"] == "events" and rec["rev"] == n
+        body = raw[len(b'{"crc":"xxxxxxxx",') :]
+        assert int(rec["crc"], 16) == zlib.crc32(body)
+    assert not [p for p in (tmp_path / "s").iterdir() if p.name.startswith(".tmp")]
+
+
+def test_constructor_refuses_bad_arguments(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigurationError, match="not a directory"):
+        FileEventStore(tmp_path / "file")
+    for kwargs in ({"lock_timeout": -1}, {"lock_timeout": "10"}, {"lock_timeout": float("nan")}, {"fsync": "yes"}):
+        with pytest.raises(ConfigurationError):
+            FileEventStore(tmp_path / "new", **kwargs)
+    with pytest.raises(ConfigurationError):
+        FileEventStore("")
+    assert not (tmp_path / "new").exists()
+
+
+def test_fsync_off_round_trips(tmp_path):
+    store = FileEventStore(tmp_path, fsync=False)
+    fill(store, "s", 5)
+    assert texts(FileEventStore(tmp_path).load("s")) == [f"e{i}" for i in range(1, 6)]
+
+
+def test_listing_ignores_locks_temp_and_foreign_entries(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 1)
+    (tmp_path / "not-a-session").mkdir()  # no log inside
+    (tmp_path / ".tmp-junk").write_text("x")
+    (tmp_path / "stray.txt").write_text("x")
+    assert store.list_sessions() == ["s"]
+
+
+# -- torn tails ----------------------------------------------------------------------
+
+
+def test_every_torn_tail_is_left_out_and_the_next_append_does_not_glue_onto_it(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 3)
+    path = log_path(tmp_path)
+    intact = path.read_bytes()
+    last_start = line_starts(intact)[-1]
+    cuts = sorted(set(range(last_start + 1, len(intact), 5)) | {last_start + 1, len(intact) - 1})
+    for cut in cuts:
+        path.write_bytes(intact[:cut])
+        fresh = FileEventStore(tmp_path)
+        loaded = fresh.load("s")
+        assert loaded.revision == 2 and texts(loaded) == ["e1", "e2"], cut
+        assert fresh.append("s", [user("after")], expected_revision=2) == 3
+        reloaded = FileEventStore(tmp_path).load("s")
+        assert texts(reloaded) == ["e1", "e2", "after"], cut
+        assert path.read_bytes().count(b"\n") == 4  # header + 3 records, nothing glued
+
+
+def test_zero_filled_tail_after_power_loss_is_left_out(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 2)
+    with open(log_path(tmp_path), "ab") as fh:
+        fh.write(b"\0" * 300)
+    assert texts(FileEventStore(tmp_path).load("s")) == ["e1", "e2"]
+    assert store.append("s", [user("e3")], expected_revision=2) == 3
+    assert texts(FileEventStore(tmp_path).load("s")) == ["e1", "e2", "e3"]
+
+
+def test_complete_json_without_newline_is_a_torn_write(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 2)
+    path = log_path(tmp_path)
+    path.write_bytes(path.read_bytes()[:-1])  # drop only the final newline
+    assert FileEventStore(tmp_path).load("s").revision == 1
+
+
+def test_a_conflicting_append_after_a_torn_tail_writes_nothing(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 2)
+    path = log_path(tmp_path)
+    torn = path.read_bytes()[:-10]
+    path.write_bytes(torn)
+    with pytest.raises(StoreConflictError):
+        FileEventStore(tmp_path).append("s", [user("x")], expected_revision=2)
+    assert path.read_bytes() == torn
+
+
+# -- corruption ----------------------------------------------------------------------
+
+
+def test_a_corrupt_record_in_the_middle_raises_naming_file_and_line(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 4)
+    path = log_path(tmp_path)
+    data = bytearray(path.read_bytes())
+    third_record = line_starts(bytes(data))[3]  # line 4 of the file
+    pos = data.index(b'"text":"e3"', third_record) + 9
+    data[pos] ^= 0x01
+    path.write_bytes(bytes(data))
+    for s in (FileEventStore(tmp_path), store):
+        with pytest.raises(StoreCorruptionError, match=rf"{path} line 4 is damaged \(checksum mismatch\)"):
+            s.load("s")
+    with pytest.raises(StoreCorruptionError, match="line 4"):
+        FileEventStore(tmp_path).append("s", [user("x")], expected_revision=4)
+    assert path.read_bytes() == bytes(data)  # refused appends write nothing
+
+
+def test_random_bit_flips_before_the_last_record_are_never_skipped(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 6)
+    path = log_path(tmp_path)
+    intact = path.read_bytes()
+    last_start = line_starts(intact)[-1]
+    version_digits = {i + 4 for i in range(len(intact)) if intact.startswith(b'"v":', i)}
+    rng = random.Random(1234)
+    positions = rng.sample(range(last_start), 120)
+    for pos in positions:
+        data = bytearray(intact)
+        data[pos] ^= 1 << rng.randrange(8)
+        path.write_bytes(bytes(data))
+        expected = (StoreCorruptionError, SchemaVersionError) if pos in version_digits else StoreCorruptionError
+        with pytest.raises(expected):
+            FileEventStore(tmp_path).load("s")
+    path.write_bytes(intact)
+    assert FileEventStore(tmp_path).load("s").revision == 6
+
+
+def test_a_damaged_last_record_is_indistinguishable_from_a_torn_write(tmp_path):
+    # documented limit: damage confined to the final record looks like an interrupted
+    # append, so that record is left out (and truncated by the next append)
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 3)
+    path = log_path(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[-20] ^= 0x04
+    path.write_bytes(bytes(data))
+    assert FileEventStore(tmp_path).load("s").revision == 2
+
+
+def test_a_damaged_header_is_corruption(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 1)
+    path = log_path(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[30] ^= 0x02
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreCorruptionError, match="line 1"):
+        FileEventStore(tmp_path).load("s")
+
+
+def test_duplicated_records_with_valid_checksums_are_corruption(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 2)
+    path = log_path(tmp_path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join([lines[0], lines[1], lines[1], lines[2]]))
+    with pytest.raises(StoreCorruptionError, match="does not follow revision"):
+        FileEventStore(tmp_path).load("s")
+
+
+def _record(obj: dict) -> bytes:
+    body = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()[1:]
+    return b'{"crc":"%08x",' % zlib.crc32(body) + body + b"\n"
+
+
+def test_a_record_from_a_newer_schema_is_refused_not_misread(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 2)
+    path = log_path(tmp_path)
+    before = path.read_bytes()
+    newer = _record({"kind": "events", "v": 2, "rev": 3, "events": [], "new_field": "?"})
+    path.write_bytes(before + newer)
+    for call in (
+        lambda: FileEventStore(tmp_path).load("s"),
+        lambda: FileEventStore(tmp_path).append("s", [user("x")], expected_revision=2),
+    ):
+        with pytest.raises(SchemaVersionError, match="schema version 2.*upgrade agentkit"):
+            call()
+    assert path.read_bytes() == before + newer
+
+
+def test_archives_are_checksummed_and_damage_raises(tmp_path):
+    store = FileEventStore(tmp_path)
+    store.archive("s", "a1", [user("old1"), user("old2")])
+    path = tmp_path / "s" / "archives" / "a1.json"
+    data = bytearray(path.read_bytes())
+    assert json.loads(data)["v"] == 1
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreCorruptionError, match="a1.json"):
+        store.load_archive("s", "a1")
+    path.write_bytes(_record({"kind": "archive", "v": 7, "events": []}))
+    with pytest.raises(SchemaVersionError):
+        store.load_archive("s", "a1")
+
+
+# -- commit cost ---------------------------------------------------------------------
+
+
+def test_append_reads_only_what_other_writers_added(tmp_path, monkeypatch):
+    a, b = FileEventStore(tmp_path), FileEventStore(tmp_path)
+    rev = fill(a, "s", 300)
+    assert b.load("s").revision == rev
+    header = log_path(tmp_path).read_bytes().split(b"\n", 1)[0]
+    read: list[int] = []
+    real_pread = os.pread
+
+    def counting_pread(fd, n, offset):
+        data = real_pread(fd, n, offset)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(os, "pread", counting_pread)
+    rev = a.append("s", [user("a-301")], expected_revision=rev)
+    assert sum(read) <= len(header) + 1  # only the header check, no history
+    read.clear()
+    before = log_path(tmp_path).stat().st_size
+    rev = a.append("s", [user("a-302")], expected_revision=rev)
+    added = log_path(tmp_path).stat().st_size - before
+    read.clear()
+    # b last saw revision 300: it reads exactly the two records a added since
+    rev = b.append("s", [user("b-303")], expected_revision=rev)
+    assert rev == 303
+    assert sum(read) <= len(header) + 1 + 2 * added + 64
+    monkeypatch.undo()
+    assert texts(FileEventStore(tmp_path).load("s"))[-3:] == ["a-301", "a-302", "b-303"]
+
+
+def test_cached_view_is_not_fooled_by_delete_and_recreate(tmp_path):
+    a, b = FileEventStore(tmp_path), FileEventStore(tmp_path)
+    fill(a, "s", 5)
+    assert b.delete("s")
+    fill(b, "s", 1)
+    with pytest.raises(StoreConflictError) as info:
+        a.append("s", [user("x")], expected_revision=5)
+    assert info.value.actual_revision == 1
+    assert a.append("s", [user("e2")], expected_revision=1) == 2
+    assert texts(b.load("s")) == ["e1", "e2"]
+
+
+# -- locks ---------------------------------------------------------------------------
+
+
+def _start_lock_holder(root: Path, sid: str) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        child_cmd("hold-lock", root, sid),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_a_lock_held_by_another_process_times_out_naming_the_lock_and_is_never_stolen(tmp_path):
+    FileEventStore(tmp_path).append("s", [user("e1")], expected_revision=0)
+    holder = _start_lock_holder(tmp_path, "s")
+    try:
+        store = FileEventStore(tmp_path, lock_timeout=0.3)
+        lock_file = str(tmp_path / ".locks" / "s.lock")
+        t0 = time.monotonic()
+        with pytest.raises(StoreLockTimeout, match=rf"{lock_file}.*another process") as info:
+            store.append("s", [user("e2")], expected_revision=1)
+        assert time.monotonic() - t0 >= 0.3
+        assert isinstance(info.value, TimeoutError)
+        with pytest.raises(StoreLockTimeout):
+            store.load("s")
+        holder.stdin.close()  # the holder releases its lock and exits
+        assert holder.stdout.readline().strip() == "released"
+        assert holder.wait(30) == 0
+        assert store.append("s", [user("e2")], expected_revision=1) == 2
+    finally:
+        holder.kill()
+        holder.wait(30)
+
+
+def test_a_lock_of_a_killed_process_is_released_by_the_os(tmp_path):
+    holder = _start_lock_holder(tmp_path, "s")
+    holder.kill()
+    holder.wait(30)
+    assert FileEventStore(tmp_path, lock_timeout=5).append("s", [user("e1")], expected_revision=0) == 1
+
+
+# -- read-only and full file systems -------------------------------------------------
+
+
+def test_a_read_only_store_refuses_appends_clearly_and_keeps_everything(tmp_path):
+    root = tmp_path / "ro"
+    if mount_works():
+        with tmpfs(root, "1m"):
+            store = FileEventStore(root)
+            fill(store, "s", 3)
+            remount(root, read_only=True)
+            try:
+                with pytest.raises(StoreError, match="read-only"):
+                    store.append("s", [user("e4")], expected_revision=3)
+                with pytest.raises(StoreError, match="read-only"):
+                    store.append("new", [user("x")], expected_revision=0)
+                assert texts(FileEventStore(root).load("s")) == ["e1", "e2", "e3"]
+                assert store.load("missing") is None
+            finally:
+                remount(root, read_only=False)
+            assert store.append("s", [user("e4")], expected_revision=3) == 4
+    elif os.geteuid() != 0:  # permission bits bind an ordinary user
+        store = FileEventStore(root)
+        fill(store, "s", 3)
+        for p in (log_path(root), root / ".locks" / "s.lock"):
+            p.chmod(0o444)
+        try:
+            with pytest.raises(StoreError, match="permission denied"):
+                store.append("s", [user("e4")], expected_revision=3)
+            assert texts(FileEventStore(root).load("s")) == ["e1", "e2", "e3"]
+        finally:
+            for p in (log_path(root), root / ".locks" / "s.lock"):
+                p.chmod(0o644)
+    else:
+        pytest.skip("root without mount permission: no real way to make a directory read-only here")
+
+
+@pytest.mark.skipif(not mount_works(), reason="needs permission to mount a small tmpfs (root)")
+def test_a_full_disk_fails_the_append_clearly_and_loses_nothing(tmp_path):
+    root = tmp_path / "small"
+    with tmpfs(root, "256k"):
+        filler = root / "filler"
+        filler.write_bytes(b"x" * 64 * 1024)
+        store = FileEventStore(root)
+        acked, size = 0, 0
+        with pytest.raises(StoreError, match="disk is full") as info:
+            while True:
+                acked = store.append("s", [user(f"e{acked + 1}", 3000)], expected_revision=acked)
+                size = log_path(root).stat().st_size
+        assert f"stays at revision {acked}" in str(info.value)
+        assert acked > 10
+        # a partial record was taken back: the log ends with the last acknowledged one
+        assert log_path(root).stat().st_size == size
+        loaded = FileEventStore(root).load("s")
+        assert loaded.revision == acked
+        assert texts(loaded) == [f"e{i}" for i in range(1, acked + 1)]
+        filler.unlink()  # free space, and the same session object carries on
+        assert store.append("s", [user("after", 3000)], expected_revision=acked) == acked + 1
+        assert texts(FileEventStore(root).load("s"))[-2:] == [f"e{acked}", "after"]
+
+
+def test_a_file_size_limit_fails_the_append_clearly_and_loses_nothing(tmp_path):
+    limit = 64 * 1024
+    proc = subprocess.run(
+        child_cmd("fsize-limited", tmp_path, "s", limit),
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    acks = [int(line.split()[1]) for line in lines if line.startswith("ack ")]
+    error = [line for line in lines if line.startswith("error ")]
+    assert len(error) == 1 and "file size limit" in error[0]
+    assert acks == list(range(1, len(acks) + 1)) and len(acks) >= 5
+    assert int(error[0].split()[1]) == acks[-1]
+    store = FileEventStore(tmp_path)
+    loaded = store.load("s")
+    assert loaded.revision == acks[-1]
+    assert texts(loaded) == [f"e{i}" for i in acks]
+    assert store.append("s", [user("after")], expected_revision=acks[-1]) == acks[-1] + 1
+    assert texts(FileEventStore(tmp_path).load("s"))[-1] == "after"
