@@ -43,6 +43,14 @@ class Recorded:
     body: Any
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
+
 Responder = Callable[[Recorded], Union[Reply, None]]
 
 
@@ -59,9 +67,11 @@ class FakeServer:
         self.check: Callable[[Recorded], Reply | None] | None = None
         """A validator run before replying; a Reply it returns is sent instead."""
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
