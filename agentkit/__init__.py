@@ -42,6 +42,8 @@ from .events import (
     UserMessageEvent,
     event_from_dict,
 )
+from .job_store import FileJobStore, InMemoryJobStore, JobStore, StoredJob
+from .jobs import JobRunner
 from .messages import (
     FilePart,
     ImagePart,
@@ -65,9 +67,27 @@ from .models import (
 )
 from .projection import Projector, build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
+from .scheduling import GenerationScheduler
 from .session import Session
 from .stores import EventStore, FileEventStore, InMemoryEventStore, StoredSession
-from .tools import Tool, ToolContext, ToolRegistry, tool
+from .tools import (
+    ExecutionContext,
+    JobEvent,
+    JobNotFoundError,
+    JobState,
+    LocalExecutionContext,
+    PermissionRequest,
+    ShellResult,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    filesystem_tools,
+    http_tools,
+    json_tools,
+    shell_tools,
+    tool,
+)
+from .truncate import TruncatedOutput, truncate_output
 from .usage import Usage
 
 __version__ = "0.1.0"
@@ -87,17 +107,28 @@ __all__ = [
     "ControlEvent",
     "Event",
     "EventStore",
+    "ExecutionContext",
     "FileEventStore",
+    "FileJobStore",
     "FilePart",
     "FunctionModel",
     "GenerateResult",
+    "GenerationScheduler",
     "ImagePart",
     "InMemoryEventStore",
+    "InMemoryJobStore",
+    "JobEvent",
+    "JobNotFoundError",
+    "JobRunner",
+    "JobState",
+    "JobStore",
+    "LocalExecutionContext",
     "Message",
     "MissingDependencyError",
     "ModelError",
     "ModelRequest",
     "ModelSettings",
+    "PermissionRequest",
     "Projector",
     "ProviderError",
     "ProviderUnavailableError",
@@ -112,11 +143,13 @@ __all__ = [
     "SessionClosedError",
     "SessionError",
     "SessionFailedError",
+    "ShellResult",
     "Step",
     "StoreConflictError",
     "StoreCorruptionError",
     "StoreError",
     "StoreLockTimeout",
+    "StoredJob",
     "StoredSession",
     "TextPart",
     "Tool",
@@ -130,6 +163,7 @@ __all__ = [
     "ToolResultEvent",
     "ToolResultPart",
     "ToolSpec",
+    "TruncatedOutput",
     "Turn",
     "Usage",
     "UserMessageEvent",
@@ -137,7 +171,12 @@ __all__ = [
     "build_model_messages",
     "event_from_dict",
     "events_from_messages",
+    "filesystem_tools",
     "get_model",
+    "http_tools",
+    "json_tools",
     "run_agent",
+    "shell_tools",
     "tool",
+    "truncate_output",
 ]

@@ -50,10 +50,18 @@ INTERRUPTED_RESULT = (
 )
 
 
-def render_runtime_event(event: RuntimeEvent) -> Message:
-    """The default rendering: a user message holding a tagged JSON payload."""
+def render_runtime_event(event: RuntimeEvent) -> Message | None:
+    """The default rendering: a user message holding a tagged JSON payload.
+
+    Background jobs are shown as one summary each, not every chunk: ``job-output`` is
+    hidden (``job-finished``/``job-failed``/``job-aborted`` carry the output tail and
+    the jobs still running), and ``job-started`` is hidden for jobs a tool call started
+    (its result already said so)."""
+    kind = event.runtime_type
+    if kind == "job-output" or (kind == "job-started" and event.data.get("tool_call_id")):
+        return None
     payload = json.dumps(event.data, ensure_ascii=False, sort_keys=True)
-    text = f'<runtime-event type="{event.runtime_type}">{payload}</runtime-event>'
+    text = f'<runtime-event type="{kind}">{payload}</runtime-event>'
     return Message(role="user", content=(TextPart(text=text),))
 
 

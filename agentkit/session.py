@@ -17,11 +17,13 @@ from .errors import (
     StoreConflictError,
 )
 from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
+from .jobs import bridge_job_events
 from .loop import LoopOptions, ToolExecution, run_loop
 from .messages import Message, Prompt, ToolCallPart, normalize_prompt
 from .models.base import ChatModel, ModelSettings, ToolChoice
 from .projection import Projector, RuntimeRenderer
 from .results import GenerateResult, RunResult, ToolCallRecord
+from .scheduling import GenerationScheduler
 from .stores.base import EventStore, validate_session_id
 from .subscriptions import Listener, Subscription
 from .tools.base import ToolRegistry
@@ -122,6 +124,8 @@ class Session:
             self._load_committed(initial)
         elif initial:
             self._commit(initial)
+        self._scheduler = GenerationScheduler(self.generate)
+        self._stop_job_events = bridge_job_events(self, execution_context)
 
     # -- construction ------------------------------------------------------------------
 
@@ -369,12 +373,45 @@ class Session:
         token.cancel(reason)
         return True
 
-    def abort_session(self, reason: str = "session aborted") -> None:
-        """Cancel the running generation and refuse future ones (pushes still work)."""
+    def abort_session(self, reason: str = "session aborted", *, abort_jobs: bool = False) -> None:
+        """Cancel the running generation and scheduled ones, and refuse future ones
+        (pushes still work). Background jobs keep running unless ``abort_jobs=True``,
+        which aborts every running job of the execution context."""
         with self._gate:
             self._aborted = reason
             self._gate.notify_all()
+        self._scheduler.cancel_all(reason)
         self.abort_current_generation(reason)
+        if abort_jobs:
+            jobs = self._jobs_capability("abort_session(abort_jobs=True)")
+            for state in jobs.list():
+                if state.running:
+                    jobs.abort(state.execution_id, reason)
+
+    def abort_job(self, execution_id: str, reason: str = "aborted by the host") -> Any:
+        """Abort one background job of the execution context; returns its final state."""
+        return self._jobs_capability("abort_job").abort(execution_id, reason)
+
+    def _jobs_capability(self, what: str) -> Any:
+        jobs = getattr(self.execution_context, "jobs", None)
+        if jobs is None:
+            raise ConfigurationError(
+                f"{what} needs an execution context with jobs: pass "
+                f"Session(execution_context=LocalExecutionContext(root))"
+            )
+        return jobs
+
+    def schedule_generate(self, key: str, debounce: float = 0.05, **generate_kwargs: Any) -> Any:
+        """Run ``generate(**generate_kwargs)`` once ``debounce`` seconds pass without
+        another call with the same ``key``; returns a ``concurrent.futures.Future`` of its
+        result, shared by same-key calls. See :mod:`agentkit.scheduling`."""
+        self._check_usable()
+        return self._scheduler.schedule(key, debounce, **generate_kwargs)
+
+    def cancel_scheduled_generation(self, key: str) -> bool:
+        """Cancel the scheduled generation ``key`` (aborting it if it already runs);
+        True when there was one."""
+        return self._scheduler.cancel(key)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -387,6 +424,8 @@ class Session:
             self._closed = True
             subs, self._subs = list(self._subs), []
             pool, self._pool = self._pool, None
+        self._stop_job_events()  # stop listening; jobs keep running
+        self._scheduler.close()
         self._root_cancel.cancel("session closed")
         with self._gate:
             self._gate.notify_all()

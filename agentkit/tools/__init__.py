@@ -3,6 +3,46 @@
 from __future__ import annotations
 
 from .base import Tool, ToolContext, ToolRegistry, to_tool_output
+from .context import (
+    DirEntry,
+    ExecutionContext,
+    FileSystem,
+    JobControl,
+    JobEvent,
+    JobNotFoundError,
+    JobState,
+    LocalExecutionContext,
+    PermissionRequest,
+    Shell,
+    ShellResult,
+)
 from .decorator import tool
+from .filesystem import filesystem_tools
+from .http import http_tools
+from .json_tools import json_path, json_tools
+from .shell import format_shell_result, shell_tools
 
-__all__ = ["Tool", "ToolContext", "ToolRegistry", "to_tool_output", "tool"]
+__all__ = [
+    "DirEntry",
+    "ExecutionContext",
+    "FileSystem",
+    "JobControl",
+    "JobEvent",
+    "JobNotFoundError",
+    "JobState",
+    "LocalExecutionContext",
+    "PermissionRequest",
+    "Shell",
+    "ShellResult",
+    "Tool",
+    "ToolContext",
+    "ToolRegistry",
+    "filesystem_tools",
+    "format_shell_result",
+    "http_tools",
+    "json_path",
+    "json_tools",
+    "shell_tools",
+    "to_tool_output",
+    "tool",
+]

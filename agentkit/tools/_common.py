@@ -1,0 +1,66 @@
+"""Helpers shared by the built-in tool factories (private)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import AccessDenied, AgentkitError, CancelledError, ConfigurationError
+from ..messages import ToolOutput
+from ..truncate import truncate_output
+from .base import ToolContext
+from .context import PermissionRequest
+
+
+def ask(context: Any, ctx: ToolContext, operation: str, target: str, **details: Any) -> None:
+    """Ask the context's permission hook; raises AccessDenied on refusal."""
+    request = getattr(context, "request_permission", None)
+    if request is not None:
+        request(PermissionRequest(operation=operation, target=target, tool_call_id=ctx.tool_call_id,
+                                  details=details))
+
+
+def visible(text: str, max_lines: int, max_bytes: int, keep: str = "head") -> str:
+    """What the model sees of ``text``: truncated, with a notice when cut."""
+    return truncate_output(text, max_lines, max_bytes, keep=keep).text()  # type: ignore[arg-type]
+
+
+def guarded(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn refusals and expected failures of a built-in tool into error results that
+    say what went wrong."""
+
+    def call(**kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except CancelledError:
+            raise
+        except AccessDenied as exc:
+            return ToolOutput.error(f"{name}: {exc}")
+        except (ConfigurationError, AgentkitError) as exc:
+            return ToolOutput.error(f"{name}: {exc}")
+        except FileNotFoundError as exc:
+            return ToolOutput.error(f"{name}: not found: {exc.filename or exc}")
+        except OSError as exc:
+            return ToolOutput.error(f"{name}: {exc.strerror or exc}")
+
+    call.__name__ = name
+    return call
+
+
+def require(context: Any, capability: str, factory: str) -> Any:
+    """The context's ``capability``, or a ConfigurationError naming what is missing."""
+    if context is None:
+        raise ConfigurationError(f"{factory}() needs an execution context, e.g. LocalExecutionContext(root)")
+    value = getattr(context, capability, None)
+    if value is None:
+        raise ConfigurationError(
+            f"{factory}() needs an execution context with a {capability!r} capability; "
+            f"{type(context).__name__} has none"
+        )
+    return value
+
+
+def check_limits(max_lines: int, max_bytes: int) -> None:
+    for label, value in (("max_lines", max_lines), ("max_bytes", max_bytes)):
+        if not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"{label} must be a positive int, got {value!r}")

@@ -1,0 +1,215 @@
+"""Running one subprocess under supervision (private to the local execution context).
+
+The process gets its own process group (``start_new_session=True``) so that a timeout,
+a cancellation, an output overflow or a failing output listener terminates the whole
+tree: SIGTERM to the group, then SIGKILL after a grace period. Output is read by one
+thread per stream into a bounded queue (a slow consumer therefore slows the process
+down instead of buffering without limit) and decoded incrementally, so a UTF-8 code
+point split across two reads is never mangled.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+from ..cancel import CancelToken
+from .context import OutputCallback, ShellResult
+
+_READ_SIZE = 65_536
+_EOF = object()
+
+
+def spawn(argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
+    """Start ``argv`` (no shell) in its own process group with piped output."""
+    full_env = None if env is None else {**os.environ, **env}
+    return subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+    )
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM the process group, then SIGKILL it if anything is left after ``grace``."""
+    pgid = proc.pid  # the leader's pid is the group id (start_new_session)
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not _group_alive(pgid):
+            return
+        time.sleep(0.02)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while a live (non-zombie) process is in group ``pgid``. Zombies count as
+    gone: in a container whose init does not reap, orphans stay zombies forever."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    if not os.path.isdir("/proc/self"):
+        return True
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # fields after the ")" that ends the command name: state ppid pgrp ...
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+def _reader(stream_name: str, pipe: object, out: queue.Queue[object]) -> None:
+    fd = pipe.fileno()  # type: ignore[attr-defined]
+    try:
+        while True:
+            try:
+                data = os.read(fd, _READ_SIZE)
+            except OSError:
+                break
+            if not data:
+                break
+            out.put((stream_name, data))
+    finally:
+        out.put((stream_name, _EOF))
+
+
+def supervise(
+    proc: subprocess.Popen[bytes],
+    *,
+    command: str,
+    timeout: float | None = None,
+    cancel: CancelToken | None = None,
+    max_output_bytes: int = 1_048_576,
+    on_output: OutputCallback | None = None,
+    capture: bool = True,
+    grace: float = 1.0,
+    drain_after_exit: float = 0.5,
+) -> ShellResult:
+    """Collect ``proc``'s output until it and its pipes are done, enforcing the limits.
+
+    ``on_output`` runs on this thread, in order; while it runs no more output is read
+    (backpressure). If it raises, the process group is terminated and, once the process
+    is gone, its exception propagates. When the leader has
+    exited but a descendant keeps the pipes open past ``drain_after_exit`` seconds, the
+    remaining group is terminated too, so no orphan outlives a command.
+    """
+    started = time.monotonic()
+    chunks: queue.Queue[object] = queue.Queue(maxsize=16)
+    readers = [
+        threading.Thread(target=_reader, args=("stdout", proc.stdout, chunks), daemon=True),
+        threading.Thread(target=_reader, args=("stderr", proc.stderr, chunks), daemon=True),
+    ]
+    for t in readers:
+        t.start()
+    decoders = {
+        "stdout": codecs.getincrementaldecoder("utf-8")(errors="replace"),
+        "stderr": codecs.getincrementaldecoder("utf-8")(errors="replace"),
+    }
+    captured: dict[str, list[str]] = {"stdout": [], "stderr": []}
+    total = 0
+    open_streams = 2
+    timed_out = cancelled = limited = False
+    listener_error: BaseException | None = None
+    terminated = False
+    exited_at: float | None = None
+    deadline = None if timeout is None else started + timeout
+
+    def terminate() -> None:
+        nonlocal terminated
+        if not terminated:
+            terminated = True
+            kill_group(proc, grace)
+
+    def deliver(name: str, text: str) -> None:
+        nonlocal listener_error
+        if not text:
+            return
+        if capture:
+            captured[name].append(text)
+        if on_output is not None and listener_error is None:
+            try:
+                on_output(name, text)
+            except BaseException as exc:  # noqa: BLE001 - re-raised once the process is gone
+                listener_error = exc
+                terminate()
+
+    while open_streams:
+        try:
+            item = chunks.get(timeout=0.05)
+        except queue.Empty:
+            item = None
+        if item is not None:
+            name, data = item  # type: ignore[misc]
+            if data is _EOF:
+                open_streams -= 1
+                deliver(name, decoders[name].decode(b"", final=True))
+            elif not limited:
+                room = max_output_bytes - total
+                if len(data) > room:
+                    limited = True
+                    # keep what fits; an incomplete trailing code point is dropped
+                    deliver(name, decoders[name].decode(data[:room]))
+                    total = max_output_bytes
+                    terminate()
+                else:
+                    total += len(data)
+                    deliver(name, decoders[name].decode(data))
+        if terminated:
+            continue
+        now = time.monotonic()
+        if cancel is not None and cancel.cancelled:
+            cancelled = True
+            terminate()
+        elif deadline is not None and now >= deadline:
+            timed_out = True
+            terminate()
+        elif proc.poll() is not None:
+            if exited_at is None:
+                exited_at = now
+            elif now - exited_at > drain_after_exit:
+                terminate()  # descendants hold the pipes open: end them
+    exit_code = proc.wait()
+    if not terminated and _group_alive(proc.pid):
+        kill_group(proc, grace)  # no descendant outlives a finished command
+    for t in readers:
+        t.join(timeout=1.0)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    if listener_error is not None:
+        raise listener_error
+    return ShellResult(
+        command=command,
+        exit_code=exit_code,
+        stdout="".join(captured["stdout"]),
+        stderr="".join(captured["stderr"]),
+        timed_out=timed_out,
+        cancelled=cancelled,
+        output_limited=limited,
+        duration=time.monotonic() - started,
+    )
