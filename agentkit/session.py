@@ -227,7 +227,9 @@ class Session:
             self._events.extend(committed)
             self._ids.update(e.id for e in committed)
             self._seq = seq
-            for sub in self._subs:
+            # a copy: offer() may remove a listener that fell behind or stalled, and the
+            # ones after it must still hear this commit
+            for sub in list(self._subs):
                 sub.offer(committed)
             return committed
 

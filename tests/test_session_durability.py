@@ -1,0 +1,278 @@
+"""Session over a FileEventStore: durable commits, restore after a restart, a second
+writer in another process, failed appends, and listeners that hear only durable events."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+import warnings
+
+import pytest
+from _store_child import child_cmd, child_env, mount_works, remount, tmpfs
+
+from agentkit import (
+    AssistantMessageEvent,
+    FileEventStore,
+    InMemoryEventStore,
+    ScriptedModel,
+    Session,
+    SessionFailedError,
+    StoreConflictError,
+    ToolCall,
+    ToolResultEvent,
+    UserMessageEvent,
+    tool,
+)
+
+
+def wait_for(predicate, timeout=30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def dump(messages) -> list[dict]:
+    return json.loads(json.dumps([m.to_dict() for m in messages], sort_keys=True))
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def run_first_conversation(store, sid="conv") -> list:
+    model = ScriptedModel([ToolCall("add", {"a": 2, "b": 3}), "2 + 3 = 5"])
+    with Session.open(sid, store=store, model=model, tools=[add], system="be brief") as s:
+        s.push_user_message("what is 2 + 3?")
+        result = s.generate()
+        assert result.text == "2 + 3 = 5"
+        s.push_runtime_event("timer-fired", {"at": "noon"})
+        return s.model_messages()
+
+
+def test_a_restored_session_projects_the_same_messages_and_continues(tmp_path):
+    before = run_first_conversation(FileEventStore(tmp_path))
+    store = FileEventStore(tmp_path)  # a new store object, as after a restart
+    model = ScriptedModel(["you asked about 2 + 3"])
+    with Session.open("conv", store=store, model=model, tools=[add], system="be brief") as s:
+        assert [type(e) for e in s.events][:4] == [
+            UserMessageEvent,
+            AssistantMessageEvent,
+            ToolResultEvent,
+            AssistantMessageEvent,
+        ]
+        assert [e.seq for e in s.events] == list(range(1, len(s.events) + 1))
+        assert s.revision == len(s.events)
+        assert dump(s.model_messages()) == dump(before)
+        s.push_user_message("what did I ask?")
+        assert s.generate().text == "you asked about 2 + 3"
+        sent = model.requests[0].messages
+        assert dump(sent[: len(before)]) == dump(before)
+        assert sent[-1].role == "user" and "what did I ask?" in sent[-1].text
+        assert s.events[-1].seq == len(s.events)
+    stored = FileEventStore(tmp_path).load("conv")
+    assert [e.seq for e in stored.events] == list(range(1, stored.revision + 1))
+
+
+def test_a_new_process_restores_the_session_and_continues(tmp_path):
+    before = run_first_conversation(FileEventStore(tmp_path))
+    proc = subprocess.run(
+        child_cmd("session-turn", tmp_path, "conv", "and now?", "now it is later"),
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert json.loads(lines["before"]) == dump(before)
+    request = json.loads(lines["request"])
+    assert request[: len(before)] == dump(before)
+    with Session.open("conv", store=FileEventStore(tmp_path)) as s:
+        assert s.revision == int(lines["revision"])
+        assert s.model_messages()[-1].text == "now it is later"
+
+
+def test_a_second_writer_in_another_process_makes_the_stale_session_fail(tmp_path):
+    store = FileEventStore(tmp_path)
+    s = Session.open("shared", store=store)
+    s.push_user_message("mine 1")
+    proc = subprocess.run(
+        child_cmd("session-push", tmp_path, "shared", "theirs"),
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    with pytest.raises(StoreConflictError) as info:
+        s.push_user_message("mine 2")
+    assert (info.value.expected_revision, info.value.actual_revision) == (1, 2)
+    with pytest.raises(SessionFailedError, match="Session.open"):
+        s.push_user_message("mine 3")
+    assert [e.content[0].text for e in s.events] == ["mine 1"]
+    s.close()
+    with Session.open("shared", store=FileEventStore(tmp_path)) as again:
+        assert [e.content[0].text for e in again.events] == ["mine 1", "theirs"]
+        again.push_user_message("mine 2")
+        assert again.revision == 3
+
+
+def test_every_step_is_durable_before_the_loop_continues(tmp_path):
+    seen: list[list[str]] = []
+    reader = FileEventStore(tmp_path)
+
+    @tool
+    def check_store(x: int) -> str:
+        """Look at what is durable right now."""
+        seen.append([type(e).__name__ for e in reader.load("steps").events])
+        return "ok"
+
+    model = ScriptedModel([ToolCall("check_store", {"x": 1}), lambda req: f"saw {len(req.messages)} messages"])
+    with Session.open("steps", store=FileEventStore(tmp_path), model=model, tools=[check_store]) as s:
+        s.push_user_message("go")
+        s.generate()
+    # when the tool ran, the assistant message calling it was already durable
+    assert seen == [["UserMessageEvent", "AssistantMessageEvent"]]
+    # and the tool result was durable before the second inference
+    stored = [type(e).__name__ for e in FileEventStore(tmp_path).load("steps").events]
+    assert stored == ["UserMessageEvent", "AssistantMessageEvent", "ToolResultEvent", "AssistantMessageEvent"]
+
+
+def test_listeners_hear_committed_events_in_commit_order_only_once_durable(tmp_path):
+    reader = FileEventStore(tmp_path)
+    heard: list[tuple[int, bool]] = []
+
+    def listener(event):
+        durable = any(e.id == event.id for e in reader.load("listen").events)
+        heard.append((event.seq, durable))
+
+    with Session.open("listen", store=FileEventStore(tmp_path)) as s:
+        s.subscribe(listener)
+
+        def pusher(n: int) -> None:
+            for i in range(15):
+                s.push_runtime_event("tick", {"thread": n, "i": i})
+
+        threads = [threading.Thread(target=pusher, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert wait_for(lambda: len(heard) == 60)
+    assert [seq for seq, _ in heard] == list(range(1, 61))
+    assert all(durable for _, durable in heard)
+    stored = FileEventStore(tmp_path).load("listen").events
+    assert [e.seq for e in stored] == list(range(1, 61))
+
+
+def test_a_raising_or_stalled_listener_is_removed_and_commits_stay_durable(tmp_path):
+    release = threading.Event()
+    good: list[int] = []
+
+    def bad(event):
+        raise RuntimeError("listener bug")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Session.open(
+            "l", store=FileEventStore(tmp_path), listener_timeout=0.2, listener_queue_size=4
+        ) as s:
+            s.subscribe(bad)
+            s.subscribe(lambda e: release.wait(30))
+            s.subscribe(lambda e: good.append(e.seq))
+            deadline = time.monotonic() + 30
+            while len(s._subs) > 1 and time.monotonic() < deadline:
+                s.push_runtime_event("tick")
+                time.sleep(0.01)
+            assert len(s._subs) == 1
+            n = len(s.events)
+            assert wait_for(lambda: len(good) == n)
+            release.set()
+    messages = " ".join(str(w.message) for w in caught)
+    assert "listener bug" in messages and "removed session listener" in messages
+    assert good == list(range(1, n + 1))
+    assert FileEventStore(tmp_path).load("l").revision == n
+
+
+def _read_only_after(root, prepare):
+    """Run ``prepare`` on a fresh tmpfs store, then make it read-only."""
+    store = FileEventStore(root)
+    prepare(store)
+    remount(root, read_only=True)
+    return store
+
+
+@pytest.mark.skipif(not mount_works(), reason="needs permission to mount a tmpfs (root)")
+def test_a_failed_append_is_fatal_for_the_session_and_drops_nothing_silently(tmp_path):
+    root = tmp_path / "fs"
+    with tmpfs(root, "1m"):
+        store = FileEventStore(root)
+        heard: list[int] = []
+        s = Session.open("f", store=store)
+        s.subscribe(lambda e: heard.append(e.seq))
+        s.push_user_message("one")
+        s.push_user_message("two")
+        remount(root, read_only=True)
+        try:
+            with pytest.raises(SessionFailedError, match="read-only.*Session.open") as info:
+                s.push_user_message("three")
+            assert "revision 2" in str(info.value)
+            with pytest.raises(SessionFailedError, match="refuses work"):
+                s.push_runtime_event("later")
+            with pytest.raises(SessionFailedError):
+                s.generate(model=ScriptedModel(["never"]))
+            assert [e.content[0].text for e in s.events] == ["one", "two"]
+            assert wait_for(lambda: heard == [1, 2])
+        finally:
+            remount(root, read_only=False)
+        s.close()
+        assert heard == [1, 2]  # the failed event was never announced
+        with Session.open("f", store=FileEventStore(root)) as again:
+            assert [e.content[0].text for e in again.events] == ["one", "two"]
+            again.push_user_message("three")
+            assert again.revision == 3
+
+
+@pytest.mark.skipif(not mount_works(), reason="needs permission to mount a tmpfs (root)")
+def test_a_store_failure_during_generate_stops_before_the_next_inference(tmp_path):
+    root = tmp_path / "fs"
+    with tmpfs(root, "1m"):
+
+        @tool
+        def break_disk() -> str:
+            """Make the store read-only (a side effect the session cannot record)."""
+            remount(root, read_only=True)
+            return "done"
+
+        model = ScriptedModel([ToolCall("break_disk", {}), "should never be asked"])
+        s = Session.open("g", store=FileEventStore(root), model=model, tools=[break_disk])
+        s.push_user_message("go")
+        try:
+            with pytest.raises(SessionFailedError):
+                s.generate()
+            assert len(model.requests) == 1  # no inference after the lost tool result
+        finally:
+            remount(root, read_only=False)
+            s.close()
+        stored = FileEventStore(root).load("g")
+        assert [type(e).__name__ for e in stored.events] == ["UserMessageEvent", "AssistantMessageEvent"]
+        # reopening shows the unanswered tool call; the next generation closes it first
+        model2 = ScriptedModel(["recovered"])
+        with Session.open("g", store=FileEventStore(root), model=model2, tools=[break_disk]) as again:
+            assert again.generate().text == "recovered"
+            assert any(isinstance(e, ToolResultEvent) for e in again.events)
+
+
+def test_the_in_memory_store_restores_sessions_too():
+    store = InMemoryEventStore()
+    before = run_first_conversation(store)
+    with Session.open("conv", store=store, model=ScriptedModel(["again"])) as s:
+        assert dump(s.model_messages()) == dump(before)
+        assert s.revision == len(s.events)
