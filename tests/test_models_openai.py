@@ -110,7 +110,11 @@ def test_parallel_tool_call_fragments_are_assembled(server):
     assert body["tools"] == [
         {
             "type": "function",
-            "function": {"name": "add", "description": "Add two integers.", "parameters": dict(ADD.input_schema)},
+            "function": {
+                "name": "add",
+                "description": "Add two integers.",
+                "parameters": dict(ADD.input_schema),
+            },
         }
     ]
     assert body["tool_choice"] == "auto"
@@ -177,10 +181,15 @@ def test_quirk_assistant_tool_call_message_content_is_an_empty_string(server):
     server.add(w.text_stream("done"))
     history = (
         Message.user("add 1 and 2"),
-        Message(role="assistant", content=(ToolCallPart(tool_call_id="c1", tool_name="add", input={"a": 1, "b": 2}),)),
+        Message(
+            role="assistant",
+            content=(ToolCallPart(tool_call_id="c1", tool_name="add", input={"a": 1, "b": 2}),),
+        ),
         Message(
             role="tool",
-            content=(ToolResultPart(tool_call_id="c1", tool_name="add", output=ToolOutput(kind="json", value=3)),),
+            content=(
+                ToolResultPart(tool_call_id="c1", tool_name="add", output=ToolOutput(kind="json", value=3)),
+            ),
         ),
     )
     events = list(model(server).stream(req(*history, tools=(ADD,))))
@@ -265,7 +274,10 @@ def test_message_conversion_images_files_reasoning_and_tool_results(server):
     assert user[3] == {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
     assert user[4] == {
         "type": "file",
-        "file": {"file_data": "data:application/pdf;base64," + base64.b64encode(pdf).decode(), "filename": "a.pdf"},
+        "file": {
+            "file_data": "data:application/pdf;base64," + base64.b64encode(pdf).decode(),
+            "filename": "a.pdf",
+        },
     }
     assert user[5]["type"] == "text" and "col1,col2" in user[5]["text"]
     assistant = msgs[1]

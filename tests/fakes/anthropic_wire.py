@@ -97,7 +97,9 @@ def stream(
             ("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
         )
         for d in deltas:
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}))
+            events.append(
+                ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+            )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     events.append(
         (
@@ -126,8 +128,9 @@ def error(status: int, type_: str, message: str, headers: dict[str, str] | None 
 
 
 def stream_error(type_: str, message: str) -> Reply:
-    """A 200 stream whose first event is an ``error`` event."""
-    return Reply(events=[("error", {"type": "error", "error": {"type": type_, "message": message}})])
+    """A 200 stream that fails right after ``message_start`` with an ``error`` event."""
+    start = stream().events[0]  # type: ignore[index]
+    return Reply(events=[start, ("error", {"type": "error", "error": {"type": type_, "message": message}})])
 
 
 def _bad(message: str) -> Reply:

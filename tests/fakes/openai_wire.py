@@ -92,7 +92,12 @@ def tool_stream(
                 continue
             frag: dict[str, Any] = {"index": i, "function": {"arguments": frags[j]}}
             if repeat_id_and_name:
-                frag = {"index": i, "id": cid, "type": "function", "function": {"name": name, "arguments": frags[j]}}
+                frag = {
+                    "index": i,
+                    "id": cid,
+                    "type": "function",
+                    "function": {"name": name, "arguments": frags[j]},
+                }
             chunks.append(chunk({"tool_calls": [frag]}))
     chunks.append(chunk({}, finish))
     chunks.append(chunk(choices=False, usage_=usage_ or usage()))
