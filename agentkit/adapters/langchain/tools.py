@@ -1,0 +1,391 @@
+"""LangChain tools <-> agentkit tools.
+
+:func:`from_langchain_tool` keeps what a LangChain tool shows a model (name,
+description, argument JSON Schema as ``convert_to_openai_tool`` renders it) and runs it
+the way LangChain does: ``tool.invoke`` with the model's tool call, so ``ToolException``
+handling, content-and-artifact output, injected arguments and callbacks behave as they
+do in a LangChain agent. :func:`to_langchain_tool` goes the other way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import uuid
+import weakref
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Union, get_args
+
+from ...cancel import CancelToken
+from ...errors import CancelledError, ToolDefinitionError
+from ...messages import ToolCallPart, ToolOutput
+from ...tools.base import Tool, ToolContext, coerce_tool, to_tool_output
+from ...tools.runner import run_tool_call
+from ._common import jsonable, require_langchain
+from .messages import _block_from_part, tool_output_from_tool_message
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool, StructuredTool
+
+__all__ = ["Injected", "from_langchain_tool", "from_langchain_tools", "to_langchain_tool"]
+
+Injected = Union[Mapping[str, Any], Callable[[ToolContext], Mapping[str, Any]]]
+"""Values for a LangChain tool's ``InjectedToolArg`` arguments: a mapping, or a function
+of the call's :class:`~agentkit.ToolContext` returning one."""
+
+_CTX = "__agentkit_tool_context__"
+_CALL_ID = "__agentkit_tool_call_id__"
+
+
+class _AsyncRunner:
+    """One long-lived event loop in a daemon thread, started on first use, for tools that
+    only have a coroutine. Works whether or not the calling thread runs a loop itself.
+    The loop stops when the runner is garbage-collected."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=_serve, args=(loop,), name="agentkit-langchain-async", daemon=True
+                )
+                thread.start()
+                weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
+                self._loop = loop
+            return self._loop
+
+    def run(self, coro: Coroutine[Any, Any, Any], cancel: CancelToken) -> Any:
+        """Run ``coro`` on the loop and wait; cancelling ``cancel`` cancels the task."""
+        future = asyncio.run_coroutine_threadsafe(coro, self._ensure())
+        while True:
+            done, _ = concurrent.futures.wait([future], timeout=0.05)
+            if done:
+                return future.result()
+            if cancel.cancelled:
+                future.cancel()
+                raise CancelledError(cancel.reason)
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+def _is_base_tool(obj: Any) -> bool:
+    from langchain_core.tools import BaseTool
+
+    return isinstance(obj, BaseTool)
+
+
+def _field_names(schema: Any) -> dict[str, Any]:
+    fields = getattr(schema, "model_fields", None)
+    if fields is None:
+        fields = getattr(schema, "__fields__", {})  # pydantic.v1 models
+    return dict(fields)
+
+
+def _annotation_marks(schema: Any, name: str) -> tuple[Any, ...]:
+    import typing
+
+    try:
+        hints = typing.get_type_hints(schema, include_extras=True)
+    except Exception:  # noqa: BLE001 - unresolvable forward references
+        return ()
+    return get_args(hints.get(name))[1:]
+
+
+def _injected_fields(lc_tool: BaseTool) -> tuple[set[str], set[str]]:
+    """(call-id fields LangChain fills itself, other injected fields) of a tool whose
+    argument schema is a pydantic model."""
+    from langchain_core.tools import InjectedToolCallId
+
+    if lc_tool.args_schema is not None and isinstance(lc_tool.args_schema, dict):
+        return set(), set()
+    full = lc_tool.get_input_schema()
+    shown = lc_tool.tool_call_schema
+    injected = set(_field_names(full)) - set(_field_names(shown))
+    call_ids = {
+        name
+        for name in injected
+        if name == "tool_call_id"
+        or any(
+            m is InjectedToolCallId or isinstance(m, InjectedToolCallId)
+            or (isinstance(m, type) and issubclass(m, InjectedToolCallId))
+            for m in _annotation_marks(full, name)
+        )
+    }
+    return call_ids, injected - call_ids
+
+
+def _required(schema: Any, names: set[str]) -> set[str]:
+    fields = _field_names(schema)
+    out = set()
+    for name in names:
+        info = fields.get(name)
+        is_required = getattr(info, "is_required", None)
+        if callable(is_required) and is_required() or getattr(info, "required", False) is True:
+            out.add(name)
+    return out
+
+
+def _schema_of(lc_tool: BaseTool, name: str) -> tuple[dict[str, Any], str]:
+    from langchain_core.utils.function_calling import convert_to_openai_function
+
+    try:
+        fn = convert_to_openai_function(lc_tool)
+    except Exception as exc:  # noqa: BLE001 - pydantic / LangChain raise several types
+        raise ToolDefinitionError(
+            f"LangChain tool {name!r}: cannot derive the JSON Schema a model would see: {exc}"
+        ) from None
+    schema = dict(fn.get("parameters") or {})
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    return schema, fn.get("description") or lc_tool.description or ""
+
+
+def _overrides_arun(lc_tool: BaseTool) -> bool:
+    from langchain_core.tools import BaseTool
+
+    return type(lc_tool)._arun is not BaseTool._arun
+
+
+def _as_output(result: Any, tool_name: str, return_direct: bool) -> ToolOutput:
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools.base import ToolOutputMixin  # type: ignore[attr-defined]
+
+    if isinstance(result, ToolMessage):
+        out = tool_output_from_tool_message(result, f"result of LangChain tool {tool_name!r}")
+    elif isinstance(result, ToolOutputMixin) or (
+        isinstance(result, list) and result and all(isinstance(r, ToolOutputMixin) for r in result)
+    ):
+        return ToolOutput.error(
+            f"LangChain tool {tool_name!r} returned a {type(result).__name__}, which agentkit cannot "
+            f"use as a tool result (LangGraph Command objects update graph state, which agentkit "
+            f"does not have); the tool must return content or a ToolMessage"
+        )
+    else:
+        out = to_tool_output(result)
+    if return_direct:
+        meta = dict(out.metadata or {})
+        meta["return_direct"] = True
+        out = ToolOutput(kind=out.kind, value=out.value, metadata=meta)
+    return out
+
+
+def from_langchain_tool(
+    tool: Any,
+    *,
+    name: str | None = None,
+    injected: Injected | None = None,
+    config: RunnableConfig | None = None,
+    read_only: bool = False,
+    timeout: float | None = None,
+    _runner: _AsyncRunner | None = None,
+) -> Tool:
+    """An agentkit :class:`~agentkit.Tool` that runs a LangChain ``BaseTool``.
+
+    The tool keeps the name, description and argument JSON Schema a LangChain chat model
+    would be shown. A call runs ``tool.invoke`` with the model's tool call
+    (``{"name", "args", "id", "type": "tool_call"}``) as LangChain agents do, so:
+
+    * ``handle_tool_error`` / ``handle_validation_error`` turn exceptions into error
+      results exactly as in LangChain; an unhandled exception is an error result too;
+    * ``response_format="content_and_artifact"``: the content goes to the model, the
+      artifact to ``ToolOutput.metadata["artifact"]`` (made JSON-ready);
+    * ``return_direct=True`` sets ``ToolOutput.metadata["return_direct"]`` on every
+      result, visible in ``RunResult.tool_calls``;
+    * ``InjectedToolCallId`` arguments receive agentkit's tool call id; other
+      ``InjectedToolArg`` arguments are kept out of the schema and take their values
+      from ``injected`` (a mapping, or a function of the :class:`~agentkit.ToolContext`);
+    * a tool with only a coroutine runs on a background event loop thread, so neither a
+      caller without a loop nor one already running a loop has to do anything.
+
+    ``name`` renames the tool (agentkit names use ``A-Z a-z 0-9 _ -``); ``config`` is
+    passed to every ``invoke`` (callbacks, tags, metadata).
+    """
+    require_langchain("from_langchain_tool")
+    if not _is_base_tool(tool):
+        raise ToolDefinitionError(
+            f"from_langchain_tool needs a LangChain BaseTool, not {type(tool).__name__}; "
+            f"for a plain function use agentkit's @tool"
+        )
+    lc_tool: BaseTool = tool
+    tool_name = name or lc_tool.name
+    schema, description = _schema_of(lc_tool, tool_name)
+    call_ids, others = _injected_fields(lc_tool)
+    if injected is not None and not callable(injected) and not isinstance(injected, Mapping):
+        raise ToolDefinitionError(
+            f"LangChain tool {tool_name!r}: injected must be a mapping or a function of the "
+            f"ToolContext, not {type(injected).__name__}"
+        )
+    if isinstance(injected, Mapping):
+        unknown = sorted(set(injected) - others)
+        if unknown:
+            raise ToolDefinitionError(
+                f"LangChain tool {tool_name!r}: injected names {', '.join(unknown)}, which are not "
+                f"injected arguments of the tool (those are: {', '.join(sorted(others)) or 'none'})"
+            )
+    required = _required(lc_tool.get_input_schema(), others)
+    if injected is None:
+        provided: set[str] = set()
+    elif isinstance(injected, Mapping):
+        provided = set(injected)
+    else:  # a function of the context: checked when the tool runs
+        provided = required
+    missing = sorted(required - provided)
+    if missing:
+        raise ToolDefinitionError(
+            f"LangChain tool {tool_name!r} needs the injected argument(s) {', '.join(missing)}, "
+            f"which a model never supplies; adapt it with "
+            f"from_langchain_tool(tool, injected={{{', '.join(repr(m) + ': ...' for m in missing)}}}) "
+            f"or injected=lambda ctx: {{...}}"
+        )
+    async_only = getattr(lc_tool, "func", False) is None and getattr(lc_tool, "coroutine", None) is not None
+    can_async = async_only or _overrides_arun(lc_tool)
+    runner = _runner or _AsyncRunner()
+    return_direct = bool(lc_tool.return_direct)
+
+    def run(**kwargs: Any) -> ToolOutput:
+        ctx = kwargs.pop(_CTX, None)
+        if not isinstance(ctx, ToolContext):
+            ctx = ToolContext(tool_call_id=f"call_{uuid.uuid4().hex}", tool_name=tool_name, cancel=CancelToken())
+        args = dict(kwargs)
+        if injected is not None:
+            args.update(injected(ctx) if callable(injected) else injected)
+        call = {"name": lc_tool.name, "args": args, "id": ctx.tool_call_id, "type": "tool_call"}
+        ctx.cancel.raise_if_cancelled()
+        if async_only:
+            result = runner.run(lc_tool.ainvoke(call, config=config), ctx.cancel)
+        else:
+            try:
+                result = lc_tool.invoke(call, config=config)
+            except NotImplementedError:
+                if not can_async:
+                    raise
+                result = runner.run(lc_tool.ainvoke(call, config=config), ctx.cancel)
+        return _as_output(result, tool_name, return_direct)
+
+    run.__name__ = tool_name
+    run.__doc__ = description
+    return Tool(
+        name=tool_name,
+        description=description,
+        input_schema=schema,
+        fn=run,
+        read_only=read_only,
+        timeout=timeout,
+        context_param=_CTX,
+    )
+
+
+def from_langchain_tools(
+    tools: Iterable[Any],
+    *,
+    injected: Mapping[str, Injected] | None = None,
+    config: RunnableConfig | None = None,
+    read_only: bool = False,
+    timeout: float | None = None,
+) -> list[Tool]:
+    """Adapt several LangChain tools, or a toolkit (anything with ``get_tools()``).
+
+    ``injected`` maps a tool name to that tool's injected values. Async-only tools of one
+    call share one background event loop, so clients they share stay on one loop.
+    """
+    require_langchain("from_langchain_tools")
+    get_tools = getattr(tools, "get_tools", None)
+    items = list(get_tools() if callable(get_tools) else tools)
+    per_tool = dict(injected or {})
+    runner = _AsyncRunner()
+    names = {getattr(t, "name", None) for t in items}
+    unknown = sorted(str(k) for k in per_tool if k not in names)
+    if unknown:
+        raise ToolDefinitionError(f"injected names tools that are not in the list: {', '.join(unknown)}")
+    out: list[Tool] = []
+    seen: set[str] = set()
+    for t in items:
+        adapted = from_langchain_tool(
+            t,
+            injected=per_tool.get(getattr(t, "name", "")),
+            config=config,
+            read_only=read_only,
+            timeout=timeout,
+            _runner=runner,
+        )
+        if adapted.name in seen:
+            raise ToolDefinitionError(f"two LangChain tools are named {adapted.name!r}; tool names must be unique")
+        seen.add(adapted.name)
+        out.append(adapted)
+    return out
+
+
+# -- agentkit -> LangChain -------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _structured_tool_class() -> type[StructuredTool]:
+    from langchain_core.tools import StructuredTool
+
+    class AgentkitStructuredTool(StructuredTool):
+        """A StructuredTool running an agentkit Tool; it hands the LangChain tool call id
+        to the agentkit tool's ToolContext."""
+
+        def _to_args_and_kwargs(self, tool_input: Any, tool_call_id: str | None) -> Any:
+            args, kwargs = super()._to_args_and_kwargs(tool_input, tool_call_id)
+            if isinstance(kwargs, dict):
+                kwargs[_CALL_ID] = tool_call_id
+            return args, kwargs
+
+    return AgentkitStructuredTool
+
+
+def _lc_value(out: ToolOutput) -> Any:
+    if out.kind == "content":
+        return [_block_from_part(p) for p in out.value]
+    if out.kind == "json":
+        return jsonable(out.value)
+    return out.as_text()
+
+
+def to_langchain_tool(tool: Any) -> StructuredTool:
+    """An agentkit :class:`~agentkit.Tool` (or a function ``@tool`` accepts) as a LangChain
+    ``StructuredTool``: same name, description and JSON Schema (``args_schema`` is the
+    schema dict). Calling it validates the input against the schema and runs the agentkit
+    tool with a :class:`~agentkit.ToolContext` carrying the LangChain tool call id; a
+    validation error or failure is raised as ``ToolException`` (set
+    ``handle_tool_error=True`` on the result to hand it to the model instead).
+    """
+    require_langchain("to_langchain_tool")
+    from langchain_core.tools import ToolException
+
+    if _is_base_tool(tool):
+        raise ToolDefinitionError(f"{tool.name!r} is already a LangChain tool")
+    ak_tool = coerce_tool(tool)
+    schema = dict(ak_tool.input_schema)
+    schema.setdefault("properties", {})
+
+    def run(**kwargs: Any) -> Any:
+        call_id = kwargs.pop(_CALL_ID, None) or f"call_{uuid.uuid4().hex}"
+        ctx = ToolContext(tool_call_id=call_id, tool_name=ak_tool.name, cancel=CancelToken())
+        call = ToolCallPart(tool_call_id=call_id, tool_name=ak_tool.name, input=kwargs)
+        out = run_tool_call(ak_tool, call, ctx, (ak_tool.name,))
+        if out.is_error:
+            raise ToolException(out.as_text())
+        return _lc_value(out)
+
+    return _structured_tool_class()(
+        name=ak_tool.name,
+        description=ak_tool.description or ak_tool.name,
+        args_schema=schema,
+        func=run,
+    )

@@ -1,0 +1,434 @@
+"""LangChain tools inside agentkit (and agentkit tools inside LangChain), with real
+LangChain tool objects and a real toolkit from langchain-community."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import warnings
+from typing import Annotated
+
+import pytest
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import (
+    BaseTool,
+    InjectedToolArg,
+    InjectedToolCallId,
+    StructuredTool,
+    Tool,
+    ToolException,
+    tool,
+)
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, Field
+
+import agentkit
+from agentkit import CancelToken, ScriptedModel, Session, ToolCall, ToolContext, run_agent
+from agentkit.adapters.langchain import from_langchain_tool, from_langchain_tools, to_langchain_tool
+from agentkit.errors import MissingDependencyError, ToolDefinitionError
+from agentkit.events import ToolResultEvent, event_from_dict
+
+
+def _shown(lc_tool: BaseTool) -> dict:
+    """What LangChain would show a model for this tool."""
+    return convert_to_openai_tool(lc_tool)["function"]
+
+
+def _ctx(call_id: str = "call-1", name: str = "t") -> ToolContext:
+    return ToolContext(tool_call_id=call_id, tool_name=name, cancel=CancelToken())
+
+
+def _call(adapted: agentkit.Tool, call_id: str = "call-1", **args):
+    return adapted.fn(**args, **{adapted.context_param: _ctx(call_id, adapted.name)})
+
+
+# -- LangChain's tool styles ------------------------------------------------------------
+
+
+@tool
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers.
+
+    Args:
+        a: first factor
+        b: second factor
+    """
+    return a * b
+
+
+class _WeatherInput(BaseModel):
+    city: str = Field(description="the city")
+    unit: str = Field(default="C", description="C or F")
+
+
+def _weather(city: str, unit: str = "C") -> str:
+    return f"{city}: 21{unit}"
+
+
+weather = StructuredTool.from_function(
+    _weather, name="weather", description="Current weather for a city.", args_schema=_WeatherInput
+)
+
+
+class _LookupInput(BaseModel):
+    key: str = Field(description="the key to look up")
+
+
+class LookupTool(BaseTool):
+    """A BaseTool subclass with an args_schema."""
+
+    name: str = "lookup"
+    description: str = "Look a key up in a fixed table."
+    args_schema: type[BaseModel] = _LookupInput
+    table: dict = {"a": "alpha"}
+
+    def _run(self, key: str, run_manager=None) -> str:
+        if key not in self.table:
+            raise ToolException(f"no entry for {key!r}")
+        return self.table[key]
+
+
+shout = Tool(name="shout", func=lambda text: text.upper() + "!", description="Shout the input.")
+
+
+@pytest.mark.parametrize("lc_tool", [multiply, weather, LookupTool(), shout], ids=lambda t: t.name)
+def test_adapted_tool_shows_the_model_what_langchain_would(lc_tool):
+    adapted = from_langchain_tool(lc_tool)
+    shown = _shown(lc_tool)
+    assert adapted.name == shown["name"] == lc_tool.name
+    assert adapted.description == shown["description"]
+    assert dict(adapted.input_schema) == shown["parameters"]
+
+
+def test_decorator_tool_runs_and_validates():
+    adapted = from_langchain_tool(multiply)
+    # the model reads exactly the ToolMessage content LangChain would produce
+    lc_message = multiply.invoke({"name": "multiply", "args": {"a": 6, "b": 7}, "id": "c", "type": "tool_call"})
+    assert _call(adapted, a=6, b=7).value == lc_message.content == "42"
+    assert adapted.validation_error({"a": "six", "b": 7}) is not None
+    result = run_agent(
+        ScriptedModel([ToolCall("multiply", {"a": 6, "b": 7}), "42"]), "6*7?", tools=[multiply]
+    )
+    assert result.tool_calls[0].output == agentkit.ToolOutput.text("42")
+    assert result.text == "42"
+
+
+def test_structured_tool_with_args_schema_applies_defaults():
+    out = _call(from_langchain_tool(weather), city="Oslo")
+    assert out.kind == "text" and out.value == "Oslo: 21C"
+
+
+def test_single_string_input_tool_gets_its_string():
+    adapted = from_langchain_tool(shout)
+    assert list(adapted.input_schema["properties"]) == ["__arg1"]
+    result = run_agent(ScriptedModel([ToolCall("shout", {"__arg1": "hey"}), "ok"]), "go", tools=[shout])
+    assert result.tool_calls[0].output.value == "HEY!"
+
+
+def test_base_tool_subclass_tool_exception_unhandled_is_an_error_result():
+    result = run_agent(
+        ScriptedModel([ToolCall("lookup", {"key": "zzz"}), ToolCall("lookup", {"key": "a"}), "done"]),
+        "look up",
+        tools=[LookupTool()],
+    )
+    failed, ok = result.tool_calls
+    assert failed.is_error and "no entry for 'zzz'" in failed.error
+    assert ok.output.value == "alpha" and not ok.is_error
+
+
+@pytest.mark.parametrize(
+    ("handler", "expected"),
+    [(True, "no entry for 'zzz'"), ("lookup failed, try another key", "lookup failed, try another key"),
+     (lambda e: f"handled: {e}", "handled: no entry for 'zzz'")],
+    ids=["true", "string", "callable"],
+)
+def test_handle_tool_error_gives_the_text_langchain_would(handler, expected):
+    lc_tool = LookupTool(handle_tool_error=handler)
+    lc_message = lc_tool.invoke({"name": "lookup", "args": {"key": "zzz"}, "id": "c1", "type": "tool_call"})
+    assert lc_message.status == "error" and lc_message.content == expected
+    out = _call(from_langchain_tool(lc_tool), key="zzz")
+    assert out.kind == "error-text" and out.value == expected
+
+
+def test_handle_validation_error_is_honoured():
+    class Strict(BaseModel):
+        n: int = Field(ge=0)
+
+    def count(n: int) -> str:
+        return "x" * n
+
+    lc_tool = StructuredTool.from_function(
+        count, name="count", description="Repeat x.", args_schema=Strict,
+        handle_validation_error="n must be >= 0",
+    )
+    out = _call(from_langchain_tool(lc_tool), n=-1)  # the JSON schema allows it; pydantic does not
+    assert out.is_error and out.value == "n must be >= 0"
+
+
+def test_content_and_artifact_keeps_the_artifact_out_of_the_model_view():
+    class Doc:  # not JSON-serialisable: stored as its repr
+        def __repr__(self) -> str:
+            return "<Doc 7>"
+
+    @tool(response_format="content_and_artifact")
+    def fetch(n: int) -> tuple[str, dict]:
+        """Fetch n rows."""
+        return f"{n} rows", {"rows": list(range(n)), "doc": Doc()}
+
+    result = run_agent(ScriptedModel([ToolCall("fetch", {"n": 3}), "ok"]), "go", tools=[fetch])
+    out = result.tool_calls[0].output
+    assert out.value == "3 rows"
+    assert out.metadata == {"artifact": {"rows": [0, 1, 2], "doc": "<Doc 7>"}}
+    tool_msg = result.messages[2].content[0]
+    assert tool_msg.output.as_text() == "3 rows"
+    # the metadata survives the event's JSON round trip
+    ev = ToolResultEvent(tool_call_id="c", tool_name="fetch", output=out)
+    assert event_from_dict(ev.to_dict()) == ev
+
+
+def test_return_direct_is_reported_in_the_result():
+    @tool(return_direct=True)
+    def final_answer(answer: str) -> str:
+        """Give the final answer."""
+        return answer
+
+    result = run_agent(
+        ScriptedModel([ToolCall("final_answer", {"answer": "42"}), ToolCall("multiply", {"a": 1, "b": 2}), "x"]),
+        "go",
+        tools=[final_answer, multiply],
+    )
+    direct, plain = result.tool_calls
+    assert direct.output.metadata == {"return_direct": True}
+    assert direct.output.value == "42"
+    assert plain.output.metadata is None
+
+
+def test_injected_tool_call_id_receives_agentkit_call_id():
+    @tool
+    def stamp(text: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Stamp text with the call id."""
+        return f"{text}@{tool_call_id}"
+
+    @tool
+    def stamp_msg(text: str, call: Annotated[str, InjectedToolCallId]) -> ToolMessage:
+        """Return a ToolMessage with an artifact."""
+        return ToolMessage(text, artifact={"by": call}, tool_call_id=call, name="stamp_msg")
+
+    assert list(from_langchain_tool(stamp).input_schema["properties"]) == ["text"]
+    result = run_agent(
+        ScriptedModel([[ToolCall("stamp", {"text": "a"}, id="id-1"), ToolCall("stamp_msg", {"text": "b"}, id="id-2")],
+                       "done"]),
+        "go",
+        tools=[stamp, stamp_msg],
+    )
+    first, second = result.tool_calls
+    assert first.output.value == "a@id-1"
+    assert second.output.value == "b" and second.output.metadata == {"artifact": {"by": "id-2"}}
+
+
+def test_injected_arg_must_be_supplied_and_is_supplied_at_call_time():
+    @tool
+    def whoami(greeting: str, user_id: Annotated[str, InjectedToolArg]) -> str:
+        """Greet the current user."""
+        return f"{greeting}, {user_id}"
+
+    assert "user_id" not in _shown(whoami)["parameters"]["properties"]
+    with pytest.raises(ToolDefinitionError, match="user_id.*injected="):
+        run_agent(ScriptedModel(["x"]), "go", tools=[whoami])
+    with pytest.raises(ToolDefinitionError, match="not injected arguments"):
+        from_langchain_tool(whoami, injected={"user_id": "u", "usr": "typo"})
+
+    fixed = from_langchain_tool(whoami, injected={"user_id": "ada"})
+    assert "user_id" not in fixed.input_schema["properties"]
+    assert _call(fixed, greeting="hi").value == "hi, ada"
+
+    per_call = from_langchain_tool(whoami, injected=lambda ctx: {"user_id": f"user-of-{ctx.tool_call_id}"})
+    result = run_agent(ScriptedModel([ToolCall("whoami", {"greeting": "yo"}, id="c5"), "ok"]), "go",
+                       tools=[per_call])
+    assert result.tool_calls[0].output.value == "yo, user-of-c5"
+
+
+async def _slow_double(x: int) -> str:
+    """Double x, asynchronously."""
+    await asyncio.sleep(0)
+    return str(2 * x)
+
+
+def test_async_only_tool_runs_without_a_caller_loop():
+    lc_tool = StructuredTool.from_function(coroutine=_slow_double, name="double")
+    with pytest.raises(NotImplementedError):  # LangChain itself cannot run it synchronously
+        lc_tool.invoke({"x": 1})
+    result = run_agent(ScriptedModel([ToolCall("double", {"x": 21}), "ok"]), "go", tools=[lc_tool])
+    assert result.tool_calls[0].output.value == "42"
+
+
+def test_async_only_tool_runs_from_a_thread_that_already_runs_a_loop():
+    adapted = from_langchain_tool(StructuredTool.from_function(coroutine=_slow_double, name="double"))
+
+    async def inside_a_loop() -> str:
+        # a sync call from inside a running loop, as in Jupyter or an ASGI handler
+        return _call(adapted, x=5).value
+
+    assert asyncio.run(inside_a_loop()) == "10"
+
+
+def test_async_only_tool_is_cancelled_with_its_token():
+    started = threading.Event()
+
+    async def forever(x: int) -> str:
+        """Never finishes."""
+        started.set()
+        await asyncio.sleep(60)
+        return "late"
+
+    adapted = from_langchain_tool(StructuredTool.from_function(coroutine=forever, name="forever"))
+    ctx = _ctx()
+    threading.Thread(target=lambda: started.wait(5) and ctx.cancel.cancel("stop"), daemon=True).start()
+    with pytest.raises(agentkit.CancelledError, match="stop"):
+        adapted.fn(x=1, **{adapted.context_param: ctx})
+
+
+def test_base_tool_with_only_arun_falls_back_to_async():
+    class AsyncOnly(BaseTool):
+        name: str = "ping"
+        description: str = "Ping."
+
+        def _run(self, host: str) -> str:
+            raise NotImplementedError("use the async API")
+
+        async def _arun(self, host: str) -> str:
+            await asyncio.sleep(0)
+            return f"pong from {host}"
+
+    assert _call(from_langchain_tool(AsyncOnly()), host="h1").value == "pong from h1"
+
+
+def test_session_accepts_langchain_tools_directly():
+    with Session(ScriptedModel([ToolCall("weather", {"city": "Rome", "unit": "F"}), "warm"]),
+                 tools=[weather]) as session:
+        session.push_user_message("weather?")
+        result = session.generate()
+    assert result.tool_calls[0].output.value == "Rome: 21F"
+    assert result.text == "warm"
+
+
+def test_from_langchain_tools_takes_lists_and_rejects_non_tools():
+    adapted = from_langchain_tools([multiply, weather])
+    assert [t.name for t in adapted] == ["multiply", "weather"]
+    with pytest.raises(ToolDefinitionError, match="unique"):
+        from_langchain_tools([multiply, multiply])
+    with pytest.raises(ToolDefinitionError, match="BaseTool"):
+        from_langchain_tool(lambda: None)
+    with pytest.raises(ToolDefinitionError, match="invalid tool name"):
+        from_langchain_tool(Tool(name="my tool", func=str, description="spaces"))
+    assert from_langchain_tool(Tool(name="my tool", func=str, description="d"), name="my_tool").name == "my_tool"
+
+
+# -- a real toolkit from a published package ----------------------------------------------
+
+
+def _file_tools(root):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # langchain-community is being sunset
+        from langchain_community.agent_toolkits import FileManagementToolkit
+
+    return FileManagementToolkit(
+        root_dir=str(root), selected_tools=["write_file", "read_file", "list_directory"]
+    )
+
+
+def test_file_management_toolkit_in_an_agent_loop(tmp_path):
+    (tmp_path / "existing.txt").write_text("already here")
+    model = ScriptedModel(
+        [
+            ToolCall("write_file", {"file_path": "notes/todo.txt", "text": "buy milk\n"}),
+            ToolCall("write_file", {"file_path": "notes/todo.txt", "text": "call mom\n", "append": True}),
+            [ToolCall("read_file", {"file_path": "notes/todo.txt"}), ToolCall("list_directory", {})],
+            ToolCall("read_file", {"file_path": "../outside.txt"}),
+            "Your list has two items.",
+        ]
+    )
+    result = run_agent(model, "Keep my todo list", tools=from_langchain_tools(_file_tools(tmp_path)))
+    assert (tmp_path / "notes" / "todo.txt").read_text() == "buy milk\ncall mom\n"
+    outputs = [c.output.value for c in result.tool_calls]
+    assert outputs[2] == "buy milk\ncall mom\n"
+    assert sorted(outputs[3].splitlines()) == ["existing.txt", "notes"]
+    assert "Access denied" in outputs[4]  # the toolkit's own root_dir guard
+    assert not (tmp_path.parent / "outside.txt").exists()
+    # the model saw each file tool's LangChain schema
+    shown = {s.name: dict(s.input_schema) for s in model.requests[0].tools}
+    for lc_tool in _file_tools(tmp_path).get_tools():
+        assert shown[lc_tool.name] == _shown(lc_tool)["parameters"]
+
+
+# -- agentkit -> LangChain ----------------------------------------------------------------
+
+
+@agentkit.tool
+def area(width: float, height: float, ctx: ToolContext) -> dict:
+    """Area of a rectangle.
+
+    Args:
+        width: the width
+        height: the height
+    """
+    return {"area": width * height, "call": ctx.tool_call_id}
+
+
+def test_to_langchain_tool_keeps_schema_and_runs_the_agentkit_tool():
+    lc_tool = to_langchain_tool(area)
+    assert isinstance(lc_tool, StructuredTool)
+    shown = _shown(lc_tool)
+    assert shown["name"] == "area" and shown["description"] == area.description
+    assert shown["parameters"] == dict(area.input_schema)
+    msg = lc_tool.invoke({"name": "area", "args": {"width": 2, "height": 3}, "id": "lc-9", "type": "tool_call"})
+    assert isinstance(msg, ToolMessage) and msg.tool_call_id == "lc-9"
+    assert msg.content == '{"area": 6, "call": "lc-9"}'
+    assert lc_tool.invoke({"width": 1.5, "height": 2})["area"] == 3.0
+    assert asyncio.run(lc_tool.ainvoke({"width": 1, "height": 1}))["area"] == 1
+
+
+def test_to_langchain_tool_errors_surface_as_tool_exception():
+    @agentkit.tool
+    def fail(reason: str) -> str:
+        """Always fails."""
+        raise RuntimeError(reason)
+
+    lc_tool = to_langchain_tool(fail)
+    with pytest.raises(ToolException, match="boom"):
+        lc_tool.invoke({"reason": "boom"})
+    with pytest.raises(ToolException, match="invalid input"):
+        to_langchain_tool(area).invoke({"width": "wide", "height": 1})
+    lc_tool.handle_tool_error = True
+    msg = lc_tool.invoke({"name": "fail", "args": {"reason": "boom"}, "id": "c", "type": "tool_call"})
+    assert msg.status == "error" and "boom" in msg.content
+    with pytest.raises(ToolDefinitionError, match="already a LangChain tool"):
+        to_langchain_tool(multiply)
+
+
+def test_round_trip_agentkit_tool_through_langchain_and_back():
+    back = from_langchain_tool(to_langchain_tool(area))
+    assert back.name == area.name and back.description == area.description
+    assert dict(back.input_schema) == dict(area.input_schema)
+    out = _call(back, "rt-1", width=2, height=2)
+    assert out == agentkit.ToolOutput.text('{"area": 4, "call": "rt-1"}')
+
+
+# -- packaging ---------------------------------------------------------------------------
+
+
+def test_importing_agentkit_does_not_import_langchain():
+    code = (
+        "import sys, agentkit, agentkit.adapters.langchain\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(('langchain', 'langsmith')))\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_missing_langchain_core_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "langchain_core", None)
+    with pytest.raises(MissingDependencyError, match=r"agentkit\[langchain\]"):
+        from_langchain_tool(multiply)
