@@ -1,0 +1,269 @@
+"""LocalExecutionContext: path confinement, guards, and real subprocesses."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+
+import pytest
+
+from agentkit import AccessDenied, CancelledError, CancelToken, ConfigurationError, LocalExecutionContext
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` is a live process (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
+
+
+def _wait_gone(pids: list[int], timeout: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = [p for p in pids if _alive(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if _alive(p)]
+
+
+@pytest.fixture
+def root(tmp_path):
+    r = tmp_path / "root"
+    r.mkdir()
+    (r / "inside.txt").write_text("inside")
+    (r / "sub").mkdir()
+    return r
+
+
+@pytest.fixture
+def outside(tmp_path):
+    o = tmp_path / "outside"
+    o.mkdir()
+    (o / "secret.txt").write_text("secret")
+    return o
+
+
+@pytest.fixture
+def ctx(root):
+    with LocalExecutionContext(root) as c:
+        yield c
+
+
+# -- paths -------------------------------------------------------------------------------
+
+
+def test_relative_dotdot_escape_is_denied_for_every_operation(ctx, outside):
+    rel = "../outside/secret.txt"
+    for op in (lambda: ctx.fs.read_file(rel), lambda: ctx.fs.write_file(rel, "x"),
+               lambda: ctx.fs.delete_file(rel), lambda: ctx.fs.list_directory("../outside")):
+        with pytest.raises(AccessDenied, match="outside the root directory"):
+            op()
+    assert (outside / "secret.txt").read_text() == "secret"
+
+
+def test_absolute_path_outside_root_is_denied(ctx, outside):
+    with pytest.raises(AccessDenied):
+        ctx.fs.read_file(str(outside / "secret.txt"))
+
+
+def test_dotdot_that_stays_inside_is_allowed(ctx):
+    assert ctx.fs.read_file("sub/../inside.txt") == "inside"
+
+
+def test_symlink_escape_is_denied(ctx, root, outside):
+    os.symlink(outside / "secret.txt", root / "link.txt")
+    os.symlink(outside, root / "linkdir")
+    with pytest.raises(AccessDenied, match="symlink"):
+        ctx.fs.read_file("link.txt")
+    with pytest.raises(AccessDenied, match="symlink"):
+        ctx.fs.write_file("link.txt", "overwritten")
+    with pytest.raises(AccessDenied, match="symlink"):
+        ctx.fs.write_file("linkdir/new.txt", "x")
+    with pytest.raises(AccessDenied):
+        ctx.fs.list_directory("linkdir")
+    assert (outside / "secret.txt").read_text() == "secret"
+    assert not (outside / "new.txt").exists()
+
+
+def test_symlink_inside_root_is_followed(ctx, root):
+    os.symlink(root / "inside.txt", root / "alias.txt")
+    assert ctx.fs.read_file("alias.txt") == "inside"
+    names = {e.name: e.kind for e in ctx.fs.list_directory(".")}
+    assert names["alias.txt"] == "symlink" and names["sub"] == "directory" and names["inside.txt"] == "file"
+
+
+def test_read_only_root_allows_reads_and_listings_only(root, outside):
+    with LocalExecutionContext(root, additional_read_only_roots=[outside]) as c:
+        secret = str(outside / "secret.txt")
+        assert c.fs.read_file(secret) == "secret"
+        assert [e.name for e in c.fs.list_directory(str(outside))] == ["secret.txt"]
+        with pytest.raises(AccessDenied, match="read-only"):
+            c.fs.write_file(secret, "changed")
+        with pytest.raises(AccessDenied, match="read-only"):
+            c.fs.delete_file(secret)
+        with pytest.raises(AccessDenied):
+            c.fs.write_file(str(outside / "new.txt"), "x")
+        with pytest.raises(AccessDenied):  # shell working directories stay in root_dir
+            c.shell.run("true", cwd=str(outside))
+    assert (outside / "secret.txt").read_text() == "secret"
+    assert not (outside / "new.txt").exists()
+
+
+def test_write_is_atomic_creates_parents_and_delete_refuses_directories(ctx, root):
+    assert ctx.fs.write_file("a/b/c.txt", "héllo") == len("héllo".encode())
+    assert (root / "a/b/c.txt").read_text() == "héllo"
+    assert not [p for p in (root / "a/b").iterdir() if p.name.endswith(".tmp")]
+    with pytest.raises(IsADirectoryError):
+        ctx.fs.delete_file("a")
+    ctx.fs.delete_file("a/b/c.txt")
+    assert not (root / "a/b/c.txt").exists()
+    with pytest.raises(FileNotFoundError):
+        ctx.fs.delete_file("a/b/c.txt")
+
+
+def test_before_operation_sees_each_side_effect_and_can_veto(root):
+    seen = []
+
+    def guard(request):
+        seen.append((request.operation, request.target, request.tool_call_id))
+        if request.operation in ("write", "shell"):
+            raise RuntimeError("not today")
+
+    with LocalExecutionContext(root, before_operation=guard) as c:
+        assert c.fs.read_file("inside.txt", tool_call_id="t1") == "inside"
+        with pytest.raises(AccessDenied, match="not today"):
+            c.fs.write_file("new.txt", "x", tool_call_id="t2")
+        with pytest.raises(AccessDenied, match="not today"):
+            c.shell.run("touch ran.txt")
+    assert not (root / "new.txt").exists()
+    assert not (root / "ran.txt").exists()
+    assert seen[0] == ("read", str(root / "inside.txt"), "t1")
+    assert seen[1] == ("write", str(root / "new.txt"), "t2")
+    assert seen[2][0:2] == ("shell", "touch ran.txt")
+
+
+def test_permission_handler_returning_false_denies(root):
+    from agentkit import PermissionRequest
+
+    with LocalExecutionContext(root, permission=lambda r: r.operation != "delete") as c:
+        c.request_permission(PermissionRequest(operation="read", target="x"))
+        with pytest.raises(AccessDenied, match="permission denied"):
+            c.request_permission(PermissionRequest(operation="delete", target="x"))
+
+
+def test_bad_configuration_is_rejected(root, outside):
+    with pytest.raises(ConfigurationError, match="not an existing directory"):
+        LocalExecutionContext(root / "missing")
+    with pytest.raises(AccessDenied):
+        LocalExecutionContext(root, cwd=outside)
+    with pytest.raises(ConfigurationError):
+        LocalExecutionContext(root, max_shell_output_bytes=0)
+    with pytest.raises(ConfigurationError):
+        LocalExecutionContext(root, before_operation="nope")  # type: ignore[arg-type]
+
+
+# -- commands ----------------------------------------------------------------------------
+
+
+def test_structured_arguments_are_literal(ctx, root):
+    args = ["%s\n", "; touch pwned1", "$(touch pwned2)", "`touch pwned3`", "a && touch pwned4"]
+    result = ctx.shell.run_structured("printf", args[:1] + args[1:])
+    assert result.ok
+    assert result.stdout.splitlines() == args[1:]
+    assert not [p for p in root.iterdir() if p.name.startswith("pwned")]
+
+
+def test_raw_shell_reports_exit_code_and_streams(ctx):
+    result = ctx.shell.run("echo out; echo err >&2; exit 7")
+    assert (result.exit_code, result.stdout, result.stderr, result.ok) == (7, "out\n", "err\n", False)
+
+
+def test_unknown_executable_is_a_clear_error_before_anything_runs(ctx):
+    with pytest.raises(ConfigurationError, match="not found on PATH"):
+        ctx.shell.run_structured("no-such-program-xyz", [])
+
+
+def test_output_flood_is_capped_and_the_process_terminated(root):
+    with LocalExecutionContext(root, max_shell_output_bytes=65_536) as c:
+        result = c.shell.run("yes flood", timeout=60)
+    assert result.output_limited and not result.ok
+    assert len(result.stdout.encode()) <= 65_536
+    assert result.stdout.startswith("flood\nflood\n")
+    assert result.exit_code is not None and result.exit_code < 0  # ended by a signal
+
+
+_TREE = "sleep 60 & echo bg=$!; sleep 60 & echo fg=$!; echo sh=$$; wait"
+
+
+def _pids(text: str) -> list[int]:
+    return [int(p) for p in re.findall(r"(?:bg|fg|sh)=(\d+)", text)]
+
+
+def test_process_tree_is_killed_on_timeout(root):
+    with LocalExecutionContext(root, kill_grace=0.5) as c:
+        result = c.shell.run(_TREE, timeout=1.0)
+    assert result.timed_out
+    pids = _pids(result.stdout)
+    assert len(pids) == 3
+    assert _wait_gone(pids) == []
+
+
+def test_process_tree_is_killed_on_cancel(root):
+    token = CancelToken()
+    seen: list[str] = []
+    box = {}
+
+    def on_output(stream, chunk):
+        seen.append(chunk)
+        if len(_pids("".join(seen))) == 3:
+            token.cancel("stop")
+
+    with LocalExecutionContext(root, kill_grace=0.5) as c:
+        worker = threading.Thread(target=lambda: box.setdefault("r", c.shell.run(_TREE, cancel=token,
+                                                                                  on_output=on_output)))
+        worker.start()
+        worker.join(30)
+    assert not worker.is_alive()
+    result = box["r"]
+    assert result.cancelled and not result.timed_out
+    pids = _pids(result.stdout)
+    assert len(pids) == 3
+    assert _wait_gone(pids) == []
+
+
+def test_cancelled_token_refuses_to_spawn(ctx, root):
+    token = CancelToken()
+    token.cancel("already")
+    with pytest.raises(CancelledError):
+        ctx.shell.run("touch spawned", cancel=token)
+    assert not (root / "spawned").exists()
+
+
+def test_utf8_split_across_reads_is_decoded_whole(ctx):
+    code = (
+        "import os, time\n"
+        "for b in (b'\\xc3', b'\\xa9', b'\\xe2\\x82', b'\\xac', b'\\n'):\n"
+        "    os.write(1, b); time.sleep(0.05)\n"
+    )
+    chunks: list[str] = []
+    result = ctx.shell.run_structured(sys.executable, ["-c", code], on_output=lambda s, c: chunks.append(c))
+    assert result.stdout == "é€\n"
+    assert "".join(chunks) == "é€\n"
+    assert "\ufffd" not in result.stdout
+
+
+def test_failing_output_listener_terminates_the_command(ctx):
+    def on_output(stream, chunk):
+        raise ValueError("listener broke")
+
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="listener broke"):
+        ctx.shell.run("echo first; sleep 60", on_output=on_output)
+    assert time.monotonic() - started < 30
