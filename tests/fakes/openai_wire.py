@@ -48,11 +48,13 @@ def chunk(
     return body
 
 
-def sse(chunks: Sequence[dict[str, Any]], *, done: bool = True, status: int = 200) -> Reply:
+def sse(
+    chunks: Sequence[dict[str, Any]], *, done: bool = True, status: int = 200, hang: float = 0.0
+) -> Reply:
     events: list[tuple[str | None, Any]] = [(None, c) for c in chunks]
     if done:
         events.append((None, "[DONE]"))
-    return Reply(status=status, events=events)
+    return Reply(status=status, events=events, hang=hang)
 
 
 def text_stream(
@@ -61,6 +63,7 @@ def text_stream(
     usage_: dict[str, Any] | None = None,
     reasoning: Sequence[str] = (),
     reasoning_field: str = "reasoning_content",
+    hang: float = 0.0,
 ) -> Reply:
     """A streamed text answer, one chunk per piece, then finish and usage chunks."""
     chunks = [chunk({"role": "assistant", "content": ""})]
@@ -68,7 +71,7 @@ def text_stream(
     chunks += [chunk({"content": p}) for p in pieces]
     chunks.append(chunk({}, finish))
     chunks.append(chunk(choices=False, usage_=usage_ or usage()))
-    return sse(chunks)
+    return sse(chunks, hang=hang)
 
 
 def tool_stream(
