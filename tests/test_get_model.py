@@ -1,0 +1,123 @@
+"""get_model spec strings, environment keys, missing SDKs, and spec strings in run_agent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from fakes import anthropic_wire as aw
+from fakes import openai_wire as ow
+from fakes.server import FakeServer
+
+from agentkit import ScriptedModel, Session, get_model, run_agent
+from agentkit.errors import ConfigurationError, MissingDependencyError
+from agentkit.models.anthropic import AnthropicModel
+from agentkit.models.openai import OpenAIChatModel
+
+
+@pytest.fixture
+def server():
+    with FakeServer() as s:
+        yield s
+
+
+def test_openai_spec_reads_the_environment(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+    server.add(ow.text_stream("hi from openai"))
+    model = get_model("openai:gpt-4.1-mini")
+    assert isinstance(model, OpenAIChatModel) and model.model_name == "gpt-4.1-mini"
+    result = run_agent(model, "hello")
+    assert result.text == "hi from openai"
+    sent = server.requests[0]
+    assert sent.headers["authorization"] == "Bearer sk-from-env"
+    assert sent.body["model"] == "gpt-4.1-mini"
+
+
+def test_anthropic_spec_reads_the_environment(server, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    server.add(aw.stream(aw.text("hi from claude")))
+    model = get_model("anthropic:claude-fake-1", max_tokens=321)
+    assert isinstance(model, AnthropicModel)
+    assert run_agent(model, "hello").text == "hi from claude"
+    sent = server.requests[0]
+    assert "sk-ant-from-env" in (sent.headers.get("x-api-key", ""), sent.headers.get("authorization", "")[7:])
+    assert sent.body["model"] == "claude-fake-1" and sent.body["max_tokens"] == 321
+
+
+def test_run_agent_and_session_accept_spec_strings(server, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    server.add(ow.text_stream("compat answer"), aw.stream(aw.text("claude answer")))
+    assert run_agent(f"openai-compatible:llama3@{server.url}/v1", "q").text == "compat answer"
+    assert server.bodies[0]["model"] == "llama3"
+    with Session("anthropic:claude-fake-2") as session:
+        session.push_user_message("q")
+        assert session.generate().text == "claude answer"
+    assert server.bodies[1]["model"] == "claude-fake-2"
+
+
+def test_openai_compatible_takes_base_url_keyword(server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.add(ow.text_stream("ok"))
+    model = get_model("openai-compatible:qwen3", base_url=server.url + "/v1")
+    assert run_agent(model, "q").text == "ok"
+    assert "max_tokens" not in server.bodies[0]  # nothing set: nothing sent
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("gpt-4.1-mini", "provider>:<model"),
+        ("mystery:model", "unknown model provider"),
+        ("openai:", "names no model"),
+        ("openai-compatible:llama3", "needs a server"),
+    ],
+)
+def test_bad_specs_are_configuration_errors(spec, message):
+    with pytest.raises(ConfigurationError, match=message):
+        get_model(spec)
+
+
+def test_missing_key_names_the_environment_variable(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        get_model("openai:gpt-4.1-mini")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
+        get_model("anthropic:claude-sonnet-4-5")
+
+
+@pytest.mark.parametrize(("provider", "package"), [("anthropic", "anthropic"), ("openai", "openai")])
+def test_missing_sdk_names_the_extra(monkeypatch, provider, package):
+    monkeypatch.setitem(sys.modules, package, None)  # makes `import <package>` fail
+    with pytest.raises(MissingDependencyError, match=rf"pip install 'agentkit\[{package}\]'") as info:
+        get_model(f"{provider}:some-model")
+    assert isinstance(info.value, ImportError)
+    import agentkit.models as models
+
+    name = "AnthropicModel" if provider == "anthropic" else "OpenAIChatModel"
+    with pytest.raises(MissingDependencyError, match=rf"agentkit\[{package}\]"):
+        getattr(models, name)
+
+
+def test_scripted_spec():
+    model = get_model("scripted:any", turns=["hello"])
+    assert isinstance(model, ScriptedModel)
+    assert run_agent(model, "hi").text == "hello"
+
+
+def test_importing_agentkit_does_not_import_the_sdks():
+    code = (
+        "import sys, agentkit, agentkit.models\n"
+        "from agentkit.models import RetryPolicy\n"
+        "assert 'openai' not in sys.modules, 'openai imported'\n"
+        "assert 'anthropic' not in sys.modules, 'anthropic imported'\n"
+        "agentkit.models.OpenAIChatModel\n"
+        "assert 'openai' in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
