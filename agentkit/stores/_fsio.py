@@ -48,6 +48,20 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+def read_range(fd: int, size: int, offset: int) -> bytes:
+    """Read ``size`` bytes at ``offset`` (fewer only at end of file); os.pread may
+    return less than asked, e.g. above 2 GiB on Linux."""
+    chunks = []
+    while size > 0:
+        chunk = os.pread(fd, size, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
 def atomic_write(path: str, data: bytes, *, sync: bool) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, atomic rename, directory fsync.
 

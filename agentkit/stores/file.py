@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..errors import ConfigurationError, StoreConflictError, StoreCorruptionError
 from ..events import Event, event_from_dict
 from ._checks import archive_conflict, check_events, check_revision
-from ._fsio import atomic_write, fsync_dir, make_dir, os_error, write_all
+from ._fsio import atomic_write, fsync_dir, make_dir, os_error, read_range, write_all
 from ._locks import locked
 from ._records import DamagedRecord, decode_record, encode_events, encode_record
 from ._scan import scan
@@ -77,7 +77,7 @@ class FileEventStore:
             or lock_timeout == float("inf")
         ):
             raise ConfigurationError(f"lock_timeout must be a finite number of seconds >= 0, got {lock_timeout!r}")
-        root = os.path.abspath(os.fspath(root_dir))
+        root = os.path.realpath(os.fspath(root_dir))
         if os.path.exists(root) and not os.path.isdir(root):
             raise ConfigurationError(f"root_dir {root} exists and is not a directory")
         self.root_dir = root
@@ -135,7 +135,7 @@ class FileEventStore:
     # -- reading -----------------------------------------------------------------------
 
     def _read_header(self, fd: int, path: str) -> bytes:
-        head = os.pread(fd, _HEADER_MAX, 0)
+        head = read_range(fd, _HEADER_MAX, 0)
         nl = head.find(b"\n")
         if nl == -1:
             raise StoreCorruptionError(
@@ -158,7 +158,7 @@ class FileEventStore:
         """Read the whole log; return a fresh view, its events, schema version, torn."""
         st = os.fstat(fd)
         header = self._read_header(fd, path)
-        data = os.pread(fd, st.st_size, 0)
+        data = read_range(fd, st.st_size, 0)
         res = scan(data[len(header) :], path=path, revision=0, first_line=2, want_events=want_events)
         view = _View(st.st_dev, st.st_ino, header, len(header) + res.end, res.revision, 1 + res.lines)
         return view, res.events, max(res.schema_version, SCHEMA_VERSION if res.lines == 0 else 0), res.torn
@@ -169,10 +169,10 @@ class FileEventStore:
         st = os.fstat(fd)
         view = self._views.get(session_id)
         if view is not None and (view.dev, view.ino) == (st.st_dev, st.st_ino) and st.st_size >= view.offset:
-            if os.pread(fd, len(view.header), 0) == view.header:
+            if read_range(fd, len(view.header), 0) == view.header:
                 if st.st_size == view.offset:
                     return view, False
-                data = os.pread(fd, st.st_size - view.offset, view.offset)
+                data = read_range(fd, st.st_size - view.offset, view.offset)
                 res = scan(data, path=path, revision=view.revision, first_line=view.lines + 1, want_events=False)
                 end, lines = view.offset + res.end, view.lines + res.lines
                 return _View(view.dev, view.ino, view.header, end, res.revision, lines), res.torn
