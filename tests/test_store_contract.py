@@ -151,19 +151,23 @@ def test_bad_append_arguments_are_refused_before_writing(store, kwargs, match):
     assert store.load("s1") is None
 
 
-def test_concurrent_thread_writers_lose_and_duplicate_nothing(store):
+@pytest.mark.parametrize("own_object", [False, True], ids=["shared-object", "object-per-thread"])
+def test_concurrent_thread_writers_lose_and_duplicate_nothing(store, own_object):
+    """Writers retry by reloading; with ``own_object`` every file-store writer thread
+    has its own FileEventStore on the same directory."""
     writers, per_writer = 6, 15
     conflicts = [0] * writers
     errors: list[BaseException] = []
 
     def writer(n: int) -> None:
+        mine = FileEventStore(store.root_dir) if own_object and isinstance(store, FileEventStore) else store
         try:
             for i in range(per_writer):
                 while True:
-                    current = store.load("shared")
+                    current = mine.load("shared")
                     revision = 0 if current is None else current.revision
                     try:
-                        store.append("shared", [user(f"w{n}-{i}")], expected_revision=revision)
+                        mine.append("shared", [user(f"w{n}-{i}")], expected_revision=revision)
                         break
                     except StoreConflictError:
                         conflicts[n] += 1

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import subprocess
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -38,6 +39,14 @@ def fill(store: FileEventStore, sid: str, n: int, start: int = 0) -> int:
 
 def log_path(root: Path, sid: str = "s") -> Path:
     return root / sid / "events.jsonl"
+
+
+def flip(path: Path, pos: int, mask: int) -> bytes:
+    """Flip bits of the byte at ``pos`` (negative counts from the end); return the file."""
+    data = bytearray(path.read_bytes())
+    data[pos] ^= mask
+    path.write_bytes(bytes(data))
+    return bytes(data)
 
 
 def line_starts(data: bytes) -> list[int]:
@@ -186,22 +195,14 @@ def test_random_bit_flips_before_the_last_record_are_never_skipped(tmp_path):
 def test_a_damaged_last_record_is_indistinguishable_from_a_torn_write(tmp_path):
     # documented limit: damage confined to the final record looks like an interrupted
     # append, so that record is left out (and truncated by the next append)
-    store = FileEventStore(tmp_path)
-    fill(store, "s", 3)
-    path = log_path(tmp_path)
-    data = bytearray(path.read_bytes())
-    data[-20] ^= 0x04
-    path.write_bytes(bytes(data))
+    fill(FileEventStore(tmp_path), "s", 3)
+    flip(log_path(tmp_path), -20, 0x04)
     assert FileEventStore(tmp_path).load("s").revision == 2
 
 
 def test_a_damaged_header_is_corruption(tmp_path):
-    store = FileEventStore(tmp_path)
-    fill(store, "s", 1)
-    path = log_path(tmp_path)
-    data = bytearray(path.read_bytes())
-    data[30] ^= 0x02
-    path.write_bytes(bytes(data))
+    fill(FileEventStore(tmp_path), "s", 1)
+    flip(log_path(tmp_path), 30, 0x02)
     with pytest.raises(StoreCorruptionError, match="line 1"):
         FileEventStore(tmp_path).load("s")
 
@@ -241,10 +242,8 @@ def test_archives_are_checksummed_and_damage_raises(tmp_path):
     store = FileEventStore(tmp_path)
     store.archive("s", "a1", [user("old1"), user("old2")])
     path = tmp_path / "s" / "archives" / "a1.json"
-    data = bytearray(path.read_bytes())
-    assert json.loads(data)["v"] == 1
-    data[len(data) // 2] ^= 0x10
-    path.write_bytes(bytes(data))
+    assert json.loads(path.read_bytes())["v"] == 1
+    flip(path, len(path.read_bytes()) // 2, 0x10)
     with pytest.raises(StoreCorruptionError, match="a1.json"):
         store.load_archive("s", "a1")
     path.write_bytes(_record({"kind": "archive", "v": 7, "events": []}))
@@ -340,6 +339,27 @@ def test_a_lock_of_a_killed_process_is_released_by_the_os(tmp_path):
     assert FileEventStore(tmp_path, lock_timeout=5).append("s", [user("e1")], expected_revision=0) == 1
 
 
+def test_a_lock_held_by_another_thread_times_out_too(tmp_path):
+    holder = FileEventStore(tmp_path)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with holder._write_lock("s"):
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(30)
+        with pytest.raises(StoreLockTimeout, match="another thread of this process"):
+            FileEventStore(tmp_path, lock_timeout=0.2).append("s", [user("x")], expected_revision=0)
+    finally:
+        release.set()
+        t.join(30)
+    assert FileEventStore(tmp_path).append("s", [user("x")], expected_revision=0) == 1
+
+
 # -- read-only and full file systems -------------------------------------------------
 
 
@@ -349,8 +369,11 @@ def test_a_read_only_store_refuses_appends_clearly_and_keeps_everything(tmp_path
         with tmpfs(root, "1m"):
             store = FileEventStore(root)
             fill(store, "s", 3)
+            fill(store, "nolock", 2)
+            os.unlink(root / ".locks" / "nolock.lock")
             remount(root, read_only=True)
             try:
+                assert texts(FileEventStore(root).load("nolock")) == ["e1", "e2"]
                 with pytest.raises(StoreError, match="read-only"):
                     store.append("s", [user("e4")], expected_revision=3)
                 with pytest.raises(StoreError, match="read-only"):
