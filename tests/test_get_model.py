@@ -121,3 +121,12 @@ def test_importing_agentkit_does_not_import_the_sdks():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_openai_key_from_the_environment_is_not_sent_to_other_servers(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-openai-key")
+    server.add(ow.text_stream("a"), ow.text_stream("b"))
+    run_agent(f"openai-compatible:m@{server.url}/v1", "q")
+    assert "sk-secret-openai-key" not in server.requests[0].headers.get("authorization", "")
+    run_agent(get_model("openai-compatible:m", base_url=server.url + "/v1", api_key="sk-local"), "q")
+    assert server.requests[1].headers["authorization"] == "Bearer sk-local"

@@ -419,3 +419,10 @@ def test_session_accepts_a_spec_string(server):
     assert result.text == "hello from spec"
     assert server.bodies[0]["model"] == "local-model"
     assert json.dumps(server.bodies[0]["messages"][0]) == json.dumps({"role": "system", "content": "sys"})
+
+
+def test_refusal_is_shown_as_text(server):
+    server.add(w.sse([w.chunk({"role": "assistant", "refusal": "I can't help with that."}), w.chunk({}, "stop")]))
+    events = list(model(server).stream(req()))
+    assert events[0] == TextDelta("I can't help with that.")
+    assert events[-1] == FinishEvent("stop", "stop")

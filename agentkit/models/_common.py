@@ -110,13 +110,16 @@ def make_client(
     timeout: float | None,
     default_headers: Mapping[str, str] | None,
     label: str,
+    read_env: bool = True,
     **extra: Any,
 ) -> Any:
     """An SDK client with the SDK's own retries off (``max_retries=0``): agentkit's
-    retry loop is the only one. A given client is copied with that option."""
+    retry loop is the only one. A given client is copied with that option.
+    ``read_env=False`` keeps the provider's key in ``env_key`` away from a third-party
+    server."""
     if client is not None:
         return client.with_options(max_retries=0)
-    key = api_key or os.environ.get(env_key)
+    key = api_key or (os.environ.get(env_key) if read_env else None)
     if not key:
         if base_url is None:
             raise ConfigurationError(

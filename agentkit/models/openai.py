@@ -70,7 +70,8 @@ class OpenAIChatModel(SDKModel):
 
     ``OpenAIChatModel("gpt-4.1-mini")`` reads ``OPENAI_API_KEY``;
     ``OpenAIChatModel("qwen3", base_url="http://127.0.0.1:8000/v1")`` talks to an
-    OpenAI-compatible server (no key needed unless the server wants one). Pass
+    OpenAI-compatible server (pass ``api_key=`` if it wants one: ``OPENAI_API_KEY`` is
+    never sent to a server other than OpenAI's). Pass
     ``client=`` to reuse a configured ``openai.OpenAI``; its own retries are disabled
     either way, so ``retry`` (a :class:`RetryPolicy`) is the only retry loop.
 
@@ -113,6 +114,7 @@ class OpenAIChatModel(SDKModel):
         self.model_name = model
         if client is not None and getattr(client, "base_url", None):
             base_url = base_url or str(client.base_url)
+        official = base_url is None or "api.openai.com" in str(base_url)
         self._client = make_client(
             _openai.OpenAI,
             client,
@@ -122,9 +124,9 @@ class OpenAIChatModel(SDKModel):
             timeout=timeout,
             default_headers=default_headers,
             label="OpenAI",
+            read_env=official,  # OPENAI_API_KEY is not sent to other servers
             organization=organization,
         )
-        official = base_url is None or "api.openai.com" in str(base_url)
         self._max_tokens_param = max_tokens_param or ("max_completion_tokens" if official else "max_tokens")
         self._stream = stream
         self._retry = retry or RetryPolicy()
@@ -237,7 +239,8 @@ class _StreamState:
                 if thought:
                     self.reasoning.append(thought)
                     yield ReasoningDelta(thought)
-                content = getattr(delta, "content", None)
+                # a refusal is the model's answer: show it like text
+                content = getattr(delta, "content", None) or getattr(delta, "refusal", None)
                 if content:
                     yield from self._close_reasoning()
                     yield TextDelta(content)
@@ -348,8 +351,9 @@ def _completion_events(completion: Any) -> Iterator[StreamEvent]:
     if thought:
         yield ReasoningDelta(thought)
         yield ReasoningDone(ReasoningPart(text=thought))
-    if message.content:
-        yield TextDelta(message.content)
+    content = message.content or getattr(message, "refusal", None)
+    if content:
+        yield TextDelta(content)
     calls = [c for c in (message.tool_calls or ()) if getattr(c, "function", None) is not None]
     for call in calls:
         yield _tool_call_event(call.id or "", call.function.name or "", call.function.arguments or "")
