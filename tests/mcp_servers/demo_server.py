@@ -106,6 +106,12 @@ async def shout(message: str, ctx: Context) -> str:
 
 
 @server.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of an HTTP request header (empty over stdio)."""
+    return (ctx.headers or {}).get(name.lower(), "")
+
+
+@server.tool()
 async def grow(ctx: Context) -> str:
     """Add a tool named 'extra' and announce that the tool list changed."""
 
@@ -126,9 +132,10 @@ def _serve_http() -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
     port = sock.getsockname()[1]
     app = server.streamable_http_app(host="127.0.0.1")
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
     print(port, flush=True)
     uvicorn.Server(config).run(sockets=[sock])
 

@@ -1,0 +1,104 @@
+"""Helpers for the MCP tests: server commands, child processes, threads, polling."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEMO = str(HERE / "demo_server.py")
+PAGED = str(HERE / "paged_server.py")
+HANG = str(HERE / "hang_server.py")
+
+
+def stdio(script: str, *args: str, env: dict[str, str] | None = None) -> dict:
+    """A stdio config that runs ``script`` with this interpreter."""
+    cfg: dict = {"command": sys.executable, "args": [script, *args]}
+    if env is not None:
+        cfg["env"] = env
+    return cfg
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
+    """Poll ``predicate`` until it is true; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def _proc_state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    state = _proc_state(pid)
+    return state is not None and state != "Z"
+
+
+def children() -> set[int]:
+    """Live (non-zombie) child processes of this process."""
+    me = os.getpid()
+    out: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            out.add(int(entry))
+    return out
+
+
+@contextmanager
+def no_leaks(timeout: float = 20.0) -> Iterator[None]:
+    """Fail unless every child process and thread started inside the block is gone
+    (polled with a deadline) after it."""
+    kids_before = children()
+    threads_before = set(threading.enumerate())
+    yield
+    wait_for(lambda: not (children() - kids_before), timeout, "child processes to exit")
+    wait_for(lambda: not [t for t in set(threading.enumerate()) - threads_before if t.is_alive()],
+             timeout, "threads to exit")
+
+
+@contextmanager
+def http_server(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run demo_server.py as a Streamable HTTP server on a free 127.0.0.1 port; yields
+    its MCP URL and stops it afterwards."""
+    proc = subprocess.Popen(
+        [sys.executable, DEMO, "--http", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if not line.strip().isdigit():
+            raise RuntimeError(f"the HTTP MCP server did not start (printed {line!r})")
+        yield f"http://127.0.0.1:{int(line)}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=20)
+        if proc.stdout:
+            proc.stdout.close()

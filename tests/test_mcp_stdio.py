@@ -1,0 +1,299 @@
+"""MCP tools over real stdio subprocesses, driven from plain synchronous code."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from mcp_servers.helpers import DEMO, HANG, PAGED, alive, children, no_leaks, stdio, wait_for
+
+from agentkit import (
+    CancelledError,
+    CancelToken,
+    McpError,
+    ScriptedModel,
+    Session,
+    ToolCall,
+    ToolResultPart,
+    run_agent,
+)
+from agentkit.mcp import McpToolRef, connect_mcp
+
+
+def last_results(request):
+    return [p.output for p in request.messages[-1].content if isinstance(p, ToolResultPart)]
+
+
+@pytest.fixture(scope="module")
+def demo():
+    """One demo server shared by the read-only tests of this module."""
+    with connect_mcp({"demo": stdio(DEMO)}) as toolset:
+        yield toolset
+
+
+def by_name(toolset):
+    return {t.name: t for t in toolset.tools}
+
+
+def test_run_agent_drives_a_real_stdio_server(demo):
+    model = ScriptedModel([
+        ToolCall("add", {"a": 20, "b": 22}),
+        lambda r: f"the answer is {last_results(r)[0].as_text()}",
+    ])
+    result = run_agent(model, "add 20 and 22", tools=demo.tools)
+    assert result.text == "the answer is 42"
+    call = result.tool_calls[0]
+    assert (call.name, call.input, call.is_error) == ("add", {"a": 20, "b": 22}, False)
+    assert demo.servers["demo"].connected and demo.servers["demo"].transport == "stdio"
+    assert demo.servers["demo"].server_name == "demo"
+
+
+def test_single_server_tools_keep_their_names_schemas_and_hints(demo):
+    tools = by_name(demo)
+    assert {"add", "echo", "fail", "media", "record", "crash"} <= set(tools)
+    assert demo.tool_name_map["add"] == McpToolRef(server="demo", tool="add")
+    assert tools["add"].input_schema["required"] == ["a", "b"]
+    assert tools["add"].description == "Add two integers."
+    assert tools["echo"].read_only is True and tools["add"].read_only is False
+
+
+def test_inputs_are_validated_against_the_server_schema_before_calling(demo):
+    model = ScriptedModel([ToolCall("add", {"a": "one", "b": 2}), "ok"])
+    result = run_agent(model, "add", tools=demo.tools)
+    err = result.tool_calls[0].error
+    assert err is not None and "invalid input for tool 'add'" in err and "$.a" in err
+
+
+def test_is_error_results_reach_the_model_as_error_results(demo):
+    model = ScriptedModel([ToolCall("fail", {"reason": "disk on fire"}), "noted"])
+    result = run_agent(model, "try", tools=demo.tools)
+    call = result.tool_calls[0]
+    assert call.is_error and "refused: disk on fire" in call.error
+    assert result.text == "noted"
+
+
+def test_images_audio_and_resources_become_content_parts(demo):
+    out = by_name(demo)["media"]()
+    assert out.kind == "content"
+    kinds = [p.kind for p in out.value]
+    assert kinds == ["text", "image", "file", "text"]
+    assert out.value[1].data.startswith(b"\x89PNG") and out.value[1].media_type == "image/png"
+    assert out.value[2].data == b"RIFF-audio" and out.value[2].media_type == "audio/wav"
+    assert out.value[3].text == "resource text"
+
+
+def test_calls_from_many_threads_at_once(demo):
+    add = by_name(demo)["add"]
+    results: dict[int, object] = {}
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            for j in range(5):
+                results[i * 10 + j] = add(a=i, b=j).as_text()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert results == {i * 10 + j: str(i + j) for i in range(8) for j in range(5)}
+
+
+def test_parallel_agent_runs_share_one_toolset(demo):
+    def run(i: int) -> str:
+        model = ScriptedModel([[ToolCall("add", {"a": i, "b": 1}), ToolCall("echo", {"text": str(i)})],
+                               lambda r: "|".join(o.as_text() for o in last_results(r))])
+        return run_agent(model, "go", tools=demo.tools).text
+
+    out: dict[int, str] = {}
+    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, run(i))) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert out == {i: f"{i + 1}|echo: {i}" for i in range(4)}
+
+
+def test_works_when_the_calling_thread_already_runs_an_asyncio_loop(demo):
+    async def inside_a_loop():
+        return by_name(demo)["add"](a=3, b=4).as_text()
+
+    assert asyncio.run(inside_a_loop()) == "7"
+
+
+def test_a_call_timeout_becomes_an_error_result_and_the_server_stays_usable():
+    with no_leaks(), connect_mcp({"demo": stdio(DEMO)}, call_timeout=1.0) as toolset:
+        tools = by_name(toolset)
+        out = tools["slow"](seconds=30)
+        assert out.is_error and "no answer within 1s" in out.value
+        assert tools["add"](a=1, b=1).as_text() == "2"
+
+
+def test_cancelling_the_token_stops_the_call(demo):
+    token = CancelToken()
+    model = ScriptedModel([ToolCall("slow", {"seconds": 30}), "never"])
+    threading.Timer(0.5, token.cancel, args=("user pressed stop",)).start()
+    with pytest.raises(CancelledError):
+        run_agent(model, "slow", tools=demo.tools, cancel=token)
+    assert by_name(demo)["add"](a=2, b=2).as_text() == "4"
+
+
+def test_authorization_runs_first_and_a_denial_sends_nothing(tmp_path):
+    log = tmp_path / "calls.log"
+    seen: list[tuple] = []
+
+    def authorize(server, tool, arguments, call_id):
+        seen.append((server, tool, arguments, call_id))
+        if arguments.get("note") == "secret":
+            raise PermissionError("notes marked secret stay local")
+
+    model = ScriptedModel([
+        ToolCall("record", {"note": "secret"}, id="c1"),
+        ToolCall("record", {"note": "public"}, id="c2"),
+        "done",
+    ])
+    with no_leaks(), connect_mcp({"demo": stdio(DEMO, env={"AGENTKIT_MCP_TEST_LOG": str(log)})},
+                                 authorize_tool_call=authorize) as toolset:
+        result = run_agent(model, "record", tools=toolset.tools)
+    denied, allowed = result.tool_calls
+    assert denied.is_error and "denied" in denied.error and "notes marked secret stay local" in denied.error
+    assert not allowed.is_error and allowed.output.as_text() == "recorded"
+    assert seen == [("demo", "record", {"note": "secret"}, "c1"), ("demo", "record", {"note": "public"}, "c2")]
+    assert log.read_text().splitlines() == ["record public"]
+
+
+def test_a_server_crashing_mid_call_gives_an_error_result_and_the_session_goes_on():
+    model = ScriptedModel([
+        ToolCall("demo__crash"),
+        ToolCall("demo__add", {"a": 1, "b": 2}),
+        ToolCall("other__add", {"a": 5, "b": 5}),
+        "carried on",
+    ])
+    with no_leaks(), connect_mcp({"demo": stdio(DEMO), "other": stdio(DEMO)}) as toolset:
+        pid = int(by_name(toolset)["demo__pid"]().as_text())
+        with Session(model, tools=toolset.tools) as session:
+            session.push_user_message("crash it")
+            result = session.generate()
+        crash, after, other = result.tool_calls
+        assert crash.is_error and "stopped responding" in crash.error
+        assert after.is_error and "not connected" in after.error
+        assert not other.is_error and other.output.as_text() == "10"
+        assert result.text == "carried on"
+        status = toolset.servers["demo"]
+        assert status.status == "failed" and "lost its connection" in status.error
+        assert toolset.servers["other"].connected
+        assert not any(n.startswith("demo__") for n in toolset.tool_name_map)
+        wait_for(lambda: not alive(pid), what="the crashed server to be gone")
+
+
+def test_a_server_that_hangs_on_connect_is_reported_while_the_others_mount():
+    with no_leaks():
+        start = time.monotonic()
+        toolset = connect_mcp({"stuck": stdio(HANG), "demo": stdio(DEMO)}, connect_timeout=4)
+        try:
+            assert time.monotonic() - start < 60
+            stuck = toolset.servers["stuck"]
+            assert stuck.status == "failed" and "connect_timeout" in stuck.error
+            assert toolset.servers["demo"].connected
+            assert "demo__add" in toolset.tool_name_map
+            assert not any(n.startswith("stuck__") for n in toolset.tool_name_map)
+            assert by_name(toolset)["demo__add"](a=1, b=1).as_text() == "2"
+        finally:
+            toolset.close()
+
+
+def test_fail_on_no_tools_raises_and_leaves_nothing_running():
+    with no_leaks(), pytest.raises(McpError, match="no MCP server mounted any tool") as info:
+        connect_mcp({"stuck": stdio(HANG), "missing": {"command": "/nonexistent/mcp-server"}},
+                    connect_timeout=3, fail_on_no_tools=True)
+    assert "stuck:" in str(info.value) and "missing:" in str(info.value)
+
+
+def test_paginated_listing_follows_cursors_and_names_collisions():
+    with no_leaks(), connect_mcp({"paged": stdio(PAGED, "normal")}) as toolset:
+        names = list(toolset.tool_name_map)
+        assert names[:5] == ["alpha", "beta", "gamma", "dotted_name", "dotted_name_2"]
+        assert len(names) == 6 and len(names[5]) == 64
+        assert toolset.tool_name_map["dotted_name"] == McpToolRef(server="paged", tool="dotted.name")
+        assert toolset.tool_name_map["dotted_name_2"] == McpToolRef(server="paged", tool="dotted name")
+        tools = by_name(toolset)
+        assert tools["dotted_name_2"](n=3).as_text() == "dotted name:3"
+        assert tools[names[5]](n=1).as_text() == "x" * 80 + ":1"
+        assert toolset.servers["paged"].warnings == ()
+
+
+def test_a_repeated_cursor_stops_the_listing():
+    with no_leaks(), connect_mcp({"paged": stdio(PAGED, "repeat")}) as toolset:
+        assert list(toolset.tool_name_map) == ["alpha", "beta", "gamma", "dotted_name"]
+        (warning,) = toolset.servers["paged"].warnings
+        assert "cursor 'c1' a second time" in warning
+
+
+def test_an_endless_listing_stops_at_max_list_pages():
+    with no_leaks(), connect_mcp({"paged": stdio(PAGED, "endless")}, max_list_pages=5) as toolset:
+        assert list(toolset.tool_name_map) == ["t0", "t1", "t2", "t3", "t4"]
+        assert "max_list_pages=5" in toolset.servers["paged"].warnings[0]
+
+
+def test_several_servers_get_prefixed_names_and_colliding_ones_get_suffixes():
+    servers = {"x.y": stdio(PAGED, "normal"), "x_y": stdio(PAGED, "normal")}
+    with no_leaks(), connect_mcp(servers) as toolset:
+        m = toolset.tool_name_map
+        assert m["x_y__alpha"] == McpToolRef(server="x.y", tool="alpha")
+        assert m["x_y__alpha_2"] == McpToolRef(server="x_y", tool="alpha")
+        assert len(m) == 12 and all(len(n) <= 64 for n in m)
+        tools = by_name(toolset)
+        assert tools["x_y__alpha_2"](n=7).as_text() == "alpha:7"
+
+
+def test_list_changed_refreshes_tools_and_notifications_reach_the_session():
+    with no_leaks(), connect_mcp({"demo": stdio(DEMO)}) as toolset:
+        session = Session(ScriptedModel([]))
+        stop = toolset.forward_notifications(session)
+        tools = by_name(toolset)
+        assert "extra" not in tools
+        assert tools["shout"](message="hello from the server").as_text() == "shouted"
+        assert tools["grow"]().as_text() == "grown"
+        wait_for(lambda: "extra" in toolset.tool_name_map, what="the refreshed tool list")
+        assert by_name(toolset)["extra"]().as_text() == "extra!"
+
+        def notes():
+            return [e.data for e in session.events if getattr(e, "runtime_type", None) == "mcp-notification"]
+
+        wait_for(lambda: len(notes()) >= 2, what="forwarded notifications")
+        log_note = next(n for n in notes() if n["method"] == "notifications/message")
+        assert log_note == {"server": "demo", "method": "notifications/message",
+                            "params": {"level": "info", "data": "hello from the server"}}
+        assert any(n["method"] == "notifications/tools/list_changed" for n in notes())
+        stop()
+        count = len(notes())
+        tools["shout"](message="not forwarded")
+        time.sleep(0.3)
+        assert len(notes()) == count
+        session.close()
+
+
+def test_close_stops_children_and_threads_and_later_calls_are_errors():
+    kids = children()
+    before = set(threading.enumerate())
+    toolset = connect_mcp({"a": stdio(DEMO), "b": stdio(DEMO)})
+    pids = [int(by_name(toolset)[f"{s}__pid"]().as_text()) for s in ("a", "b")]
+    assert all(alive(p) for p in pids)
+    assert set(threading.enumerate()) - before  # the loop thread runs
+    add = by_name(toolset)["a__add"]
+    toolset.close()
+    toolset.close()  # idempotent
+    wait_for(lambda: not any(alive(p) for p in pids), what="server processes to exit")
+    wait_for(lambda: not (children() - kids), what="no child processes")
+    wait_for(lambda: not [t for t in set(threading.enumerate()) - before if t.is_alive()], what="threads")
+    assert toolset.closed and all(s.status == "closed" for s in toolset.servers.values())
+    out = add(a=1, b=1)
+    assert out.is_error and "closed" in out.value
+    with pytest.raises(McpError, match="closed"):
+        toolset.refresh()

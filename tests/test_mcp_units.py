@@ -1,0 +1,195 @@
+"""agentkit.mcp pure parts: config validation, tool naming, result conversion."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from types import SimpleNamespace as NS
+
+import pytest
+
+from agentkit import ConfigurationError, FilePart, ImagePart, TextPart
+from agentkit.mcp import (
+    MAX_TOOL_NAME_LENGTH,
+    HttpServer,
+    StdioServer,
+    connect_mcp,
+    exposed_names,
+    sanitize_name,
+    tool_result_to_output,
+)
+from agentkit.mcp.config import validate_servers
+
+# -- config ------------------------------------------------------------------------------
+
+
+def test_valid_configs_become_typed_servers(tmp_path):
+    specs = validate_servers({
+        "local": {"command": "python", "args": ["s.py"], "env": {"A": "1"}, "cwd": str(tmp_path)},
+        "web": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer x"}},
+        "typed": StdioServer(command="python"),
+    })
+    assert specs["local"] == StdioServer(command="python", args=("s.py",), env={"A": "1"}, cwd=str(tmp_path))
+    assert specs["web"] == HttpServer(url="http://127.0.0.1:9/mcp", headers={"Authorization": "Bearer x"})
+    assert specs["local"].transport == "stdio" and specs["web"].transport == "streamable-http"
+    assert list(specs) == ["local", "web", "typed"]
+
+
+@pytest.mark.parametrize(
+    ("servers", "message"),
+    [
+        ({"s": {"command": "python", "argz": []}},
+         "unknown key(s) ['argz'] for a stdio server; allowed: command, args, env, cwd"),
+        ({"s": {"url": "http://h/mcp", "command": "x"}}, "not both"),
+        ({"s": {"args": ["x"]}}, "needs 'command'"),
+        ({"s": {"command": ""}}, "needs 'command'"),
+        ({"s": {"transport": "stdio"}}, "needs 'command'"),
+        ({"s": {"transport": "http", "command": "x"}}, "unknown key(s) ['command'] for a streamable-http server"),
+        ({"s": {"transport": "http"}}, "needs 'url'"),
+        ({"s": {"url": "ftp://h/x"}}, "http:// or https://"),
+        ({"s": {"url": "http://h/mcp", "headers": {"a": 1}}}, "'headers' must map str to str"),
+        ({"s": {"command": "python", "args": "server.py"}}, "'args' must be a list of strings"),
+        ({"s": {"command": "python", "cwd": "/no/such/dir"}}, "is not an existing directory"),
+        ({"s": {"command": "python", "transport": "carrier-pigeon"}}, "unknown transport"),
+        ({"s": 42}, "expected a config dict"),
+        ({"": {"command": "x"}}, "non-empty strings"),
+        ({}, "at least one server"),
+    ],
+)
+def test_bad_configs_are_rejected_with_a_clear_message(servers, message):
+    with pytest.raises(ConfigurationError) as info:
+        validate_servers(servers)
+    assert message in str(info.value)
+
+
+def test_connect_mcp_validates_everything_before_starting_anything():
+    import threading
+
+    before = set(threading.enumerate())
+    with pytest.raises(ConfigurationError, match="unknown key"):
+        connect_mcp({"ok": {"command": sys.executable}, "bad": {"url": "http://h/mcp", "header": {}}})
+    with pytest.raises(ConfigurationError, match="connect_timeout"):
+        connect_mcp({"ok": {"command": sys.executable}}, connect_timeout=0)
+    with pytest.raises(ConfigurationError, match="max_list_pages"):
+        connect_mcp({"ok": {"command": sys.executable}}, max_list_pages=0)
+    with pytest.raises(ConfigurationError, match="authorize_tool_call"):
+        connect_mcp({"ok": {"command": sys.executable}}, authorize_tool_call="yes")
+    with pytest.raises(ConfigurationError, match="dict of server name"):
+        connect_mcp([{"command": "x"}])  # type: ignore[arg-type]
+    assert set(threading.enumerate()) == before
+
+
+def test_an_entered_or_bare_mcp_session_is_refused():
+    from mcp import Client, ClientSession
+    from mcp.server.mcpserver import MCPServer
+
+    client = Client(MCPServer("x"))
+    client._entered = True
+    with pytest.raises(ConfigurationError, match="already entered"):
+        validate_servers({"c": client})
+    import anyio
+
+    send, recv = anyio.create_memory_object_stream(1)
+    session = ClientSession(recv, send)
+    try:
+        with pytest.raises(ConfigurationError, match="un-entered mcp.Client"):
+            validate_servers({"s": session})
+    finally:
+        send.close()
+        recv.close()
+
+
+def test_importing_agentkit_mcp_does_not_import_the_sdk():
+    code = "import sys, agentkit.mcp; print('mcp' in sys.modules, 'anyio' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+# -- naming --------------------------------------------------------------------------------
+
+
+def test_sanitize_keeps_safe_characters_and_cuts_to_the_limit():
+    assert sanitize_name("read_file-2") == "read_file-2"
+    assert sanitize_name("fs.read file/π") == "fs_read_file_"
+    assert sanitize_name("...") == "tool"
+    assert len(sanitize_name("x" * 200)) == MAX_TOOL_NAME_LENGTH
+
+
+def test_single_server_names_are_unprefixed_and_collisions_get_suffixes():
+    names = exposed_names([("s", "a.b"), ("s", "a b"), ("s", "a_b"), ("s", "c")], prefix=False)
+    assert names == ["a_b", "a_b_2", "a_b_3", "c"]
+
+
+def test_prefixed_names_are_deterministic_and_never_dropped():
+    entries = [("fs.one", "read"), ("fs_one", "read"), ("web", "get"), ("web", "read")]
+    first = exposed_names(entries, prefix=True)
+    assert first == ["fs_one__read", "fs_one__read_2", "web__get", "web__read"]
+    assert exposed_names(entries, prefix=True) == first
+    assert len(set(first)) == len(entries)
+
+
+def test_long_names_stay_within_the_limit_even_with_a_suffix():
+    entries = [("server", "t" * 100), ("server", "t" * 100 + "!")]
+    names = exposed_names(entries, prefix=True)
+    assert all(len(n) <= MAX_TOOL_NAME_LENGTH for n in names)
+    assert names[0] != names[1] and names[1].endswith("_2")
+
+
+def test_reserved_names_are_avoided():
+    assert exposed_names([("s", "invalid")], prefix=False, reserved={"invalid"}) == ["invalid_2"]
+
+
+# -- results -------------------------------------------------------------------------------
+
+
+def _text(t):
+    return NS(type="text", text=t)
+
+
+def test_text_only_results_become_text_output():
+    out = tool_result_to_output(NS(content=[_text("a"), _text("b")], structured_content=None, is_error=False))
+    assert (out.kind, out.value) == ("text", "a\nb")
+
+
+def test_structured_content_becomes_json_when_the_text_is_its_serialisation():
+    out = tool_result_to_output(NS(content=[_text('{"n": 1}')], structured_content={"n": 1}, is_error=False))
+    assert (out.kind, out.value) == ("json", {"n": 1})
+    out = tool_result_to_output(NS(content=[], structured_content={"n": 2}, is_error=False))
+    assert (out.kind, out.value) == ("json", {"n": 2})
+    out = tool_result_to_output(NS(content=[_text("two")], structured_content={"result": 2}, is_error=False))
+    assert (out.kind, out.value) == ("text", "two")
+
+
+def test_media_blocks_become_content_parts():
+    png = b"\x89PNG-bytes"
+    result = NS(
+        content=[
+            _text("look"),
+            NS(type="image", data=base64.b64encode(png).decode(), mime_type="image/png"),
+            NS(type="audio", data=base64.b64encode(b"wav").decode(), mime_type="audio/wav"),
+            NS(type="resource", resource=NS(uri="file:///a/notes.txt", mime_type="text/plain", text="notes")),
+            NS(type="resource", resource=NS(uri="file:///a/doc.pdf", mime_type="application/pdf",
+                                            blob=base64.b64encode(b"%PDF").decode())),
+            NS(type="resource_link", uri="file:///big.bin", name="big", description=None),
+        ],
+        structured_content={"k": 1},
+        is_error=False,
+    )
+    out = tool_result_to_output(result)
+    assert out.kind == "content"
+    parts = out.value
+    assert parts[0] == TextPart(text="look")
+    assert parts[1] == ImagePart(data=png, media_type="image/png")
+    assert parts[2] == FilePart(data=b"wav", media_type="audio/wav")
+    assert parts[3] == TextPart(text="notes")
+    assert parts[4] == FilePart(data=b"%PDF", media_type="application/pdf", filename="doc.pdf")
+    assert "big" in parts[5].text and "file:///big.bin" in parts[5].text
+    assert parts[6] == TextPart(text='{"k": 1}')
+
+
+def test_is_error_results_become_error_output_with_the_server_text():
+    out = tool_result_to_output(NS(content=[_text("disk full")], structured_content=None, is_error=True))
+    assert out.is_error and out.value == "disk full"
+    out = tool_result_to_output(NS(content=[], structured_content=None, is_error=True))
+    assert out.is_error and "without a message" in out.value
