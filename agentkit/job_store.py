@@ -110,7 +110,8 @@ class FileJobStore:
 
     def _locked(self) -> portalocker.Lock:
         return portalocker.Lock(
-            self._lock_path, mode="a", timeout=self._lock_timeout, flags=portalocker.LOCK_EX
+            self._lock_path, mode="a", timeout=self._lock_timeout,
+            flags=portalocker.LOCK_EX | portalocker.LOCK_NB,
         )
 
     def _read(self) -> dict[str, Any]:

@@ -1,0 +1,189 @@
+"""Job stores: compare-and-swap, atomic files, and a real host restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+
+import pytest
+
+from agentkit import (
+    ConfigurationError,
+    FileJobStore,
+    InMemoryJobStore,
+    JobState,
+    LocalExecutionContext,
+    StoreConflictError,
+    StoreCorruptionError,
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
+
+
+def wait_for(predicate, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+def job(eid="job_1", state="running", **kw) -> JobState:
+    return JobState(execution_id=eid, command="sleep 1", argv=("sleep", "1"), state=state,
+                    started_at=time.time(), **kw)
+
+
+@pytest.fixture(params=["memory", "file"])
+def store(request, tmp_path):
+    return InMemoryJobStore() if request.param == "memory" else FileJobStore(tmp_path / "jobs.json")
+
+
+def test_compare_and_swap_per_job(store):
+    assert store.load() == []
+    assert store.put(job(), expected_revision=0) == 1
+    assert store.put(job(state="finished", exit_code=0), expected_revision=1) == 2
+    with pytest.raises(StoreConflictError) as err:
+        store.put(job(state="failed"), expected_revision=1)
+    assert err.value.expected_revision == 1 and err.value.actual_revision == 2
+    with pytest.raises(StoreConflictError):
+        store.put(job("job_2"), expected_revision=5)
+    [stored] = store.load()
+    assert stored.revision == 2 and stored.state.state == "finished" and stored.state.exit_code == 0
+    store.delete("job_1")
+    store.delete("job_unknown")
+    assert store.load() == []
+
+
+def test_file_store_survives_a_new_instance_and_leaves_no_temp_files(tmp_path):
+    path = tmp_path / "jobs.json"
+    FileJobStore(path).put(job(output_tail="héllo"), expected_revision=0)
+    [stored] = FileJobStore(path).load()
+    assert stored.state.output_tail == "héllo" and stored.revision == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.json", "jobs.json.lock"]
+
+
+def test_file_store_reports_corruption_and_bad_paths(tmp_path):
+    path = tmp_path / "jobs.json"
+    path.write_text("{not json")
+    with pytest.raises(StoreCorruptionError, match="not valid JSON"):
+        FileJobStore(path).load()
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        FileJobStore(tmp_path / "missing" / "jobs.json")
+
+
+def test_finished_jobs_are_persisted_and_restored(tmp_path):
+    path = tmp_path / "jobs.json"
+    with LocalExecutionContext(tmp_path, job_store=FileJobStore(path)) as c:
+        s = c.jobs.start("bash", ["-c", "echo persisted; exit 2"])
+        wait_for(lambda: not c.jobs.get(s.execution_id).running)
+    with LocalExecutionContext(tmp_path, job_store=FileJobStore(path)) as c2:
+        restored = c2.jobs.get(s.execution_id)
+    assert restored.state == "finished" and restored.exit_code == 2
+    assert restored.output_tail == "persisted\n"
+
+
+_CHILD = textwrap.dedent("""
+    import json, os, sys
+    from agentkit import FileJobStore, LocalExecutionContext
+    root, path = sys.argv[1], sys.argv[2]
+    ctx = LocalExecutionContext(root, job_store=FileJobStore(path))
+    state = ctx.jobs.start("sleep", ["60"])
+    print(json.dumps({"execution_id": state.execution_id, "pid": state.pid}), flush=True)
+    os._exit(0)  # the host dies: no cleanup, the job's process is left behind
+""")
+
+
+def _crashed_host(tmp_path):
+    path = tmp_path / "jobs.json"
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path), str(path)], capture_output=True,
+                         text=True, timeout=60, check=True)
+    return path, json.loads(out.stdout)
+
+
+def test_restart_marks_orphaned_running_jobs_failed(tmp_path):
+    path, info = _crashed_host(tmp_path)
+    try:
+        [before] = FileJobStore(path).load()
+        assert before.state.state == "running" and before.state.pid == info["pid"]
+        with LocalExecutionContext(tmp_path, job_store=FileJobStore(path)) as c:
+            state = c.jobs.get(info["execution_id"])
+            assert state.state == "failed" and "host restarted" in state.error
+            assert state.finished_at is not None
+        [after] = FileJobStore(path).load()
+        assert after.state.state == "failed" and after.revision == before.revision + 1
+        assert _alive(info["pid"])  # the default does not claim the old process was killed
+    finally:
+        os.kill(info["pid"], signal.SIGKILL)
+
+
+def test_settle_orphaned_job_supplies_the_real_terminal_state(tmp_path):
+    path, info = _crashed_host(tmp_path)
+    asked = []
+
+    def settle(orphan: JobState) -> JobState:
+        asked.append(orphan.execution_id)
+        os.kill(orphan.pid, signal.SIGKILL)  # this host knows how to stop it
+        return replace(orphan, state="aborted", error="stopped by the host after a restart")
+
+    try:
+        with LocalExecutionContext(tmp_path, job_store=FileJobStore(path), settle_orphaned_job=settle) as c:
+            state = c.jobs.get(info["execution_id"])
+        assert asked == [info["execution_id"]]
+        assert state.state == "aborted" and state.error == "stopped by the host after a restart"
+        assert FileJobStore(path).load()[0].state.state == "aborted"
+        wait_for(lambda: not _alive(info["pid"]))
+    finally:
+        if _alive(info["pid"]):
+            os.kill(info["pid"], signal.SIGKILL)
+
+
+def test_settle_orphaned_job_must_return_a_terminal_state_for_the_same_job(tmp_path):
+    store = InMemoryJobStore()
+    store.put(job(), expected_revision=0)
+    with pytest.raises(ConfigurationError, match="same execution_id"):
+        LocalExecutionContext(tmp_path, job_store=store, settle_orphaned_job=lambda j: job("job_other"))
+    with pytest.raises(ConfigurationError, match="finished, failed or aborted"):
+        LocalExecutionContext(tmp_path, job_store=store, settle_orphaned_job=lambda j: j)
+
+
+def test_a_store_without_the_methods_is_rejected(tmp_path):
+    with pytest.raises(ConfigurationError, match="job_store"):
+        LocalExecutionContext(tmp_path, job_store=object())
+
+
+def test_a_lock_held_by_another_process_times_out_without_being_stolen(tmp_path):
+    from agentkit import StoreLockTimeout
+
+    path = tmp_path / "jobs.json"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import sys, time, portalocker
+            with portalocker.Lock(sys.argv[1], mode="a", flags=portalocker.LOCK_EX):
+                print("locked", flush=True)
+                time.sleep(60)
+        """), str(path) + ".lock"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(StoreLockTimeout, match="jobs.json.lock"):
+            FileJobStore(path, lock_timeout=0.3).put(job(), expected_revision=0)
+        assert not path.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert FileJobStore(path).put(job(), expected_revision=0) == 1

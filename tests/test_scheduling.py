@@ -1,0 +1,133 @@
+"""Keyed, debounced generations (Session.schedule_generate and GenerationScheduler)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+
+import pytest
+
+from agentkit import (
+    CancelledError,
+    ConfigurationError,
+    FunctionModel,
+    ScriptedModel,
+    ScriptExhaustedError,
+    Session,
+    SessionClosedError,
+)
+
+
+class Clocked:
+    """A model that records when each inference started."""
+
+    def __init__(self, reply="ok", block: bool = False):
+        self.started: list[float] = []
+        self.block = block
+        self.model = FunctionModel(self._reply)
+        self.reply = reply
+
+    def _reply(self, request):
+        self.started.append(time.monotonic())
+        if self.block:  # hold the generation until it is cancelled
+            request.cancel.wait(30)
+        return self.reply
+
+
+def test_same_key_calls_reset_the_timer_and_share_one_future():
+    clock = Clocked("answer")
+    with Session(clock.model) as session:
+        session.push_user_message("hi")
+        futures = []
+        for _ in range(4):
+            last_call = time.monotonic()
+            futures.append(session.schedule_generate("k", debounce=1.0))
+            time.sleep(0.4)
+        assert all(f is futures[0] for f in futures)
+        assert futures[0].result(timeout=30).text == "answer"
+        assert len(clock.started) == 1
+        # the quiet period counted from the last call, not the first
+        assert clock.started[0] >= last_call + 1.0
+        # a call after it finished schedules a new generation
+        again = session.schedule_generate("k", debounce=0.01)
+        assert again is not futures[0]
+        again.result(timeout=30)
+        assert len(clock.started) == 2
+
+
+def test_different_keys_run_separately_and_in_turn():
+    clock = Clocked()
+    with Session(clock.model) as session:
+        session.push_user_message("hi")
+        a = session.schedule_generate("a", debounce=0.01)
+        b = session.schedule_generate("b", debounce=0.01)
+        assert a is not b
+        a.result(timeout=30), b.result(timeout=30)
+        assert len(clock.started) == 2
+
+
+def test_cancel_while_debouncing_cancels_the_future_and_runs_nothing():
+    clock = Clocked()
+    with Session(clock.model) as session:
+        session.push_user_message("hi")
+        future = session.schedule_generate("k", debounce=0.3)
+        assert session.cancel_scheduled_generation("k") is True
+        assert future.cancelled()
+        assert session.cancel_scheduled_generation("k") is False
+        time.sleep(0.6)
+        assert clock.started == []
+
+
+def test_cancel_while_running_aborts_the_generation():
+    clock = Clocked(block=True)
+    with Session(clock.model) as session:
+        session.push_user_message("hi")
+        future = session.schedule_generate("k", debounce=0.01)
+        deadline = time.monotonic() + 20
+        while not clock.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert clock.started, "the scheduled generation did not start"
+        assert session.cancel_scheduled_generation("k") is True
+        with pytest.raises(CancelledError):
+            future.result(timeout=30)
+        assert any(e.type == "control" and e.action == "generation-aborted" for e in session.events)
+
+
+def test_conflicting_options_for_one_key_are_rejected():
+    with Session(ScriptedModel(["x"])) as session:
+        session.push_user_message("hi")
+        session.schedule_generate("k", debounce=5, max_steps=3)
+        with pytest.raises(ConfigurationError, match="different options"):
+            session.schedule_generate("k", debounce=5, max_steps=4)
+        assert session.schedule_generate("k", debounce=5, max_steps=3) is not None
+        session.cancel_scheduled_generation("k")
+
+
+@pytest.mark.parametrize("key,debounce", [("", 0.1), (3, 0.1), ("k", -1), ("k", "soon")])
+def test_bad_key_or_debounce(key, debounce):
+    with Session(ScriptedModel([])) as session:
+        with pytest.raises(ConfigurationError):
+            session.schedule_generate(key, debounce=debounce)
+
+
+def test_errors_reach_the_future():
+    with Session(ScriptedModel([])) as session:
+        session.push_user_message("hi")
+        future = session.schedule_generate("k", debounce=0.01)
+        with pytest.raises(ScriptExhaustedError):
+            future.result(timeout=30)
+
+
+def test_abort_session_and_close_cancel_schedules():
+    with Session(ScriptedModel(["x"])) as session:
+        session.push_user_message("hi")
+        future = session.schedule_generate("k", debounce=5)
+        session.abort_session("done")
+        assert future.cancelled()
+    closed = Session(ScriptedModel(["x"]))
+    pending = closed.schedule_generate("k", debounce=5)
+    closed.close()
+    assert pending.cancelled()
+    with pytest.raises(SessionClosedError):
+        closed.schedule_generate("k")
+    assert isinstance(pending, concurrent.futures.Future)
