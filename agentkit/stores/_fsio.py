@@ -6,6 +6,11 @@ import errno
 import os
 import uuid
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
 from ..errors import StoreError
 
 _HINTS = {
@@ -29,6 +34,19 @@ def os_error(action: str, exc: OSError, *, tail: str = "") -> StoreError:
     err = StoreError(msg)
     err.__cause__ = exc
     return err
+
+
+def sync_file(fd: int) -> None:
+    """Flush a file to stable storage. On macOS plain fsync leaves data in the drive's
+    cache, so F_FULLFSYNC is used where it exists."""
+    full = getattr(fcntl, "F_FULLFSYNC", None) if fcntl is not None else None
+    if full is not None:
+        try:
+            fcntl.fcntl(fd, full)
+            return
+        except OSError:  # not supported by this file system: fall back to fsync
+            pass
+    os.fsync(fd)
 
 
 def fsync_dir(path: str) -> None:
@@ -73,7 +91,7 @@ def atomic_write(path: str, data: bytes, *, sync: bool) -> None:
         try:
             write_all(fd, data)
             if sync:
-                os.fsync(fd)
+                sync_file(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)

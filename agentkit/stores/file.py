@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..errors import ConfigurationError, StoreConflictError, StoreCorruptionError
 from ..events import Event, event_from_dict
 from ._checks import archive_conflict, check_events, check_revision
-from ._fsio import atomic_write, fsync_dir, make_dir, os_error, read_range, write_all
+from ._fsio import atomic_write, fsync_dir, make_dir, os_error, read_range, sync_file, write_all
 from ._locks import locked
 from ._records import DamagedRecord, decode_record, encode_events, encode_record
 from ._scan import scan
@@ -269,13 +269,13 @@ class FileEventStore:
             if batch:
                 write_all(fd, line)
             if self.fsync:
-                os.fsync(fd)
+                sync_file(fd)
         except OSError as exc:
             self._views.pop(session_id, None)
             try:  # take back a partial record; if this fails too, load drops it as torn
                 os.ftruncate(fd, view.offset)
                 if self.fsync:
-                    os.fsync(fd)
+                    sync_file(fd)
             except OSError:
                 pass
             raise os_error(
