@@ -1,0 +1,87 @@
+"""Background jobs: a model starts three commands at once, the conversation goes on,
+and each completion comes back as a runtime event that triggers the next inference.
+
+Runs offline with a ScriptedModel (swap in a real model such as
+"openai:gpt-4.1-mini" to try it for real):
+
+    python examples/background_jobs.py
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+
+from agentkit import (
+    LocalExecutionContext,
+    ModelRequest,
+    RuntimeEvent,
+    ScriptedModel,
+    Session,
+    ToolCall,
+    filesystem_tools,
+    shell_tools,
+)
+
+
+def suite(name: str, seconds: float, exit_code: int) -> ToolCall:
+    script = f"echo {name}: running; sleep {seconds}; echo {name}: done; exit {exit_code}"
+    return ToolCall("start_shell", {"command": "bash", "args": ["-c", script]})
+
+
+def summarise(request: ModelRequest) -> str:
+    """The scripted model's reply: read the job summaries it was shown."""
+    lines = []
+    for message in request.messages:
+        text = message.text if message.role == "user" else ""
+        if text.startswith('<runtime-event type="job-'):
+            data = json.loads(text.split(">", 1)[1].rsplit("<", 1)[0])
+            still = ", ".join(data["still_running"]) or "nothing"
+            lines.append(f"{data['execution_id']} exited {data.get('exit_code')}; still running: {still}")
+    return "Job report: " + " | ".join(lines)
+
+
+def main() -> None:
+    workdir = tempfile.mkdtemp(prefix="agentkit-jobs-")
+    model = ScriptedModel([
+        [suite("unit", 0.2, 0), suite("lint", 1.5, 1), suite("e2e", 30, 0)],
+        "Started unit, lint and e2e tests in the background.",
+        summarise,
+    ])
+    with LocalExecutionContext(workdir) as context:
+        tools = shell_tools(context, allowed_commands=["bash"]) + filesystem_tools(context)
+        first_done = threading.Event()
+
+        def on_job_event(event) -> None:
+            if event.type == "output":
+                print(f"  [{event.execution_id} {event.stream}] {event.chunk.rstrip()}")
+            elif event.type == "finished":
+                print(f"  [{event.execution_id}] {event.state.state}, exit code {event.state.exit_code}")
+                first_done.set()
+
+        unsubscribe = context.jobs.subscribe(on_job_event)
+        with Session(model, tools=tools, execution_context=context) as session:
+            session.push_user_message("Run the unit, lint and e2e suites in parallel.")
+            result = session.generate()
+            print("model:", result.text)
+            for call in result.tool_calls:
+                print("  tool result:", call.output.value)
+
+            first_done.wait(30)
+            session.push_user_message("Tell me as soon as something finishes.")
+            answer = session.schedule_generate("jobs", debounce=0.1).result(timeout=60)
+            print("model:", answer.text)
+
+            kinds = [e.runtime_type for e in session.events if isinstance(e, RuntimeEvent)]
+            print("runtime events in the log:", ", ".join(sorted(set(kinds))))
+            running = [s.execution_id for s in context.jobs.list() if s.running]
+            print("still running at the end:", ", ".join(running) or "nothing")
+            session.abort_session("example complete", abort_jobs=True)
+            print("after abort_session(abort_jobs=True):",
+                  ", ".join(f"{s.execution_id}={s.state}" for s in context.jobs.list()))
+        unsubscribe()
+
+
+if __name__ == "__main__":
+    main()
