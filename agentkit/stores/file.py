@@ -116,19 +116,19 @@ class FileEventStore:
     @contextmanager
     def _read_lock(self, session_id: str) -> Iterator[None]:
         path = self._lock_path(session_id)
+        create: bool | None = True
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             os.close(os.open(path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644))
-            create = True
         except OSError as exc:
             if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise os_error(f"cannot create lock file {path}", exc) from exc
             # A read-only store: no writer can change it. Lock an existing lock file
             # read-only when there is one, else read without a lock.
-            if not os.path.exists(path):
-                yield
-                return
-            create = False
+            create = False if os.path.exists(path) else None
+        if create is None:
+            yield
+            return
         with locked(path, timeout=self.lock_timeout, shared=True, create=create):
             yield
 
