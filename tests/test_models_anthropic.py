@@ -412,3 +412,18 @@ def test_missing_api_key_is_a_configuration_error(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
         AnthropicModel("claude-sonnet-4-5")
+
+
+def test_thinking_deltas_are_forwarded_as_they_arrive(server):
+    import threading
+
+    gate = threading.Event()
+    reply = w.stream(w.thinking("step one. step two.", "sig"), w.text("done"))
+    first_delta = next(i for i, (name, _) in enumerate(reply.events) if name == "content_block_delta")
+    reply.events = [*reply.events[: first_delta + 1], (None, gate), *reply.events[first_delta + 1 :]]
+    server.add(reply)
+    result = run_agent(
+        model(server), "hi", settings=ModelSettings(reasoning_budget=1024), on_reasoning=lambda t: gate.set()
+    )
+    assert result.text == "done"
+    assert reply.gates_passed == [True]

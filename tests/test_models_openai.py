@@ -422,7 +422,28 @@ def test_session_accepts_a_spec_string(server):
 
 
 def test_refusal_is_shown_as_text(server):
-    server.add(w.sse([w.chunk({"role": "assistant", "refusal": "I can't help with that."}), w.chunk({}, "stop")]))
+    server.add(
+        w.sse([w.chunk({"role": "assistant", "refusal": "I can't help with that."}), w.chunk({}, "stop")])
+    )
     events = list(model(server).stream(req()))
     assert events[0] == TextDelta("I can't help with that.")
     assert events[-1] == FinishEvent("stop", "stop")
+
+
+def test_deltas_are_forwarded_as_they_arrive(server):
+    import threading
+
+    gate = threading.Event()
+    reply = w.sse(
+        [
+            w.chunk({"role": "assistant", "content": "first "}),
+            w.chunk({"content": "second"}),
+            w.chunk({}, "stop"),
+        ]
+    )
+    reply.events = [reply.events[0], (None, gate), *reply.events[1:]]
+    server.add(reply)
+    result = run_agent(model(server), "hi", on_token=lambda t: gate.set() if t == "first " else None)
+    assert result.text == "first second"
+    # the server held back the rest until the first token had reached on_token
+    assert reply.gates_passed == [True]

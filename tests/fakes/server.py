@@ -24,7 +24,7 @@ class Reply:
     ``json`` sends a JSON body; ``events`` sends a ``text/event-stream`` of
     ``(event_name_or_None, data)`` pairs (``data`` is a str, or JSON-encoded); ``raw``
     sends bytes as they are. ``hang`` keeps the connection open this many seconds
-    before the body.
+    before the body. A ``threading.Event`` in ``events`` pauses the stream until it is set.
     """
 
     status: int = 200
@@ -33,6 +33,9 @@ class Reply:
     raw: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
     hang: float = 0.0
+    gates_passed: list[bool] = field(default_factory=list)
+    """For each ``threading.Event`` among ``events``: whether it was set (the stream
+    pauses there until it is, for up to 30 s)."""
 
 
 @dataclass
@@ -163,6 +166,9 @@ class FakeServer:
                     self.send_header("transfer-encoding", "chunked")
                     self.end_headers()
                     for name, data in reply.events:
+                        if isinstance(data, threading.Event):  # a gate: pause the stream here
+                            reply.gates_passed.append(data.wait(30.0))
+                            continue
                         text = data if isinstance(data, str) else json.dumps(data)
                         frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
                         self._chunk(frame.encode("utf-8"))
