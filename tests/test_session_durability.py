@@ -182,7 +182,7 @@ def test_a_raising_or_stalled_listener_is_removed_and_commits_stay_durable(tmp_p
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with Session.open(
-            "l", store=FileEventStore(tmp_path), listener_timeout=0.2, listener_queue_size=4
+            "l", store=FileEventStore(tmp_path), listener_timeout=0.3, listener_queue_size=100
         ) as s:
             s.subscribe(bad)
             s.subscribe(lambda e: release.wait(30))
