@@ -53,15 +53,19 @@ def main() -> None:
         tools = shell_tools(context, allowed_commands=["bash"]) + filesystem_tools(context)
         first_done = threading.Event()
 
-        def on_job_event(event) -> None:
+        def on_job_event(event) -> None:  # raw job events: live output for the operator
             if event.type == "output":
                 print(f"  [{event.execution_id} {event.stream}] {event.chunk.rstrip()}")
             elif event.type == "finished":
                 print(f"  [{event.execution_id}] {event.state.state}, exit code {event.state.exit_code}")
+
+        def on_session_event(event) -> None:  # committed runtime events: time to wake the model
+            if isinstance(event, RuntimeEvent) and event.runtime_type in ("job-finished", "job-failed"):
                 first_done.set()
 
         unsubscribe = context.jobs.subscribe(on_job_event)
         with Session(model, tools=tools, execution_context=context) as session:
+            session.subscribe(on_session_event)
             session.push_user_message("Run the unit, lint and e2e suites in parallel.")
             result = session.generate()
             print("model:", result.text)
