@@ -182,6 +182,25 @@ def session_push(root: str, sid: str, text: str) -> None:
         out("revision", s.revision)
 
 
+def session_crash(root: str, sid: str) -> None:
+    """Run a generation whose tool blocks (printing ``tool-running``) until killed."""
+    import time
+
+    from agentkit import ToolCall, tool
+
+    @tool
+    def slow_side_effect(name: str) -> str:
+        """Do something slow with a side effect."""
+        out("tool-running")
+        time.sleep(120)
+        return "done"
+
+    model = ScriptedModel([ToolCall("slow_side_effect", {"name": "x"}), "finished"])
+    with Session.open(sid, store=FileEventStore(root), model=model, tools=[slow_side_effect]) as s:
+        s.push_user_message("do the slow thing")
+        s.generate()
+
+
 MODES = {
     "append-loop": append_loop,
     "writer": writer,
@@ -190,6 +209,7 @@ MODES = {
     "fsize-limited": fsize_limited,
     "session-turn": session_turn,
     "session-push": session_push,
+    "session-crash": session_crash,
 }
 
 if __name__ == "__main__":

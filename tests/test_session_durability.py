@@ -4,6 +4,7 @@ writer in another process, failed appends, and listeners that hear only durable 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import threading
 import time
@@ -122,6 +123,39 @@ def test_a_second_writer_in_another_process_makes_the_stale_session_fail(tmp_pat
         assert [e.content[0].text for e in again.events] == ["mine 1", "theirs"]
         again.push_user_message("mine 2")
         assert again.revision == 3
+
+
+def test_a_session_killed_mid_tool_reopens_and_continues(tmp_path):
+    proc = subprocess.Popen(
+        child_cmd("session-crash", tmp_path, "crash"), stdout=subprocess.PIPE, text=True, env=child_env()
+    )
+    try:
+        assert proc.stdout.readline().strip() == "tool-running"
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        proc.stdout.close()
+    model = ScriptedModel(["the slow thing was interrupted; shall I retry?"])
+    with Session.open("crash", store=FileEventStore(tmp_path), model=model, tools=[add]) as s:
+        # the tool call was durable before the tool ran; its result never was
+        assert [type(e) for e in s.events] == [UserMessageEvent, AssistantMessageEvent]
+        call = s.events[1].tool_calls[0]
+        assert call.tool_name == "slow_side_effect"
+        assert s.generate().text.startswith("the slow thing was interrupted")
+        sent = model.requests[0].messages
+        assert sent[-1].role == "tool"
+        assert sent[-1].content[0].tool_call_id == call.tool_call_id
+        assert sent[-1].content[0].output.is_error
+    stored = FileEventStore(tmp_path).load("crash")
+    assert [type(e) for e in stored.events] == [
+        UserMessageEvent,
+        AssistantMessageEvent,
+        ToolResultEvent,
+        AssistantMessageEvent,
+    ]
 
 
 def test_every_step_is_durable_before_the_loop_continues(tmp_path):
