@@ -156,6 +156,8 @@ def _error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
 def _is_overflow(status: int | None, message: str, etype: str | None, code: str | None) -> bool:
     if status == 413:
         return True
+    if status is not None and not (400 <= status < 500 and status != 429):
+        return False  # rate limits and server faults are never about the prompt's size
     haystack = " ".join(x for x in (message, etype or "", code or "") if x).lower()
     return any(marker in haystack for marker in _OVERFLOW_MARKERS)
 
@@ -257,7 +259,7 @@ def stream_with_retries(
         if elapsed + delay > policy.max_elapsed:
             budget = policy.max_elapsed
             raise _exhausted(error, attempt, waited=elapsed, wanted=delay, budget=budget) from cause
-        log.warning("%s; retrying in %.2fs (attempt %d)", error, delay, attempt + 1)
+        log.info("%s; retrying in %.2fs (attempt %d)", error, delay, attempt + 1)
         if on_retry is not None:
             on_retry(RetryInfo(attempt=attempt, delay=delay, error=error, retry_after=failure.retry_after))
         if cancel.wait(delay):
@@ -281,7 +283,7 @@ def _exhausted(
         )
     else:
         why = f"giving up after {attempts} attempts"
-    hint = "; raise RetryPolicy(max_retries=..., max_elapsed=...) to retry longer"
+    hint = "; a larger RetryPolicy(max_retries=..., max_elapsed=...) retries longer"
     new = type(error)(
         f"{error} ({why}{hint})",
         provider=getattr(error, "provider", ""),
