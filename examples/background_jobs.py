@@ -24,6 +24,14 @@ from agentkit import (
     shell_tools,
 )
 
+_print_lock = threading.Lock()
+
+
+def say(*parts: object) -> None:
+    """print() from several threads without interleaving lines."""
+    with _print_lock:
+        print(*parts, flush=True)
+
 
 def suite(name: str, seconds: float, exit_code: int) -> ToolCall:
     script = f"echo {name}: running; sleep {seconds}; echo {name}: done; exit {exit_code}"
@@ -55,9 +63,9 @@ def main() -> None:
 
         def on_job_event(event) -> None:  # raw job events: live output for the operator
             if event.type == "output":
-                print(f"  [{event.execution_id} {event.stream}] {event.chunk.rstrip()}")
+                say(f"  [{event.execution_id} {event.stream}] {event.chunk.rstrip()}")
             elif event.type == "finished":
-                print(f"  [{event.execution_id}] {event.state.state}, exit code {event.state.exit_code}")
+                say(f"  [{event.execution_id}] {event.state.state}, exit code {event.state.exit_code}")
 
         def on_session_event(event) -> None:  # committed runtime events: time to wake the model
             if isinstance(event, RuntimeEvent) and event.runtime_type in ("job-finished", "job-failed"):
@@ -68,21 +76,21 @@ def main() -> None:
             session.subscribe(on_session_event)
             session.push_user_message("Run the unit, lint and e2e suites in parallel.")
             result = session.generate()
-            print("model:", result.text)
+            say("model:", result.text)
             for call in result.tool_calls:
-                print("  tool result:", call.output.value)
+                say("  tool result:", call.output.value)
 
             first_done.wait(30)
             session.push_user_message("Tell me as soon as something finishes.")
             answer = session.schedule_generate("jobs", debounce=0.1).result(timeout=60)
-            print("model:", answer.text)
+            say("model:", answer.text)
 
             kinds = [e.runtime_type for e in session.events if isinstance(e, RuntimeEvent)]
-            print("runtime events in the log:", ", ".join(sorted(set(kinds))))
+            say("runtime events in the log:", ", ".join(sorted(set(kinds))))
             running = [s.execution_id for s in context.jobs.list() if s.running]
-            print("still running at the end:", ", ".join(running) or "nothing")
+            say("still running at the end:", ", ".join(running) or "nothing")
             session.abort_session("example complete", abort_jobs=True)
-            print("after abort_session(abort_jobs=True):",
+            say("after abort_session(abort_jobs=True):",
                   ", ".join(f"{s.execution_id}={s.state}" for s in context.jobs.list()))
         unsubscribe()
 
