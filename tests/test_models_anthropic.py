@@ -427,3 +427,9 @@ def test_thinking_deltas_are_forwarded_as_they_arrive(server):
     )
     assert result.text == "done"
     assert reply.gates_passed == [True]
+
+
+def test_stream_false_in_provider_options_is_rejected(server):
+    with pytest.raises(ConfigurationError, match="always streams"):
+        model(server).stream(req(provider_options={"stream": False}))
+    assert server.requests == []

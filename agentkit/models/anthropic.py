@@ -146,6 +146,8 @@ class AnthropicModel(SDKModel):
         """The request body agentkit would send (after ``provider_options``)."""
         check_tool_choice(request)
         options = dict(request.provider_options)
+        if options.pop("stream", True) is not True:
+            raise ConfigurationError("AnthropicModel always streams; remove 'stream' from provider_options")
         cache_control: Any = self._cache_control if (self._cache and request.cache) else None
         if "cache_control" in options:  # agentkit places the breakpoints; this tunes them
             cache_control = options.pop("cache_control") or None
