@@ -297,3 +297,34 @@ def test_close_stops_children_and_threads_and_later_calls_are_errors():
     assert out.is_error and "closed" in out.value
     with pytest.raises(McpError, match="closed"):
         toolset.refresh()
+
+
+def test_interpreter_exit_without_close_stops_the_servers(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "forgets_close.py"
+    script.write_text(
+        "import sys\n"
+        "from agentkit.mcp import connect_mcp\n"
+        f"toolset = connect_mcp({{'demo': {{'command': sys.executable, 'args': [{DEMO!r}]}}}})\n"
+        "print({t.name: t for t in toolset.tools}['pid']().as_text(), flush=True)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         cwd=root, env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr
+    pid = int(out.stdout.strip())
+    wait_for(lambda: not alive(pid), what="the orphaned server to exit")
+
+
+def test_a_garbage_collected_toolset_shuts_down():
+    import gc
+
+    with no_leaks():
+        toolset = connect_mcp({"demo": stdio(DEMO)})
+        pid = int(by_name(toolset)["pid"]().as_text())
+        del toolset
+        gc.collect()
+        wait_for(lambda: not alive(pid), what="the server of a collected toolset to exit")

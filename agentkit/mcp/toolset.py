@@ -462,11 +462,12 @@ def connect_mcp(
     from ._server import ServerConnection
 
     notifier = _Notifier()
-    holder: list[McpToolset] = []
+    holder: list[weakref.ref[McpToolset]] = []  # weak: the runtime must not keep the toolset alive
 
     def tools_changed(_name: str) -> None:
-        if holder:
-            holder[0]._rebuild(_name)
+        toolset = holder[0]() if holder else None
+        if toolset is not None:
+            toolset._rebuild(_name)
 
     conns = {
         name: ServerConnection(name, spec, connect_timeout=float(connect_timeout),
@@ -484,7 +485,7 @@ def connect_mcp(
         for conn in conns.values():
             if not conn.ready.wait(max(0.0, deadline - time.monotonic())):
                 conn.fail(f"did not connect and list its tools within {connect_timeout:g}s (connect_timeout)")
-        holder.append(toolset)
+        holder.append(weakref.ref(toolset))
         toolset._rebuild()
         if fail_on_no_tools and not toolset.tools:
             problems = "; ".join(

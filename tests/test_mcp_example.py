@@ -1,0 +1,28 @@
+"""examples/mcp_stdio.py runs against its shipped stdio server and leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_mcp_stdio_example_runs_as_documented(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTKIT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "mcp_stdio.py")],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "server notes: connected, 4 tools"
+    assert "  list_notes (read-only): The titles of all saved notes, one per line." in lines
+    assert "  tool save_note({'title': 'groceries', 'text': 'eggs milk bread'}) -> saved 'groceries' (3 words)" in lines
+    assert "  tool word_count({'text': 'the quick brown fox'}) -> 4" in lines
+    assert "  tool list_notes({}) -> groceries" in lines
+    denied = next(line for line in lines if line.startswith("  tool delete_all_notes"))
+    assert "ERROR" in denied and "not allowed in this demo" in denied
+    assert lines[-1].startswith("answer: Done: groceries | the call to tool 'delete_all_notes' was denied")
