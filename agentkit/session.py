@@ -379,13 +379,13 @@ class Session:
         """Cancel the running generation and scheduled ones, and refuse future ones
         (pushes still work). Background jobs keep running unless ``abort_jobs=True``,
         which aborts every running job of the execution context."""
+        jobs = self._jobs_capability("abort_session(abort_jobs=True)") if abort_jobs else None
         with self._gate:
             self._aborted = reason
             self._gate.notify_all()
         self._scheduler.cancel_all(reason)
         self.abort_current_generation(reason)
-        if abort_jobs:
-            jobs = self._jobs_capability("abort_session(abort_jobs=True)")
+        if jobs is not None:
             for state in jobs.list():
                 if state.running:
                     jobs.abort(state.execution_id, reason)
@@ -408,6 +408,8 @@ class Session:
         another call with the same ``key``; returns a ``concurrent.futures.Future`` of its
         result, shared by same-key calls. See :mod:`agentkit.scheduling`."""
         self._check_usable()
+        if self._aborted:
+            raise SessionClosedError(f"the session was aborted: {self._aborted}")
         return self._scheduler.schedule(key, debounce, **generate_kwargs)
 
     def cancel_scheduled_generation(self, key: str) -> bool:

@@ -149,6 +149,8 @@ def test_job_operations_without_a_job_context_are_clear_errors():
             session.abort_job("job_x")
         with pytest.raises(ConfigurationError, match="execution context with jobs"):
             session.abort_session("x", abort_jobs=True)
+        session.push_user_message("still usable: the refused call changed nothing")
+        assert session.schedule_generate("k", debounce=5) is not None
 
 
 def test_many_outputs_cost_one_summary(tmp_path):

@@ -124,6 +124,8 @@ def test_abort_session_and_close_cancel_schedules():
         future = session.schedule_generate("k", debounce=5)
         session.abort_session("done")
         assert future.cancelled()
+        with pytest.raises(SessionClosedError, match="aborted"):
+            session.schedule_generate("k")
     closed = Session(ScriptedModel(["x"]))
     pending = closed.schedule_generate("k", debounce=5)
     closed.close()
