@@ -433,3 +433,12 @@ def test_stream_false_in_provider_options_is_rejected(server):
     with pytest.raises(ConfigurationError, match="always streams"):
         model(server).stream(req(provider_options={"stream": False}))
     assert server.requests == []
+
+
+def test_system_messages_join_the_system_prompt(server):
+    server.add(w.stream(w.text("ok")))
+    list(model(server).stream(req(Message.system("extra rules"), Message.user("hi"), system="base rules")))
+    body = server.bodies[0]
+    assert [b["text"] for b in body["system"]] == ["base rules", "extra rules"]
+    assert "cache_control" in body["system"][-1] and "cache_control" not in body["system"][0]
+    assert [m["role"] for m in body["messages"]] == ["user"]

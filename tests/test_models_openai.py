@@ -447,3 +447,15 @@ def test_deltas_are_forwarded_as_they_arrive(server):
     assert result.text == "first second"
     # the server held back the rest until the first token had reached on_token
     assert reply.gates_passed == [True]
+
+
+def test_system_role_can_be_developer(server):
+    server.add(w.text_stream("ok"))
+    list(
+        model(server, system_role="developer").stream(
+            req(Message.system("more"), Message.user("hi"), system="base")
+        )
+    )
+    assert [m["role"] for m in server.bodies[0]["messages"]] == ["developer", "developer", "user"]
+    with pytest.raises(ConfigurationError, match="system_role"):
+        model(server, system_role="boss")
