@@ -9,7 +9,7 @@ stolen; a lock held past the timeout raises StoreLockTimeout naming the lock fil
 
 from __future__ import annotations
 
-import os
+import errno
 import threading
 import time
 import weakref
@@ -49,6 +49,17 @@ def _timeout_error(path: str, timeout: float, what: str) -> StoreLockTimeout:
     )
 
 
+def _is_contention(exc: Exception) -> bool:
+    """True when a lock attempt failed because someone else holds the lock (portalocker
+    4 raises AlreadyLocked; older versions a LockException wrapping EAGAIN/EACCES)."""
+    if isinstance(exc, portalocker.AlreadyLocked):
+        return True
+    for inner in (exc.__cause__, *exc.args):
+        if isinstance(inner, OSError) and inner.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return True
+    return False
+
+
 @contextmanager
 def locked(path: str, *, timeout: float, shared: bool = False, create: bool = True) -> Iterator[None]:
     """Hold the lock file ``path`` (exclusive, or shared for readers) for the block.
@@ -60,9 +71,8 @@ def locked(path: str, *, timeout: float, shared: bool = False, create: bool = Tr
     if not tl.lock.acquire(timeout=max(timeout, 0.0)):
         raise _timeout_error(path, timeout, "another thread of this process")
     try:
-        flags = os.O_RDWR | os.O_CREAT if create else os.O_RDONLY
-        try:
-            fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:  # a file object: portalocker before 4 does not take a bare descriptor
+            fh = open(path, "ab" if create else "rb", buffering=0)
         except OSError as exc:
             raise os_error(f"cannot open lock file {path}", exc, tail="Nothing was done") from exc
         try:
@@ -70,21 +80,21 @@ def locked(path: str, *, timeout: float, shared: bool = False, create: bool = Tr
             delay = 0.001
             while True:
                 try:
-                    portalocker.lock(fd, mode | portalocker.LockFlags.NON_BLOCKING)
+                    portalocker.lock(fh, mode | portalocker.LockFlags.NON_BLOCKING)
                     break
-                except portalocker.AlreadyLocked:
+                except portalocker.LockException as exc:
+                    if not _is_contention(exc):
+                        raise StoreError(f"cannot lock {path}: {exc}") from exc
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise _timeout_error(path, timeout, "another process") from None
                     time.sleep(min(delay, remaining))
                     delay = min(delay * 2, 0.05)
-                except portalocker.LockException as exc:
-                    raise StoreError(f"cannot lock {path}: {exc}") from exc
             try:
                 yield
             finally:
-                portalocker.unlock(fd)
+                portalocker.unlock(fh)
         finally:
-            os.close(fd)
+            fh.close()
     finally:
         tl.lock.release()
