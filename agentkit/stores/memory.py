@@ -10,6 +10,8 @@ from ..events import Event
 from ._checks import archive_conflict, check_events, check_revision
 from .base import StoredSession, validate_session_id
 
+__all__ = ["InMemoryEventStore"]
+
 
 class InMemoryEventStore:
     """Keeps event logs in memory. Revisions count appended events."""
