@@ -6,12 +6,12 @@ import base64
 import inspect
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import ConfigurationError
 from ..messages import ToolOutput
-from .base import ModelRequest
+from .base import ModelRequest, ToolSpec
 
 _SIGNATURES: dict[Any, frozenset[str]] = {}
 
@@ -40,6 +40,18 @@ def sdk_call_kwargs(create: Callable[..., Any], params: Mapping[str, Any]) -> di
     if extra:
         kwargs["extra_body"] = extra
     return kwargs
+
+
+def function_tools(specs: Iterable[ToolSpec]) -> list[dict[str, Any]]:
+    """Tool specs in the OpenAI function-tool shape (also what LangChain's
+    ``bind_tools`` accepts). Imports no SDK."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": dict(t.input_schema)},
+        }
+        for t in specs
+    ]
 
 
 def parse_tool_arguments(raw: str) -> tuple[Any, str | None]:

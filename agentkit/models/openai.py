@@ -28,6 +28,7 @@ from ._common import (
     b64,
     check_tool_choice,
     data_url,
+    function_tools,
     is_text_media,
     make_client,
     parse_tool_arguments,
@@ -156,17 +157,7 @@ class OpenAIChatModel(SDKModel):
             "messages": to_openai_messages(request, self._system_role),
         }
         if request.tools:
-            params["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": dict(t.input_schema),
-                    },
-                }
-                for t in request.tools
-            ]
+            params["tools"] = function_tools(request.tools)
             choice = request.tool_choice
             if choice in ("auto", "none", "required"):
                 params["tool_choice"] = choice
