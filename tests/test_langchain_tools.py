@@ -4,6 +4,8 @@ LangChain tool objects and a real toolkit from langchain-community."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
 import subprocess
 import sys
 import threading
@@ -288,6 +290,67 @@ def test_async_only_tool_is_cancelled_with_its_token():
     threading.Thread(target=lambda: started.wait(5) and ctx.cancel.cancel("stop"), daemon=True).start()
     with pytest.raises(agentkit.CancelledError, match="stop"):
         adapted.fn(x=1, **{adapted.context_param: ctx})
+
+
+def test_async_tool_keeps_loop_bound_state_across_runs():
+    state: dict = {}
+
+    async def counter(step: int) -> str:
+        """Count on an asyncio primitive created at first use (like an async HTTP client)."""
+        if "lock" not in state:
+            state["lock"], state["loop"], state["n"] = asyncio.Lock(), asyncio.get_running_loop(), 0
+        async with state["lock"]:  # a Lock used on another loop would raise
+            assert asyncio.get_running_loop() is state["loop"]
+            state["n"] += step
+        return str(state["n"])
+
+    lc_tool = StructuredTool.from_function(coroutine=counter, name="counter")
+    for expected in ("1", "2"):  # each run_agent adapts the tool anew
+        result = run_agent(ScriptedModel([ToolCall("counter", {"step": 1}), "ok"]), "go", tools=[lc_tool])
+        assert result.tool_calls[0].output == agentkit.ToolOutput.text(expected)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX-only")
+def test_async_tool_works_in_a_forked_worker():
+    adapted = from_langchain_tool(StructuredTool.from_function(coroutine=_slow_double, name="double"))
+    assert _call(adapted, x=1).value == "2"  # the parent's loop thread is running now
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a threaded process
+        child = ctx.Process(target=_double_in_child, args=(adapted, 21, send), daemon=True)  # not pickled
+        child.start()
+    try:
+        assert receive.poll(30), "the forked child did not answer"
+        assert receive.recv() == "42"
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0
+
+
+def _double_in_child(adapted: agentkit.Tool, x: int, send) -> None:
+    try:
+        send.send(_call(adapted, x=x).value)
+    except BaseException as exc:
+        send.send(repr(exc))
+
+
+def test_pydantic_v1_args_schema():
+    from pydantic.v1 import BaseModel as BaseModelV1
+
+    class V1Input(BaseModelV1):
+        word: str
+        times: int = 2
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lc_tool = StructuredTool.from_function(lambda word, times=2: word * times, name="rep",
+                                               description="Repeat a word.", args_schema=V1Input)
+        adapted = from_langchain_tool(lc_tool)
+        assert dict(adapted.input_schema) == _shown(lc_tool)["parameters"]
+        assert _call(adapted, word="ab").value == "abab"
 
 
 def test_base_tool_with_only_arun_falls_back_to_async():

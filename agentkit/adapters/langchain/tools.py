@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import threading
 import uuid
-import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Union, get_args
@@ -43,22 +43,25 @@ _CALL_ID = "__agentkit_tool_call_id__"
 class _AsyncRunner:
     """One long-lived event loop in a daemon thread, started on first use, for tools that
     only have a coroutine. Works whether or not the calling thread runs a loop itself.
-    The loop stops when the runner is garbage-collected."""
+    Async clients a tool keeps stay on this one loop across calls and runs. A forked
+    child (a Celery prefork worker) starts its own loop on first use."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = 0
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
         with self._lock:
-            if self._loop is None:
+            alive = self._thread is not None and self._thread.is_alive()
+            if self._loop is None or self._pid != os.getpid() or not alive:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(
                     target=_serve, args=(loop,), name="agentkit-langchain-async", daemon=True
                 )
                 thread.start()
-                weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
-                self._loop = loop
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
             return self._loop
 
     def run(self, coro: Coroutine[Any, Any, Any], cancel: CancelToken) -> Any:
@@ -71,6 +74,10 @@ class _AsyncRunner:
             if cancel.cancelled:
                 future.cancel()
                 raise CancelledError(cancel.reason)
+
+
+_RUNNER = _AsyncRunner()
+"""Shared by every adapted coroutine-only LangChain tool, like the one MCP loop thread."""
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:
@@ -107,14 +114,16 @@ def _annotation_marks(schema: Any, name: str) -> tuple[Any, ...]:
 
 def _injected_fields(lc_tool: BaseTool) -> tuple[set[str], set[str]]:
     """(call-id fields LangChain fills itself, other injected fields) of a tool whose
-    argument schema is a pydantic model."""
+    argument schema is a pydantic model: the fields its full input schema has and the
+    schema shown to a model lacks."""
     from langchain_core.tools import InjectedToolCallId
 
     if lc_tool.args_schema is not None and isinstance(lc_tool.args_schema, dict):
         return set(), set()
     full = lc_tool.get_input_schema()
     shown = lc_tool.tool_call_schema
-    injected = set(_field_names(full)) - set(_field_names(shown))
+    fields = _field_names(full)
+    injected = set(fields) - set(_field_names(shown))
     call_ids = {
         name
         for name in injected
@@ -128,15 +137,12 @@ def _injected_fields(lc_tool: BaseTool) -> tuple[set[str], set[str]]:
     return call_ids, injected - call_ids
 
 
-def _required(schema: Any, names: set[str]) -> set[str]:
-    fields = _field_names(schema)
-    out = set()
-    for name in names:
-        info = fields.get(name)
-        is_required = getattr(info, "is_required", None)
-        if callable(is_required) and is_required() or getattr(info, "required", False) is True:
-            out.add(name)
-    return out
+def _is_required(schema: Any, name: str) -> bool:
+    info = _field_names(schema).get(name)
+    is_required = getattr(info, "is_required", None)
+    if callable(is_required):  # pydantic 2
+        return bool(is_required())
+    return getattr(info, "required", False) is True  # pydantic.v1
 
 
 def _schema_of(lc_tool: BaseTool, name: str) -> tuple[dict[str, Any], str]:
@@ -191,7 +197,6 @@ def from_langchain_tool(
     config: RunnableConfig | None = None,
     read_only: bool = False,
     timeout: float | None = None,
-    _runner: _AsyncRunner | None = None,
 ) -> Tool:
     """An agentkit :class:`~agentkit.Tool` that runs a LangChain ``BaseTool``.
 
@@ -208,8 +213,9 @@ def from_langchain_tool(
     * ``InjectedToolCallId`` arguments receive agentkit's tool call id; other
       ``InjectedToolArg`` arguments are kept out of the schema and take their values
       from ``injected`` (a mapping, or a function of the :class:`~agentkit.ToolContext`);
-    * a tool with only a coroutine runs on a background event loop thread, so neither a
-      caller without a loop nor one already running a loop has to do anything.
+    * a tool with only a coroutine runs on one background event-loop thread shared by all
+      adapted tools, so neither a caller without a loop nor one already running a loop
+      has to do anything.
 
     ``name`` renames the tool (agentkit names use ``A-Z a-z 0-9 _ -``); ``config`` is
     passed to every ``invoke`` (callbacks, tags, metadata).
@@ -223,7 +229,7 @@ def from_langchain_tool(
     lc_tool: BaseTool = tool
     tool_name = name or lc_tool.name
     schema, description = _schema_of(lc_tool, tool_name)
-    call_ids, others = _injected_fields(lc_tool)
+    _, others = _injected_fields(lc_tool)
     if injected is not None and not callable(injected) and not isinstance(injected, Mapping):
         raise ToolDefinitionError(
             f"LangChain tool {tool_name!r}: injected must be a mapping or a function of the "
@@ -236,7 +242,7 @@ def from_langchain_tool(
                 f"LangChain tool {tool_name!r}: injected names {', '.join(unknown)}, which are not "
                 f"injected arguments of the tool (those are: {', '.join(sorted(others)) or 'none'})"
             )
-    required = _required(lc_tool.get_input_schema(), others)
+    required = {n for n in others if _is_required(lc_tool.get_input_schema(), n)}
     if injected is None:
         provided: set[str] = set()
     elif isinstance(injected, Mapping):
@@ -253,7 +259,7 @@ def from_langchain_tool(
         )
     async_only = getattr(lc_tool, "func", False) is None and getattr(lc_tool, "coroutine", None) is not None
     can_async = async_only or _overrides_arun(lc_tool)
-    runner = _runner or _AsyncRunner()
+    runner = _RUNNER
     return_direct = bool(lc_tool.return_direct)
 
     def run(**kwargs: Any) -> ToolOutput:
@@ -299,14 +305,12 @@ def from_langchain_tools(
 ) -> list[Tool]:
     """Adapt several LangChain tools, or a toolkit (anything with ``get_tools()``).
 
-    ``injected`` maps a tool name to that tool's injected values. Async-only tools of one
-    call share one background event loop, so clients they share stay on one loop.
+    ``injected`` maps a tool name to that tool's injected values.
     """
     require_langchain("from_langchain_tools")
     get_tools = getattr(tools, "get_tools", None)
     items = list(get_tools() if callable(get_tools) else tools)
     per_tool = dict(injected or {})
-    runner = _AsyncRunner()
     names = {getattr(t, "name", None) for t in items}
     unknown = sorted(str(k) for k in per_tool if k not in names)
     if unknown:
@@ -320,7 +324,6 @@ def from_langchain_tools(
             config=config,
             read_only=read_only,
             timeout=timeout,
-            _runner=runner,
         )
         if adapted.name in seen:
             raise ToolDefinitionError(f"two LangChain tools are named {adapted.name!r}; tool names must be unique")
