@@ -9,28 +9,18 @@ import threading
 import time
 
 import pytest
+from _procs import alive, wait_for
 
 from agentkit import AccessDenied, CancelledError, CancelToken, ConfigurationError, LocalExecutionContext
 
 
-def _alive(pid: int) -> bool:
-    """True while ``pid`` is a live process (a zombie counts as gone)."""
+def _wait_gone(pids: list[int]) -> list[int]:
+    """The pids still alive after waiting (an empty list when all are gone)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
-
-
-def _wait_gone(pids: list[int], timeout: float = 15.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = [p for p in pids if _alive(p)]
-        if not left:
-            return []
-        time.sleep(0.05)
-    return [p for p in pids if _alive(p)]
+        wait_for(lambda: not any(alive(p) for p in pids), what="processes to exit")
+    except AssertionError:
+        pass
+    return [p for p in pids if alive(p)]
 
 
 @pytest.fixture

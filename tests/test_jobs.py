@@ -9,27 +9,9 @@ import time
 import warnings
 
 import pytest
+from _procs import alive, wait_for
 
 from agentkit import AccessDenied, ConfigurationError, JobNotFoundError, LocalExecutionContext
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
-
-
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Recorder:
@@ -92,7 +74,7 @@ def test_slow_subscriber_applies_backpressure_and_loses_nothing(tmp_path):
         time.sleep(1.0)
         # the subscriber has not taken anything: the job is held back, not finished
         assert c.jobs.get(state.execution_id).state == "running"
-        assert _alive(state.pid)
+        assert alive(state.pid)
         gate.set()
         wait_for(lambda: not c.jobs.get(state.execution_id).running, what="job end")
         final = c.jobs.get(state.execution_id)
@@ -116,7 +98,7 @@ def test_raising_subscriber_is_removed_with_a_warning_and_its_job_terminated(ctx
         wait_for(lambda: rec.finished(state.execution_id), what="job terminated")
     final = ctx.jobs.get(state.execution_id)
     assert final.state == "failed" and "listener bug" in final.error
-    assert not _alive(state.pid) or wait_for(lambda: not _alive(state.pid))
+    assert not alive(state.pid) or wait_for(lambda: not alive(state.pid))
     # the healthy subscriber keeps receiving later jobs; the broken one is gone
     second = ctx.jobs.start("echo", ["again"])
     wait_for(lambda: rec.finished(second.execution_id))
@@ -140,7 +122,7 @@ def test_stalled_subscriber_is_removed_and_its_job_terminated(tmp_path):
         release.set()
     assert final.state == "failed" and "stalled" in final.error
     assert any("stalled" in str(w.message) for w in caught)
-    wait_for(lambda: not _alive(state.pid), what="process gone")
+    wait_for(lambda: not alive(state.pid), what="process gone")
 
 
 def test_abort_kills_the_process_tree(ctx):
@@ -156,7 +138,7 @@ def test_abort_kills_the_process_tree(ctx):
     tree = wait_for(pids, what="pids printed")
     final = ctx.jobs.abort(state.execution_id, "no longer needed")
     assert final.state == "aborted" and final.error == "no longer needed"
-    wait_for(lambda: not any(_alive(p) for p in tree), what="tree gone")
+    wait_for(lambda: not any(alive(p) for p in tree), what="tree gone")
     assert ctx.jobs.abort(state.execution_id).state == "aborted"  # idempotent
 
 
@@ -208,6 +190,6 @@ def test_closing_the_context_aborts_its_jobs(tmp_path):
     state = c.jobs.start("sleep", ["60"])
     c.close()
     assert c.jobs.get(state.execution_id).state == "aborted"
-    wait_for(lambda: not _alive(state.pid))
+    wait_for(lambda: not alive(state.pid))
     with pytest.raises(ConfigurationError, match="closed"):
         c.jobs.start("true")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
+from _procs import wait_for
 
 from agentkit import (
     ConfigurationError,
@@ -21,16 +21,6 @@ from agentkit import (
 
 WAIT = 'while [ ! -f release ]; do sleep 0.05; done; echo "{name} passed"'
 FIRST = "while [ ! -f go-a ]; do sleep 0.05; done; echo building A; exit 3"
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def runtime(session, kind):

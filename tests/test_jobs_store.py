@@ -12,6 +12,7 @@ import time
 from dataclasses import replace
 
 import pytest
+from _procs import alive, wait_for
 
 from agentkit import (
     ConfigurationError,
@@ -22,24 +23,6 @@ from agentkit import (
     StoreConflictError,
     StoreCorruptionError,
 )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
-
-
-def wait_for(predicate, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    raise AssertionError("timed out")
 
 
 def job(eid="job_1", state="running", **kw) -> JobState:
@@ -125,7 +108,7 @@ def test_restart_marks_orphaned_running_jobs_failed(tmp_path):
             assert state.finished_at is not None
         [after] = FileJobStore(path).load()
         assert after.state.state == "failed" and after.revision == before.revision + 1
-        assert _alive(info["pid"])  # the default does not claim the old process was killed
+        assert alive(info["pid"])  # the default does not claim the old process was killed
     finally:
         os.kill(info["pid"], signal.SIGKILL)
 
@@ -145,9 +128,9 @@ def test_settle_orphaned_job_supplies_the_real_terminal_state(tmp_path):
         assert asked == [info["execution_id"]]
         assert state.state == "aborted" and state.error == "stopped by the host after a restart"
         assert FileJobStore(path).load()[0].state.state == "aborted"
-        wait_for(lambda: not _alive(info["pid"]))
+        wait_for(lambda: not alive(info["pid"]))
     finally:
-        if _alive(info["pid"]):
+        if alive(info["pid"]):
             os.kill(info["pid"], signal.SIGKILL)
 
 
