@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from mcp_servers.helpers import DEMO, HANG, PAGED, alive, children, no_leaks, stdio, wait_for
@@ -122,9 +127,28 @@ def test_parallel_agent_runs_share_one_toolset(demo):
 
 def test_works_when_the_calling_thread_already_runs_an_asyncio_loop(demo):
     async def inside_a_loop():
-        return by_name(demo)["add"](a=3, b=4).as_text()
+        shared = by_name(demo)["add"](a=3, b=4).as_text()
+        with connect_mcp({"own": stdio(DEMO)}) as mine:  # connecting inside a running loop too
+            own = by_name(mine)["add"](a=1, b=1).as_text()
+        return shared, own
 
-    assert asyncio.run(inside_a_loop()) == "7"
+    with no_leaks():
+        assert asyncio.run(inside_a_loop()) == ("7", "2")
+
+
+def test_close_during_a_call_gives_that_call_an_error_result():
+    with no_leaks():
+        toolset = connect_mcp({"demo": stdio(DEMO)})
+        slow = by_name(toolset)["slow"]
+        box: list = []
+        worker = threading.Thread(target=lambda: box.append(slow(seconds=30)))
+        worker.start()
+        time.sleep(1.0)
+        toolset.close()
+        worker.join(60)
+        assert not worker.is_alive()
+        (out,) = box
+        assert out.is_error and "closed" in out.value
 
 
 def test_a_call_timeout_becomes_an_error_result_and_the_server_stays_usable():
@@ -300,10 +324,6 @@ def test_close_stops_children_and_threads_and_later_calls_are_errors():
 
 
 def test_interpreter_exit_without_close_stops_the_servers(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
-
     script = tmp_path / "forgets_close.py"
     script.write_text(
         "import sys\n"
@@ -313,18 +333,37 @@ def test_interpreter_exit_without_close_stops_the_servers(tmp_path):
     )
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                         cwd=root, env={**__import__("os").environ, "PYTHONPATH": str(root)})
+                         cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
     assert out.returncode == 0, out.stderr
     pid = int(out.stdout.strip())
     wait_for(lambda: not alive(pid), what="the orphaned server to exit")
 
 
 def test_a_garbage_collected_toolset_shuts_down():
-    import gc
-
     with no_leaks():
         toolset = connect_mcp({"demo": stdio(DEMO)})
         pid = int(by_name(toolset)["pid"]().as_text())
         del toolset
         gc.collect()
         wait_for(lambda: not alive(pid), what="the server of a collected toolset to exit")
+
+
+def test_handshake_era_connections_refresh_on_list_changed_and_forward_logs():
+    import sys as _sys
+
+    from mcp import Client, StdioServerParameters
+
+    client = Client(StdioServerParameters(command=_sys.executable, args=[DEMO]), mode="legacy")
+    with no_leaks(), connect_mcp({"old": client}) as toolset:
+        status = toolset.servers["old"]
+        assert status.connected and status.protocol_version == "2025-11-25"
+        received: list[dict] = []
+        toolset.add_notification_listener(received.append)
+        tools = by_name(toolset)
+        tools["shout"](message="legacy hello")
+        assert tools["grow"]().as_text() == "grown"
+        wait_for(lambda: "extra" in toolset.tool_name_map, what="the refreshed tool list")
+        wait_for(lambda: any(n["method"] == "notifications/message" for n in received), what="log note")
+        note = next(n for n in received if n["method"] == "notifications/message")
+        assert note == {"server": "old", "method": "notifications/message",
+                        "params": {"level": "info", "data": "legacy hello"}}

@@ -193,6 +193,7 @@ class McpToolset:
         self._lock = threading.Lock()
         self._tools: tuple[Tool, ...] = ()
         self._map: dict[str, McpToolRef] = {}
+        self._rebuild_lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _Runtime.shutdown, _runtime)
 
     # -- views -------------------------------------------------------------------------
@@ -236,7 +237,12 @@ class McpToolset:
     # -- building tools ----------------------------------------------------------------
 
     def _rebuild(self, _changed: str | None = None) -> None:
-        """Recompute exposed names and Tool objects from every server's listing."""
+        """Recompute exposed names and Tool objects from every server's listing (one
+        rebuild at a time, so an older listing never overwrites a newer one)."""
+        with self._rebuild_lock:
+            self._rebuild_locked()
+
+    def _rebuild_locked(self) -> None:
         conns = list(self._rt.conns.values())
         entries: list[tuple[Any, Any]] = []
         for conn in conns:
@@ -324,6 +330,9 @@ class McpToolset:
         except McpError as exc:
             return ToolOutput.error(f"tool {exposed!r} cannot run: {exc}")
         except Exception as exc:  # noqa: BLE001 - any failure becomes an error result
+            if self._rt.closed:
+                return ToolOutput.error(f"tool {exposed!r} was stopped: the MCP toolset was closed "
+                                        f"during the call")
             text = describe_error(exc)
             if _is_connection_loss(exc):
                 conn.fail(f"lost its connection: {text}")

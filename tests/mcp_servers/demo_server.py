@@ -16,6 +16,7 @@ import anyio
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -120,7 +121,10 @@ async def grow(ctx: Context) -> str:
         return "extra!"
 
     server.add_tool(extra, name="extra")
-    await ctx.notify_tools_changed()
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        await ctx.notify_tools_changed()  # rides subscriptions/listen streams
+    else:
+        await ctx.session.send_tool_list_changed()  # the handshake-era notification
     return "grown"
 
 
