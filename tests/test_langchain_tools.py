@@ -495,3 +495,17 @@ def test_missing_langchain_core_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "langchain_core", None)
     with pytest.raises(MissingDependencyError, match=r"agentkit\[langchain\]"):
         from_langchain_tool(multiply)
+
+
+def test_adapter_public_surface_is_documented():
+    import dataclasses
+    import inspect
+
+    import agentkit.adapters.langchain as adapter
+
+    for name in adapter.__all__:
+        obj = getattr(adapter, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"{name} has no docstring"
+        if inspect.isclass(obj) and dataclasses.is_dataclass(obj):
+            assert obj.__dataclass_params__.frozen and all(f.kw_only for f in dataclasses.fields(obj))
