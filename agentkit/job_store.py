@@ -72,10 +72,12 @@ class InMemoryJobStore:
         self._lock = threading.Lock()
 
     def load(self) -> list[StoredJob]:
+        """Every stored job."""
         with self._lock:
             return [StoredJob(state=JobState.from_dict(d), revision=r) for d, r in self._jobs.values()]
 
     def put(self, state: JobState, *, expected_revision: int) -> int:
+        """Store ``state`` if the job is at ``expected_revision``; the new revision."""
         with self._lock:
             actual = self._jobs.get(state.execution_id, (None, 0))[1]
             if actual != expected_revision:
@@ -84,6 +86,7 @@ class InMemoryJobStore:
             return actual + 1
 
     def delete(self, execution_id: str) -> None:
+        """Forget a job (unknown ids are ignored)."""
         with self._lock:
             self._jobs.pop(execution_id, None)
 
@@ -176,6 +179,7 @@ class FileJobStore:
         return _Tx()
 
     def load(self) -> list[StoredJob]:
+        """Every stored job, oldest first (read under the lock)."""
         with self._transaction() as jobs:
             out = [
                 StoredJob(state=JobState.from_dict(rec["state"]), revision=int(rec["revision"]))
@@ -185,6 +189,7 @@ class FileJobStore:
         return out
 
     def put(self, state: JobState, *, expected_revision: int) -> int:
+        """Compare-and-swap ``state`` under the lock and replace the file atomically."""
         with self._transaction() as jobs:
             actual = int(jobs.get(state.execution_id, {}).get("revision", 0))
             if actual != expected_revision:
@@ -194,6 +199,7 @@ class FileJobStore:
             return actual + 1
 
     def delete(self, execution_id: str) -> None:
+        """Forget a job (unknown ids are ignored)."""
         with self._transaction() as jobs:
             if jobs.pop(execution_id, None) is not None:
                 self._write(jobs)

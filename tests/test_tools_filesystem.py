@@ -100,3 +100,61 @@ def test_a_model_uses_the_tools_in_a_run(root):
         result = run_agent(model, "write a plan", tools=filesystem_tools(c), execution_context=c)
     assert result.text == "done"
     assert [r.output.value for r in result.tool_calls][1] == "step 1"
+
+
+class _DictFileSystem:
+    """A host-supplied file system: files live in a dict (think: a remote store)."""
+
+    def __init__(self):
+        self.files: dict[str, str] = {}
+
+    def read_file(self, path, *, tool_call_id=None):
+        if path not in self.files:
+            raise FileNotFoundError(2, "No such file", path)
+        return self.files[path]
+
+    def write_file(self, path, content, *, tool_call_id=None):
+        self.files[path] = content
+        return len(content.encode())
+
+    def list_directory(self, path, *, tool_call_id=None):
+        from agentkit.tools import DirEntry
+
+        return [DirEntry(name=n, kind="file", size=len(c)) for n, c in sorted(self.files.items())]
+
+    def delete_file(self, path, *, tool_call_id=None):
+        self.read_file(path)
+        del self.files[path]
+
+
+class _HostContext:
+    cwd = "/"
+    root_dir = None
+    shell = None
+    jobs = None
+
+    def __init__(self):
+        self.fs = _DictFileSystem()
+        self.asked = []
+
+    def request_permission(self, request):
+        self.asked.append(request.operation)
+
+
+def test_tools_only_talk_to_the_context_so_hosts_can_supply_their_own(tmp_path):
+    from agentkit import ExecutionContext, shell_tools
+
+    host = _HostContext()
+    assert isinstance(host, ExecutionContext)
+    with LocalExecutionContext(tmp_path) as local:
+        assert isinstance(local, ExecutionContext)
+    tools = filesystem_tools(host)
+    assert not call(tools, "write_file", path="a.txt", content="remote").is_error
+    assert call(tools, "read_file", path="a.txt").value == "remote"
+    assert call(tools, "list_directory", path=".").value == "a.txt  (6 bytes)"
+    assert call(tools, "delete_file", path="a.txt").value == "deleted a.txt"
+    out = call(tools, "read_file", path="a.txt")
+    assert out.is_error and "not found" in out.value
+    assert host.asked == ["write", "read", "list", "delete", "read"]
+    with pytest.raises(ConfigurationError, match="'shell' capability"):
+        shell_tools(host)

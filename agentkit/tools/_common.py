@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import AccessDenied, AgentkitError, CancelledError, ConfigurationError
+from ..errors import AgentkitError, CancelledError, ConfigurationError
 from ..messages import ToolOutput
 from ..truncate import truncate_output
 from .base import ToolContext
@@ -34,9 +34,7 @@ def guarded(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(**kwargs)
         except CancelledError:
             raise
-        except AccessDenied as exc:
-            return ToolOutput.error(f"{name}: {exc}")
-        except (ConfigurationError, AgentkitError) as exc:
+        except AgentkitError as exc:  # AccessDenied, ConfigurationError, store errors...
             return ToolOutput.error(f"{name}: {exc}")
         except FileNotFoundError as exc:
             return ToolOutput.error(f"{name}: not found: {exc.filename or exc}")
