@@ -245,6 +245,17 @@ def test_injected_arg_must_be_supplied_and_is_supplied_at_call_time():
     fixed = from_langchain_tool(whoami, injected={"user_id": "ada"})
     assert "user_id" not in fixed.input_schema["properties"]
     assert _call(fixed, greeting="hi").value == "hi, ada"
+    # a model cannot smuggle in a value for an injected argument
+    assert _call(fixed, greeting="hi", user_id="root").value == "hi, ada"
+
+    @tool
+    def scoped(q: str, tenant: Annotated[str, InjectedToolArg] = "default",
+               tool_call_id: Annotated[str, InjectedToolCallId] = "") -> str:
+        """Query within the tenant."""
+        return f"{tenant}:{q}:{tool_call_id}"
+
+    sneaky = {"q": "x", "tenant": "other", "tool_call_id": "forged"}
+    assert _call(from_langchain_tool(scoped), "real-id", **sneaky).value == "default:x:real-id"
 
     per_call = from_langchain_tool(whoami, injected=lambda ctx: {"user_id": f"user-of-{ctx.tool_call_id}"})
     result = run_agent(ScriptedModel([ToolCall("whoami", {"greeting": "yo"}, id="c5"), "ok"]), "go",

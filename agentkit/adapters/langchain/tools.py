@@ -229,7 +229,8 @@ def from_langchain_tool(
     lc_tool: BaseTool = tool
     tool_name = name or lc_tool.name
     schema, description = _schema_of(lc_tool, tool_name)
-    _, others = _injected_fields(lc_tool)
+    call_ids, others = _injected_fields(lc_tool)
+    hidden = call_ids | others  # never taken from the model, even if it sends them
     if injected is not None and not callable(injected) and not isinstance(injected, Mapping):
         raise ToolDefinitionError(
             f"LangChain tool {tool_name!r}: injected must be a mapping or a function of the "
@@ -266,7 +267,7 @@ def from_langchain_tool(
         ctx = kwargs.pop(_CTX, None)
         if not isinstance(ctx, ToolContext):
             ctx = ToolContext(tool_call_id=f"call_{uuid.uuid4().hex}", tool_name=tool_name, cancel=CancelToken())
-        args = dict(kwargs)
+        args = {k: v for k, v in kwargs.items() if k not in hidden}
         if injected is not None:
             args.update(injected(ctx) if callable(injected) else injected)
         call = {"name": lc_tool.name, "args": args, "id": ctx.tool_call_id, "type": "tool_call"}
