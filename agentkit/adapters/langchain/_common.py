@@ -111,10 +111,10 @@ def _json_default(value: Any) -> Any:
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` unchanged when it is JSON-ready, else a JSON-ready copy: pydantic models
-    and dataclasses as dicts, bytes as base64, anything else as its repr."""
+    """``value`` as it reads back from JSON, so a live session and one restored from a
+    store hold equal data: tuples become lists, pydantic models and dataclasses dicts,
+    bytes base64 text, anything else its repr."""
     try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
         return json.loads(json.dumps(value, default=_json_default))
+    except (TypeError, ValueError, RecursionError):  # circular or exotic: keep a readable trace
+        return repr(value)
