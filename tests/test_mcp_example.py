@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_mcp_stdio_example_runs_as_documented(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("AGENTKIT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     out = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "mcp_stdio.py")],
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,

@@ -16,9 +16,10 @@ import the mcp SDK; :func:`connect_mcp` does, and raises
 from __future__ import annotations
 
 from .config import HttpServer, ServerSpec, StdioServer
+from .connect import connect_mcp
 from .naming import MAX_TOOL_NAME_LENGTH, exposed_names, sanitize_name
 from .results import tool_result_to_output
-from .toolset import AuthorizeToolCall, McpServerStatus, McpToolRef, McpToolset, connect_mcp
+from .toolset import AuthorizeToolCall, McpServerStatus, McpToolRef, McpToolset
 
 __all__ = [
     "MAX_TOOL_NAME_LENGTH",

@@ -1,25 +1,23 @@
-"""``connect_mcp``: MCP servers as ordinary agentkit tools, from synchronous code."""
+"""McpToolset: the tools of connected MCP servers, their names and connection states."""
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
-import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import CancelledError, ConfigurationError, McpError, MissingDependencyError, ToolDefinitionError
+from ..errors import CancelledError, ConfigurationError, McpError, ToolDefinitionError
 from ..messages import ToolOutput
 from ..tools.base import Tool, ToolContext
-from .config import ServerSpec, validate_servers
+from ._runtime import Runtime
 from .naming import exposed_names
 from .results import tool_result_to_output
 
-__all__ = ["AuthorizeToolCall", "McpServerStatus", "McpToolRef", "McpToolset", "connect_mcp"]
+__all__ = ["AuthorizeToolCall", "McpServerStatus", "McpToolRef", "McpToolset"]
 
 log = logging.getLogger("agentkit.mcp")
 
@@ -28,7 +26,6 @@ AuthorizeToolCall = Callable[[str, str, dict[str, Any], "str | None"], Any]
 deny a call; it runs in the calling thread before anything is sent to the server."""
 
 _CTX = "_agentkit_mcp_context"
-_SHUTDOWN_GRACE = 20.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,114 +63,6 @@ class McpServerStatus:
         return self.status == "connected"
 
 
-class _Notifier:
-    """Delivers notifications to listeners in order, on one thread of its own, so a slow
-    listener (a Session writing to its store) never blocks the event loop."""
-
-    def __init__(self) -> None:
-        self._listeners: list[Callable[[dict[str, Any]], Any]] = []
-        self._lock = threading.Lock()
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._closed = False
-
-    def add(self, listener: Callable[[dict[str, Any]], Any]) -> Callable[[], None]:
-        with self._lock:
-            if self._closed:
-                raise McpError("the MCP toolset is closed; notifications cannot be forwarded")
-            self._listeners.append(listener)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._deliver, name="agentkit-mcp-notify", daemon=True)
-                self._thread.start()
-
-        def remove() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return remove
-
-    def put(self, note: dict[str, Any]) -> None:
-        with self._lock:
-            if self._closed or not self._listeners:
-                return
-        self._queue.put(note)
-
-    def _deliver(self) -> None:
-        while True:
-            note = self._queue.get()
-            if note is None:
-                return
-            with self._lock:
-                listeners = list(self._listeners)
-            for listener in listeners:
-                try:
-                    listener(note)
-                except Exception:  # noqa: BLE001 - one listener must not stop the others
-                    log.warning("an MCP notification listener failed and was removed", exc_info=True)
-                    with self._lock:
-                        if listener in self._listeners:
-                            self._listeners.remove(listener)
-
-    def close(self, timeout: float = 10.0) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            thread = self._thread
-        self._queue.put(None)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-
-
-class _Runtime:
-    """Everything that must be torn down: the loop thread, the connections, the notifier.
-    Holds no reference to the toolset, so a finalizer can own it."""
-
-    def __init__(self, loop: Any, conns: dict[str, Any], notifier: _Notifier) -> None:
-        self.loop = loop
-        self.conns = conns
-        self.notifier = notifier
-        self.supervisor: Any = None
-        self.closed = False
-        self.lock = threading.Lock()
-
-    def shutdown(self) -> None:
-        with self.lock:
-            if self.closed:
-                return
-            self.closed = True
-        loop = self.loop
-        try:
-            if not loop.stopped:
-                try:
-                    loop.portal.call(_request_stop_all, list(self.conns.values()))
-                except Exception:  # noqa: BLE001 - the loop may already be gone
-                    log.debug("requesting MCP servers to stop failed", exc_info=True)
-                if self.supervisor is not None:
-                    deadline = time.monotonic() + _SHUTDOWN_GRACE
-                    while not self.supervisor.done() and time.monotonic() < deadline:
-                        time.sleep(0.02)
-        finally:
-            loop.stop()
-            self.notifier.close()
-            for conn in self.conns.values():
-                conn.ready.set()
-
-
-def _request_stop_all(conns: list[Any]) -> None:
-    for conn in conns:
-        conn.request_stop()
-
-
-async def _supervise(conns: list[Any]) -> None:
-    import anyio
-
-    async with anyio.create_task_group() as tg:
-        for conn in conns:
-            tg.start_soon(conn.run)
-
-
 class McpToolset:
     """Tools from connected MCP servers. Build it with :func:`connect_mcp`.
 
@@ -184,7 +73,7 @@ class McpToolset:
     process survives) and the background event-loop thread. Thread-safe.
     """
 
-    def __init__(self, *, _runtime: _Runtime, _authorize: AuthorizeToolCall | None,
+    def __init__(self, *, _runtime: Runtime, _authorize: AuthorizeToolCall | None,
                  _call_timeout: float | None, _prefix: bool | None) -> None:
         self._rt = _runtime
         self._authorize = _authorize
@@ -194,7 +83,7 @@ class McpToolset:
         self._tools: tuple[Tool, ...] = ()
         self._map: dict[str, McpToolRef] = {}
         self._rebuild_lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _Runtime.shutdown, _runtime)
+        self._finalizer = weakref.finalize(self, Runtime.shutdown, _runtime)
 
     # -- views -------------------------------------------------------------------------
 
@@ -417,94 +306,3 @@ def _is_connection_loss(exc: BaseException) -> bool:
         if getattr(e, "code", None) == -32000:  # CONNECTION_CLOSED
             return True
     return False
-
-
-def connect_mcp(
-    servers: Mapping[str, ServerSpec],
-    *,
-    authorize_tool_call: AuthorizeToolCall | None = None,
-    connect_timeout: float = 30.0,
-    call_timeout: float | None = 300.0,
-    max_list_pages: int = 100,
-    fail_on_no_tools: bool = False,
-    prefix_tool_names: bool | None = None,
-    log_level: str | None = "info",
-) -> McpToolset:
-    """Connect MCP servers and return their tools as an :class:`McpToolset`.
-
-    ``servers`` maps a name to a stdio config (``{"command", "args", "env", "cwd"}``), a
-    Streamable HTTP config (``{"url", "headers"}``), a :class:`~agentkit.mcp.StdioServer`
-    / :class:`~agentkit.mcp.HttpServer`, or an un-entered ``mcp.Client``. Configs are
-    checked before anything starts.
-
-    Servers connect concurrently on one background event-loop thread. A server that fails
-    or does not connect and list its tools within ``connect_timeout`` seconds is reported
-    in ``.servers`` while the others mount; with ``fail_on_no_tools=True`` a
-    :class:`~agentkit.errors.McpError` is raised (after cleaning up) when no tool mounted.
-    Listing follows ``nextCursor`` for at most ``max_list_pages`` pages.
-
-    With several servers (or ``prefix_tool_names=True``) tools are exposed as
-    ``<server>__<tool>``. ``authorize_tool_call(server, tool, arguments, call_id)`` runs
-    before every call; raising or returning False denies it and nothing is sent. A call
-    gets ``call_timeout`` seconds. ``log_level`` opts in to server log messages on
-    2026-era connections (None: no opt-in).
-    """
-    try:
-        import anyio  # noqa: F401
-        import mcp  # noqa: F401
-    except ImportError:
-        raise MissingDependencyError("mcp", "mcp", "agentkit.mcp (MCP servers as tools)") from None
-    if not isinstance(connect_timeout, (int, float)) or connect_timeout <= 0:
-        raise ConfigurationError(f"connect_timeout must be a positive number of seconds, not {connect_timeout!r}")
-    if call_timeout is not None and (not isinstance(call_timeout, (int, float)) or call_timeout <= 0):
-        raise ConfigurationError(f"call_timeout must be a positive number of seconds or None, not {call_timeout!r}")
-    if not isinstance(max_list_pages, int) or isinstance(max_list_pages, bool) or max_list_pages < 1:
-        raise ConfigurationError(f"max_list_pages must be an integer >= 1, not {max_list_pages!r}")
-    if authorize_tool_call is not None and not callable(authorize_tool_call):
-        raise ConfigurationError("authorize_tool_call must be a callable (server, tool, arguments, call_id)")
-    _LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-    if log_level is not None and log_level not in _LEVELS:
-        raise ConfigurationError(f"log_level must be one of {', '.join(_LEVELS)} or None, not {log_level!r}")
-    specs = validate_servers(servers)
-
-    from ._portal import LoopThread
-    from ._server import ServerConnection
-
-    notifier = _Notifier()
-    holder: list[weakref.ref[McpToolset]] = []  # weak: the runtime must not keep the toolset alive
-
-    def tools_changed(_name: str) -> None:
-        toolset = holder[0]() if holder else None
-        if toolset is not None:
-            toolset._rebuild(_name)
-
-    conns = {
-        name: ServerConnection(name, spec, connect_timeout=float(connect_timeout),
-                               max_list_pages=max_list_pages, log_level=log_level,
-                               notify=notifier.put, tools_changed=tools_changed)
-        for name, spec in specs.items()
-    }
-    runtime = _Runtime(LoopThread(), conns, notifier)
-    toolset = McpToolset(_runtime=runtime, _authorize=authorize_tool_call,
-                         _call_timeout=None if call_timeout is None else float(call_timeout),
-                         _prefix=prefix_tool_names)
-    try:
-        runtime.supervisor = runtime.loop.submit(_supervise, list(conns.values()))
-        deadline = time.monotonic() + float(connect_timeout) + 1.0
-        for conn in conns.values():
-            if not conn.ready.wait(max(0.0, deadline - time.monotonic())):
-                conn.fail(f"did not connect and list its tools within {connect_timeout:g}s (connect_timeout)")
-        holder.append(weakref.ref(toolset))
-        toolset._rebuild()
-        if fail_on_no_tools and not toolset.tools:
-            problems = "; ".join(
-                f"{s.name}: {s.error or 'connected but lists no tools'}" for s in toolset.servers.values()
-            )
-            raise McpError(f"no MCP server mounted any tool ({problems})")
-    except BaseException:
-        toolset.close()
-        raise
-    failed = [s for s in toolset.servers.values() if s.status == "failed"]
-    for s in failed:
-        log.error("MCP server %r failed: %s", s.name, s.error)
-    return toolset

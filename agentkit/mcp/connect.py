@@ -1,0 +1,109 @@
+"""``connect_mcp``: validate, start the loop thread, connect every server concurrently."""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from collections.abc import Mapping
+
+from ..errors import ConfigurationError, McpError, MissingDependencyError
+from .config import ServerSpec, validate_servers
+from .toolset import AuthorizeToolCall, McpToolset
+
+__all__ = ["connect_mcp"]
+
+log = logging.getLogger("agentkit.mcp")
+
+_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def connect_mcp(
+    servers: Mapping[str, ServerSpec],
+    *,
+    authorize_tool_call: AuthorizeToolCall | None = None,
+    connect_timeout: float = 30.0,
+    call_timeout: float | None = 300.0,
+    max_list_pages: int = 100,
+    fail_on_no_tools: bool = False,
+    prefix_tool_names: bool | None = None,
+    log_level: str | None = "info",
+) -> McpToolset:
+    """Connect MCP servers and return their tools as an :class:`McpToolset`.
+
+    ``servers`` maps a name to a stdio config (``{"command", "args", "env", "cwd"}``), a
+    Streamable HTTP config (``{"url", "headers"}``), a :class:`~agentkit.mcp.StdioServer`
+    / :class:`~agentkit.mcp.HttpServer`, or an un-entered ``mcp.Client``. Configs are
+    checked before anything starts.
+
+    Servers connect concurrently on one background event-loop thread. A server that fails
+    or does not connect and list its tools within ``connect_timeout`` seconds is reported
+    in ``.servers`` while the others mount; with ``fail_on_no_tools=True`` a
+    :class:`~agentkit.errors.McpError` is raised (after cleaning up) when no tool mounted.
+    Listing follows ``nextCursor`` for at most ``max_list_pages`` pages.
+
+    With several servers (or ``prefix_tool_names=True``) tools are exposed as
+    ``<server>__<tool>``. ``authorize_tool_call(server, tool, arguments, call_id)`` runs
+    before every call; raising or returning False denies it and nothing is sent. A call
+    gets ``call_timeout`` seconds. ``log_level`` opts in to server log messages on
+    2026-era connections (None: no opt-in).
+    """
+    try:
+        import anyio  # noqa: F401
+        import mcp  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError("mcp", "mcp", "agentkit.mcp (MCP servers as tools)") from None
+    if not isinstance(connect_timeout, (int, float)) or connect_timeout <= 0:
+        raise ConfigurationError(f"connect_timeout must be a positive number of seconds, not {connect_timeout!r}")
+    if call_timeout is not None and (not isinstance(call_timeout, (int, float)) or call_timeout <= 0):
+        raise ConfigurationError(f"call_timeout must be a positive number of seconds or None, not {call_timeout!r}")
+    if not isinstance(max_list_pages, int) or isinstance(max_list_pages, bool) or max_list_pages < 1:
+        raise ConfigurationError(f"max_list_pages must be an integer >= 1, not {max_list_pages!r}")
+    if authorize_tool_call is not None and not callable(authorize_tool_call):
+        raise ConfigurationError("authorize_tool_call must be a callable (server, tool, arguments, call_id)")
+    if log_level is not None and log_level not in _LEVELS:
+        raise ConfigurationError(f"log_level must be one of {', '.join(_LEVELS)} or None, not {log_level!r}")
+    specs = validate_servers(servers)
+
+    from ._portal import LoopThread
+    from ._runtime import Notifier, Runtime, supervise
+    from ._server import ServerConnection
+
+    notifier = Notifier()
+    holder: list[weakref.ref[McpToolset]] = []  # weak: the runtime must not keep the toolset alive
+
+    def tools_changed(_name: str) -> None:
+        toolset = holder[0]() if holder else None
+        if toolset is not None:
+            toolset._rebuild(_name)
+
+    conns = {
+        name: ServerConnection(name, spec, connect_timeout=float(connect_timeout),
+                               max_list_pages=max_list_pages, log_level=log_level,
+                               notify=notifier.put, tools_changed=tools_changed)
+        for name, spec in specs.items()
+    }
+    runtime = Runtime(LoopThread(), conns, notifier)
+    toolset = McpToolset(_runtime=runtime, _authorize=authorize_tool_call,
+                         _call_timeout=None if call_timeout is None else float(call_timeout),
+                         _prefix=prefix_tool_names)
+    try:
+        runtime.supervisor = runtime.loop.submit(supervise, list(conns.values()))
+        deadline = time.monotonic() + float(connect_timeout) + 1.0
+        for conn in conns.values():
+            if not conn.ready.wait(max(0.0, deadline - time.monotonic())):
+                conn.fail(f"did not connect and list its tools within {connect_timeout:g}s (connect_timeout)")
+        holder.append(weakref.ref(toolset))
+        toolset._rebuild()
+        if fail_on_no_tools and not toolset.tools:
+            problems = "; ".join(
+                f"{s.name}: {s.error or 'connected but lists no tools'}" for s in toolset.servers.values()
+            )
+            raise McpError(f"no MCP server mounted any tool ({problems})")
+    except BaseException:
+        toolset.close()
+        raise
+    failed = [s for s in toolset.servers.values() if s.status == "failed"]
+    for s in failed:
+        log.error("MCP server %r failed: %s", s.name, s.error)
+    return toolset
