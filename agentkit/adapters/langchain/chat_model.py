@@ -18,7 +18,7 @@ from ...errors import (
     RateLimitError,
 )
 from ...messages import ReasoningPart
-from ...models._common import parse_tool_arguments
+from ...models._common import function_tools, parse_tool_arguments
 from ...models.base import (
     FinishEvent,
     ModelRequest,
@@ -115,17 +115,7 @@ class LangChainChatModel:
     def _runnable(self, request: ModelRequest) -> Any:
         if not request.tools:
             return self.chat_model
-        tools = [
-            {
-                "type": "function",
-                "function": {
-                    "name": spec.name,
-                    "description": spec.description,
-                    "parameters": dict(spec.input_schema),
-                },
-            }
-            for spec in request.tools
-        ]
+        tools = function_tools(request.tools)
         choice = request.tool_choice
         kwargs: dict[str, Any] = {}
         if choice != "auto":
