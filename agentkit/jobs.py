@@ -267,6 +267,9 @@ class JobRunner:
         except OSError as exc:
             self._persist(job, replace(state, state="failed", error=f"could not start: {exc}",
                                        finished_at=time.time(), updated_at=time.time()))
+            job.done.set()
+            with self._lock:
+                self._jobs[state.execution_id] = job  # its failure is queryable, as stored
             raise
         try:
             self._persist(job, replace(state, pid=proc.pid, updated_at=time.time()))

@@ -257,3 +257,15 @@ def test_failing_output_listener_terminates_the_command(ctx):
     with pytest.raises(ValueError, match="listener broke"):
         ctx.shell.run("echo first; sleep 60", on_output=on_output)
     assert time.monotonic() - started < 30
+
+
+def test_a_process_that_leaves_the_group_cannot_hang_the_command(ctx):
+    # setsid moves sleep into its own session; it keeps our stdout pipe open
+    started = time.monotonic()
+    result = ctx.shell.run("setsid sleep 60 & echo escaped=$!")
+    pid = int(re.search(r"escaped=(\d+)", result.stdout).group(1))
+    try:
+        assert result.exit_code == 0
+        assert time.monotonic() - started < 30
+    finally:
+        os.kill(pid, 9)

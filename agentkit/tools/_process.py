@@ -23,6 +23,9 @@ from ..cancel import CancelToken
 from .context import OutputCallback, ShellResult
 
 _READ_SIZE = 65_536
+_ABANDON_AFTER = 5.0
+"""Seconds after terminating the group to keep reading pipes that something outside
+the group (a daemon that called setsid) still holds open."""
 _EOF = object()
 
 
@@ -139,11 +142,14 @@ def supervise(
     exited_at: float | None = None
     deadline = None if timeout is None else started + timeout
 
+    terminated_at = 0.0
+
     def terminate() -> None:
-        nonlocal terminated
+        nonlocal terminated, terminated_at
         if not terminated:
             terminated = True
             kill_group(proc, grace)
+            terminated_at = time.monotonic()
 
     def deliver(name: str, text: str) -> None:
         nonlocal listener_error
@@ -180,6 +186,8 @@ def supervise(
                     total += len(data)
                     deliver(name, decoders[name].decode(data))
         if terminated:
+            if time.monotonic() - terminated_at > _ABANDON_AFTER:
+                break  # something that left the process group holds the pipes: stop waiting
             continue
         now = time.monotonic()
         if cancel is not None and cancel.cancelled:
@@ -196,10 +204,11 @@ def supervise(
     exit_code = proc.wait()
     if not terminated and _group_alive(proc.pid):
         kill_group(proc, grace)  # no descendant outlives a finished command
-    for t in readers:
+    for t, pipe in zip(readers, (proc.stdout, proc.stderr), strict=True):
         t.join(timeout=1.0)
-    for pipe in (proc.stdout, proc.stderr):
-        if pipe is not None:
+        # a reader still blocked in read() keeps its pipe: closing the fd under it could
+        # let a reused descriptor be read; it ends when the last writer goes away
+        if not t.is_alive() and pipe is not None:
             pipe.close()
     if listener_error is not None:
         raise listener_error
