@@ -269,3 +269,13 @@ def test_a_process_that_leaves_the_group_cannot_hang_the_command(ctx):
         assert time.monotonic() - started < 30
     finally:
         os.kill(pid, 9)
+
+
+def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(root):
+    # the trap is inherited: neither bash nor its sleep child dies on SIGTERM
+    with LocalExecutionContext(root, kill_grace=0.5) as c:
+        result = c.shell.run("trap '' TERM; sleep 60 & echo bg=$!; echo sh=$$; wait", timeout=1.0)
+    assert result.timed_out and result.exit_code == -9
+    pids = _pids(result.stdout)
+    assert len(pids) == 2
+    assert _wait_gone(pids) == []

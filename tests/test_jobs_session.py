@@ -113,6 +113,11 @@ def test_abort_scopes(tmp_path):
         aborted = wait_for(lambda: runtime(session, "job-aborted"))
         assert aborted[0].data["reason"] == "not needed"
 
+        ctx.jobs.start("sleep", ["60"], timeout=0.3)
+        failed = wait_for(lambda: runtime(session, "job-failed"))
+        assert "timed out" in failed[0].data["error"] and failed[0].data["exit_code"] < 0
+        assert any('type="job-failed"' in m.text for m in session.model_messages())
+
         session.abort_session("user left")  # jobs survive by default
         assert ctx.jobs.get(two.execution_id).state == "running"
         session.abort_session("user left", abort_jobs=True)
