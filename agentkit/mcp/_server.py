@@ -145,6 +145,8 @@ class ServerConnection:
             what = "lost its connection" if connected else "failed to connect"
             log.debug("MCP server %r %s", self.name, what, exc_info=True)
             self.fail(f"{what}: {describe_error(exc)}")
+            if connected and not self._stop_requested:
+                self._announce_tools_changed()  # its tools leave the toolset
         finally:
             self.client = None
             with self._lock:
@@ -221,7 +223,13 @@ class ServerConnection:
         with anyio.fail_after(self._connect_timeout):
             tools = await self._list_tools()
         self._set(tools=tools)
-        self._tools_changed(self.name)
+        self._announce_tools_changed()
+
+    def _announce_tools_changed(self) -> None:
+        try:
+            self._tools_changed(self.name)
+        except Exception:  # noqa: BLE001 - the connection task must not die of it
+            log.exception("rebuilding the MCP tool list failed")
 
     async def _refresher(self) -> None:
         while True:

@@ -276,7 +276,11 @@ class McpToolset:
     def close(self) -> None:
         """Disconnect every server (stdio children are shut down), stop the event-loop
         thread and the notification thread. Idempotent. Tools called afterwards return an
-        error result."""
+        error result. Cannot be called from the MCP event-loop thread (for example from an
+        ``mcp.Client`` message handler)."""
+        if self._rt.loop.in_loop_thread():
+            raise McpError("close() was called from the MCP event-loop thread, where it would "
+                           "deadlock; call it from an ordinary thread")
         self._finalizer()
 
     def __enter__(self) -> McpToolset:
