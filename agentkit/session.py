@@ -6,7 +6,7 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from .cancel import CancelToken
@@ -27,6 +27,7 @@ from .scheduling import GenerationScheduler
 from .stores.base import EventStore, validate_session_id
 from .subscriptions import Listener, Subscription
 from .tools.base import ToolRegistry
+from .tools.context import JobControl, JobState
 
 __all__ = ["Session"]
 
@@ -390,11 +391,11 @@ class Session:
                 if state.running:
                     jobs.abort(state.execution_id, reason)
 
-    def abort_job(self, execution_id: str, reason: str = "aborted by the host") -> Any:
+    def abort_job(self, execution_id: str, reason: str = "aborted by the host") -> JobState:
         """Abort one background job of the execution context; returns its final state."""
         return self._jobs_capability("abort_job").abort(execution_id, reason)
 
-    def _jobs_capability(self, what: str) -> Any:
+    def _jobs_capability(self, what: str) -> JobControl:
         jobs = getattr(self.execution_context, "jobs", None)
         if jobs is None:
             raise ConfigurationError(
@@ -403,7 +404,9 @@ class Session:
             )
         return jobs
 
-    def schedule_generate(self, key: str, debounce: float = 0.05, **generate_kwargs: Any) -> Any:
+    def schedule_generate(
+        self, key: str, debounce: float = 0.05, **generate_kwargs: Any
+    ) -> Future[GenerateResult]:
         """Run ``generate(**generate_kwargs)`` once ``debounce`` seconds pass without
         another call with the same ``key``; returns a ``concurrent.futures.Future`` of its
         result, shared by same-key calls. See :mod:`agentkit.scheduling`."""
