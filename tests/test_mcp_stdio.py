@@ -250,6 +250,8 @@ def test_paginated_listing_follows_cursors_and_names_collisions():
         assert tools["dotted_name_2"](n=3).as_text() == "dotted name:3"
         assert tools[names[5]](n=1).as_text() == "x" * 80 + ":1"
         assert toolset.servers["paged"].warnings == ()
+        toolset.refresh()  # listing again gives the same names in the same order
+        assert list(toolset.tool_name_map) == names
 
 
 def test_a_repeated_cursor_stops_the_listing():

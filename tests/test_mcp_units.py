@@ -193,3 +193,18 @@ def test_is_error_results_become_error_output_with_the_server_text():
     assert out.is_error and out.value == "disk full"
     out = tool_result_to_output(NS(content=[], structured_content=None, is_error=True))
     assert out.is_error and "without a message" in out.value
+
+
+def test_public_surface_is_documented_keyword_only_and_frozen():
+    import dataclasses
+    import inspect
+
+    import agentkit.mcp as mcp_pkg
+
+    for name in mcp_pkg.__all__:
+        obj = getattr(mcp_pkg, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"agentkit.mcp.{name} has no docstring"
+        if inspect.isclass(obj) and dataclasses.is_dataclass(obj):
+            assert all(f.kw_only for f in dataclasses.fields(obj) if f.init), name
+            assert obj.__dataclass_params__.frozen, name
