@@ -89,10 +89,12 @@ class ServerConnection:
         self.ready.set()
 
     def warn(self, message: str) -> None:
-        """Record a non-fatal problem (pagination cut short, a tool skipped...)."""
-        log.warning("MCP server %r: %s", self.name, message)
+        """Record a non-fatal problem (pagination cut short, a tool skipped...) once."""
         with self._lock:
+            if message in self.warnings:
+                return
             self.warnings.append(message)
+        log.warning("MCP server %r: %s", self.name, message)
 
     # -- lifecycle (loop thread) -------------------------------------------------------
 
@@ -142,10 +144,13 @@ class ServerConnection:
                     self.fail(f"did not connect and list its tools within {self._connect_timeout:g}s "
                               f"(connect_timeout)")
         except Exception as exc:  # noqa: BLE001 - reported in the server's status
+            if connected and self._stop_requested:  # a hiccup while disconnecting on purpose
+                log.debug("MCP server %r: error while disconnecting", self.name, exc_info=True)
+                return
             what = "lost its connection" if connected else "failed to connect"
             log.debug("MCP server %r %s", self.name, what, exc_info=True)
             self.fail(f"{what}: {describe_error(exc)}")
-            if connected and not self._stop_requested:
+            if connected:
                 self._announce_tools_changed()  # its tools leave the toolset
         finally:
             self.client = None
