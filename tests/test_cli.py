@@ -40,3 +40,24 @@ def test_errors_are_clear(tmp_path):
     assert out.returncode == 2 and "invalid model spec" in out.stderr
     out = cli("events", "../../etc", "--store", str(tmp_path))
     assert out.returncode == 2 and "invalid session id" in out.stderr
+
+
+def test_run_and_chat_against_an_openai_compatible_server(tmp_path):
+    from fakes import openai_wire as w
+    from fakes.server import FakeServer
+
+    with FakeServer() as server:
+        spec = f"openai-compatible:m@{server.url}/v1"
+        server.add(w.text_stream("Hello ", "there."))
+        out = cli("run", "hi", "--model", spec, "--system", "be nice")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "Hello there."
+        assert server.bodies[0]["messages"][0] == {"role": "system", "content": "be nice"}
+
+        server.add(w.text_stream("one"), w.text_stream("two"))
+        out = cli("chat", "c-1", "--store", str(tmp_path), "--model", spec, stdin="first\n\nsecond\n")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["one", "two"]
+        assert [m["content"] for m in server.bodies[-1]["messages"]] == ["first", "one", "second"]
+    events = cli("events", "c-1", "--store", str(tmp_path))
+    assert len(events.stdout.splitlines()) == 4
