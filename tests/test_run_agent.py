@@ -336,3 +336,13 @@ def test_reasoning_is_kept_in_the_assistant_message():
     result = run_agent(ScriptedModel([Turn(text="42", reasoning="6*7")]), "q", on_reasoning=chunks.append)
     assert chunks == ["6*7"]
     assert result.messages[-1].content[0].text == "6*7"
+
+
+def test_run_agent_works_inside_a_thread_that_already_runs_an_event_loop():
+    import asyncio
+
+    async def handler():  # e.g. a sync helper called from an ASGI endpoint or Jupyter cell
+        model = ScriptedModel([ToolCall("add", {"a": 20, "b": 22}), lambda r: str(last_results(r)[0])])
+        return run_agent(model, "go", tools=[add]).text
+
+    assert asyncio.run(handler()) == "42"
