@@ -119,7 +119,9 @@ def test_archive_round_trip_is_idempotent_and_never_overwritten(store):
     assert texts(store.load("s1").events) == ["a"]
 
 
-@pytest.mark.parametrize("bad", ["../../etc", "..", "a/b", "a\\b", "", ".hidden", "-x", "x" * 129, "a\x00b", 7])
+@pytest.mark.parametrize(
+    "bad", ["../../etc", "..", "a/b", "a\\b", "", ".hidden", "-x", "x" * 129, "a\x00b", "a\n", "a\nb", 7]
+)
 def test_bad_session_ids_are_refused_before_any_side_effect(store, tmp_path, bad):
     for call in (
         lambda: store.append(bad, [user("a")], expected_revision=0),

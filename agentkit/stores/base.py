@@ -15,13 +15,13 @@ __all__ = ["SCHEMA_VERSION", "EventStore", "StoredSession", "validate_session_id
 SCHEMA_VERSION = 1
 """The version of the stored record format this agentkit writes and understands."""
 
-_SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def validate_session_id(session_id: str) -> str:
     """Return ``session_id`` or raise ConfigurationError: 1-128 characters from
     ``A-Z a-z 0-9 . _ -``, not starting with a dot or dash, never a path."""
-    if not isinstance(session_id, str) or not _SESSION_ID_RE.match(session_id) or ".." in session_id:
+    if not isinstance(session_id, str) or not _SESSION_ID_RE.fullmatch(session_id) or ".." in session_id:
         raise ConfigurationError(
             f"invalid session id {session_id!r}: use 1-128 characters from A-Z a-z 0-9 . _ - "
             f"starting with a letter or digit (no path separators, no '..')"
