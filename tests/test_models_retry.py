@@ -7,6 +7,7 @@ services send; policies use tiny delays so the file stays fast.
 from __future__ import annotations
 
 import email.utils
+import json
 import socket
 import threading
 import time
@@ -16,7 +17,7 @@ import openai
 import pytest
 from fakes import anthropic_wire as aw
 from fakes import openai_wire as ow
-from fakes.server import FakeServer
+from fakes.server import DROP, FakeServer
 
 from agentkit import CancelToken, Message
 from agentkit.errors import (
@@ -212,3 +213,58 @@ def test_no_retry_once_events_were_yielded(server):
             got.append(ev)
     assert got == [TextDelta("partial ")]
     assert len(server.requests) == 1
+
+
+def _model_for(provider: str, server: FakeServer, **kw):
+    kw.setdefault("retry", TINY)
+    if provider == "openai":
+        return OpenAIChatModel("gpt-4.1-mini", base_url=server.url + "/v1", **kw)
+    return AnthropicModel("claude-fake-1", base_url=server.url, api_key="k", **kw)
+
+
+def _text_reply(provider: str, text: str):
+    return ow.text_stream(text) if provider == "openai" else aw.stream(aw.text(text, pieces=1))
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_stream_stalling_before_any_event_is_retried(server, provider):
+    # the first stream sends its opening event, then stalls past the client timeout
+    gate = threading.Event()
+    stalled = _text_reply(provider, "never")
+    stalled.events = [stalled.events[0], (None, gate), *stalled.events[1:]]
+    server.add(stalled, _text_reply(provider, "second try"))
+    seen: list[RetryInfo] = []
+    try:
+        events = list(_model_for(provider, server, timeout=1.0, on_retry=seen.append).stream(req()))
+    finally:
+        gate.set()
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["second try"]
+    assert isinstance(seen[0].error, ProviderUnavailableError)
+    assert "timed out" in str(seen[0].error)
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_connection_dropped_mid_stream_is_a_provider_error(server, provider):
+    reply = _text_reply(provider, "partial")
+    cut = next(i for i, (_, data) in enumerate(reply.events) if "partial" in json.dumps(data)) + 1
+    reply.events = [*reply.events[:cut], (None, DROP)]
+    server.add(reply, _text_reply(provider, "never fetched"))
+    got = []
+    with pytest.raises(ProviderUnavailableError) as info:
+        for ev in _model_for(provider, server).stream(req()):
+            got.append(ev)
+    assert got == [TextDelta("partial")]
+    assert info.value.provider == provider
+    assert len(server.requests) == 1  # text had been passed on: never replayed
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_connection_dropped_before_any_event_is_retried(server, provider):
+    reply = _text_reply(provider, "lost")
+    reply.events = [reply.events[0], (None, DROP)]
+    server.add(reply, _text_reply(provider, "recovered"))
+    events = list(_model_for(provider, server).stream(req()))
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["recovered"]
+    assert len(server.requests) == 2
+

@@ -162,18 +162,30 @@ def _is_overflow(status: int | None, message: str, etype: str | None, code: str 
     return any(marker in haystack for marker in _OVERFLOW_MARKERS)
 
 
+def _is_transport_error(exc: BaseException, cls_names: set[str]) -> bool:
+    """An HTTP-client error (``httpx`` / ``httpx2``) the SDK let through unwrapped: the
+    ``anthropic`` SDK does not wrap a read timeout or a dropped connection that happens
+    while a stream is being read."""
+    module = type(exc).__module__.split(".")[0]
+    return module in ("httpx", "httpx2") and bool({"TransportError", "TimeoutException"} & cls_names)
+
+
 def classify(exc: BaseException, provider: str) -> _Failure | None:
     """Translate an SDK exception into an agentkit error; None when it is not an SDK
     API error (it then propagates unchanged)."""
     cls_names = {c.__name__ for c in type(exc).__mro__}
-    if "APIError" not in cls_names:
-        return None
     label = provider.capitalize() if provider != "openai" else "OpenAI"
-    if "APIConnectionError" in cls_names:  # includes timeouts
-        what = "timed out" if "APITimeoutError" in cls_names else "could not be reached"
+    transport = _is_transport_error(exc, cls_names)
+    if "APIConnectionError" in cls_names or transport:  # includes timeouts
+        timed_out = bool({"APITimeoutError", "TimeoutException"} & cls_names)
+        what = "timed out" if timed_out else "could not be reached"
+        if transport:  # raised while reading an open stream, not while connecting
+            what = "timed out while streaming" if timed_out else "dropped the connection while streaming"
         return _Failure(
             ProviderUnavailableError(f"the {label} API {what}: {exc}", provider=provider), True
         )
+    if "APIError" not in cls_names:
+        return None
     status: int | None = getattr(exc, "status_code", None)
     if status == 200:  # an error event inside a 200 stream (Anthropic)
         status = None
@@ -229,8 +241,10 @@ def stream_with_retries(
         cancel.raise_if_cancelled()
         attempt += 1
         yielded = False
+        events: Iterator[StreamEvent] | None = None
         try:
-            for event in open_stream():
+            events = open_stream()
+            for event in events:
                 yielded = True
                 yield event
             return
@@ -251,6 +265,11 @@ def stream_with_retries(
             cause = exc
             if yielded or not failure.retryable:
                 raise failure.error from exc
+        finally:
+            # release the HTTP stream now, also when the caller stops iterating early
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
         error = failure.error
         if attempt > policy.max_retries:
             raise _exhausted(error, attempt) from cause

@@ -8,6 +8,7 @@ streams, error bodies with status codes and headers) and afterwards reads
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -15,6 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
+
+DROP = object()
+"""Put ``(None, DROP)`` among a reply's ``events`` to cut the connection there, without
+ending the chunked body (a server that crashed or a proxy that gave up)."""
 
 
 @dataclass
@@ -24,7 +29,8 @@ class Reply:
     ``json`` sends a JSON body; ``events`` sends a ``text/event-stream`` of
     ``(event_name_or_None, data)`` pairs (``data`` is a str, or JSON-encoded); ``raw``
     sends bytes as they are. ``hang`` keeps the connection open this many seconds
-    before the body. A ``threading.Event`` in ``events`` pauses the stream until it is set.
+    before the body. A ``threading.Event`` in ``events`` pauses the stream until it is set;
+    ``DROP`` cuts the connection there.
     """
 
     status: int = 200
@@ -169,6 +175,10 @@ class FakeServer:
                         if isinstance(data, threading.Event):  # a gate: pause the stream here
                             reply.gates_passed.append(data.wait(30.0))
                             continue
+                        if data is DROP:
+                            self.close_connection = True
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                            return
                         text = data if isinstance(data, str) else json.dumps(data)
                         frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
                         self._chunk(frame.encode("utf-8"))
