@@ -1,4 +1,9 @@
-"""OpenAIChatModel over the real openai SDK against a loopback Chat Completions server."""
+"""OpenAIChatModel over the real openai SDK against a loopback Chat Completions server.
+
+The fake server enforces the Chat Completions request rules (tool messages answer the
+calls before them, stream_options only on streamed requests), so every test also checks
+that the adapter sends a request the real API would accept.
+"""
 
 from __future__ import annotations
 
@@ -51,6 +56,7 @@ ADD = ToolSpec(
 @pytest.fixture
 def server():
     with FakeServer() as s:
+        s.check = w.validate  # the fake rejects what the real API rejects
         yield s
 
 
@@ -177,7 +183,7 @@ def test_stream_that_stops_before_a_finish_reason_is_an_error(server):
 
 
 def test_quirk_assistant_tool_call_message_content_is_an_empty_string(server):
-    server.check = w.reject_null_content
+    server.check = lambda rec: w.reject_null_content(rec) or w.validate(rec)
     server.add(w.text_stream("done"))
     history = (
         Message.user("add 1 and 2"),
@@ -459,3 +465,13 @@ def test_system_role_can_be_developer(server):
     assert [m["role"] for m in server.bodies[0]["messages"]] == ["developer", "developer", "user"]
     with pytest.raises(ConfigurationError, match="system_role"):
         model(server, system_role="boss")
+
+
+def test_per_run_stream_option_decides_whether_usage_is_requested(server):
+    server.add(w.completion("plain"), w.text_stream("streamed", usage_=w.usage(prompt=3, completion=2)))
+    events = list(model(server).stream(req(provider_options={"stream": False})))
+    assert events[0] == TextDelta("plain")
+    assert server.bodies[0].get("stream") is False and "stream_options" not in server.bodies[0]
+    events = list(model(server, stream=False).stream(req(provider_options={"stream": True})))
+    assert server.bodies[1]["stream_options"] == {"include_usage": True}
+    assert [e.usage.input_tokens for e in events if isinstance(e, UsageEvent)] == [3]

@@ -176,11 +176,16 @@ class OpenAIChatModel(SDKModel):
             params["seed"] = s.seed
         if self._stream:
             params["stream"] = True
-            if self._include_usage:
-                params["stream_options"] = {"include_usage": True}
         if request.cache and self._cache and request.session_id:
             params["prompt_cache_key"] = request.session_id
         params.update(request.provider_options)
+        # after the caller's options: a per-run "stream" decides whether usage is asked
+        # for (the API rejects stream_options on a request that does not stream)
+        if "stream_options" not in request.provider_options:
+            if params.get("stream") and self._include_usage:
+                params["stream_options"] = {"include_usage": True}
+            else:
+                params.pop("stream_options", None)
         return params
 
     # -- streaming ---------------------------------------------------------------------

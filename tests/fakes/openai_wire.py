@@ -169,3 +169,45 @@ def reject_null_content(rec: Recorded) -> Reply | None:
         if m.get("role") == "assistant" and "content" in m and m["content"] is None:
             return error(400, "assistant message content must be a string, got null")
     return None
+
+
+def validate(rec: Recorded) -> Reply | None:
+    """Request rules the Chat Completions API enforces (its own error messages): tool
+    messages answer the tool calls of the assistant message right before them, every
+    call gets an answer, and ``stream_options`` needs ``stream: true``."""
+    body = rec.body or {}
+    if body.get("stream_options") is not None and not body.get("stream"):
+        return error(400, "The 'stream_options' parameter is only allowed when 'stream' is set to true.")
+    if "tool_choice" in body and not body.get("tools"):
+        return error(400, "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.")
+    pending: list[str] = []
+    for m in body.get("messages") or []:
+        role = m.get("role")
+        if role == "tool":
+            if m.get("tool_call_id") not in pending:
+                return error(
+                    400,
+                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                    "message with 'tool_calls'.",
+                )
+            pending.remove(m["tool_call_id"])
+            continue
+        if pending:
+            return error(
+                400,
+                "An assistant message with 'tool_calls' must be followed by tool messages responding "
+                f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+                f"{', '.join(pending)}",
+            )
+        if role == "assistant":
+            if m.get("content") is None and not m.get("tool_calls"):
+                return error(400, "Invalid value for 'content': expected a string, got null.")
+            pending = [c["id"] for c in m.get("tool_calls") or []]
+    if pending:
+        return error(
+            400,
+            "An assistant message with 'tool_calls' must be followed by tool messages responding "
+            f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+            f"{', '.join(pending)}",
+        )
+    return None
