@@ -109,12 +109,27 @@ def test_decorator_tool_runs_and_validates():
     # the model reads exactly the ToolMessage content LangChain would produce
     lc_message = multiply.invoke({"name": "multiply", "args": {"a": 6, "b": 7}, "id": "c", "type": "tool_call"})
     assert _call(adapted, a=6, b=7).value == lc_message.content == "42"
-    assert adapted.validation_error({"a": "six", "b": 7}) is not None
     result = run_agent(
-        ScriptedModel([ToolCall("multiply", {"a": 6, "b": 7}), "42"]), "6*7?", tools=[multiply]
+        ScriptedModel([ToolCall("multiply", {"a": 6, "b": 7}), ToolCall("multiply", {"a": "six", "b": 7}), "42"]),
+        "6*7?",
+        tools=[multiply],
     )
-    assert result.tool_calls[0].output == agentkit.ToolOutput.text("42")
+    ok, bad = result.tool_calls
+    assert ok.output == agentkit.ToolOutput.text("42")
+    # LangChain's pydantic validation rejects it; the model reads why, the loop goes on
+    assert bad.is_error and bad.error.startswith("invalid input for tool 'multiply'")
+    assert "valid integer" in bad.error
     assert result.text == "42"
+
+
+def test_input_is_validated_as_langchain_validates_it():
+    # pydantic's lax mode, as in LangChain: a numeric string is an int (JSON Schema says no)
+    lc_message = multiply.invoke({"name": "multiply", "args": {"a": "6", "b": 7}, "id": "c", "type": "tool_call"})
+    result = run_agent(ScriptedModel([ToolCall("multiply", {"a": "6", "b": 7}), "ok"]), "go", tools=[multiply])
+    assert result.tool_calls[0].output == agentkit.ToolOutput.text(lc_message.content) == agentkit.ToolOutput.text("42")
+    # a tool without a pydantic schema is checked against its JSON Schema by agentkit
+    assert from_langchain_tool(shout).validation_error({"__arg1": 5}) is not None
+    assert from_langchain_tool(multiply).validation_error({"a": "6", "b": 7}) is None
 
 
 def test_structured_tool_with_args_schema_applies_defaults():
@@ -165,8 +180,15 @@ def test_handle_validation_error_is_honoured():
         count, name="count", description="Repeat x.", args_schema=Strict,
         handle_validation_error="n must be >= 0",
     )
-    out = _call(from_langchain_tool(lc_tool), n=-1)  # the JSON schema allows it; pydantic does not
-    assert out.is_error and out.value == "n must be >= 0"
+    assert from_langchain_tool(lc_tool).input_schema["properties"]["n"]["minimum"] == 0
+    lc_message = lc_tool.invoke({"name": "count", "args": {"n": -1}, "id": "c", "type": "tool_call"})
+    assert (lc_message.status, lc_message.content) == ("error", "n must be >= 0")
+    # in a real loop the tool's own handler answers, not agentkit's JSON Schema check
+    result = run_agent(ScriptedModel([ToolCall("count", {"n": -1}), ToolCall("count", {"n": 2}), "ok"]), "go",
+                       tools=[lc_tool])
+    rejected, ok = result.tool_calls
+    assert rejected.output == agentkit.ToolOutput.error("n must be >= 0")
+    assert ok.output.value == "xx"
 
 
 def test_content_and_artifact_keeps_the_artifact_out_of_the_model_view():

@@ -15,6 +15,7 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Union, get_args
 
@@ -160,6 +161,40 @@ def _schema_of(lc_tool: BaseTool, name: str) -> tuple[dict[str, Any], str]:
     return schema, fn.get("description") or lc_tool.description or ""
 
 
+def _validates_itself(lc_tool: BaseTool) -> bool:
+    """True when LangChain validates the tool's input itself: its ``args_schema`` is a
+    pydantic model (``BaseTool._parse_input``), not a JSON Schema dict or absent."""
+    from pydantic import BaseModel
+    from pydantic.v1 import BaseModel as BaseModelV1
+
+    schema = lc_tool.args_schema
+    return isinstance(schema, type) and issubclass(schema, (BaseModel, BaseModelV1))
+
+
+def _validation_errors() -> tuple[type[Exception], ...]:
+    from pydantic import ValidationError
+    from pydantic.v1 import ValidationError as ValidationErrorV1
+
+    return ValidationError, ValidationErrorV1
+
+
+@dataclass(frozen=True, kw_only=True)
+class _LangChainTool(Tool):
+    """An adapted LangChain tool. When LangChain validates the input itself (a pydantic
+    ``args_schema``), agentkit's JSON Schema check steps aside so the tool behaves as it
+    did in LangChain: pydantic's coercion (``"6"`` for an ``int``), its constraints, and
+    the tool's ``handle_validation_error`` text. A rejected input is still an error
+    result the model reads."""
+
+    validated_by_langchain: bool = False
+
+    def validation_error(self, data: Any) -> str | None:
+        """None when LangChain will validate ``data`` itself; else the JSON Schema check."""
+        if self.validated_by_langchain and isinstance(data, dict):
+            return None
+        return super().validation_error(data)
+
+
 def _overrides_arun(lc_tool: BaseTool) -> bool:
     from langchain_core.tools import BaseTool
 
@@ -204,8 +239,13 @@ def from_langchain_tool(
     would be shown. A call runs ``tool.invoke`` with the model's tool call
     (``{"name", "args", "id", "type": "tool_call"}``) as LangChain agents do, so:
 
-    * ``handle_tool_error`` / ``handle_validation_error`` turn exceptions into error
-      results exactly as in LangChain; an unhandled exception is an error result too;
+    * a tool with a pydantic ``args_schema`` (``@tool``, ``StructuredTool``) has its input
+      validated by LangChain, not by agentkit's JSON Schema check, so pydantic's
+      coercion and constraints apply as before; an input it rejects is an error result
+      (``handle_validation_error`` text when the tool sets one);
+    * ``handle_tool_error`` turns a ``ToolException`` into an error result with the text
+      LangChain would put in its ``ToolMessage``; an unhandled exception is an error
+      result too;
     * ``response_format="content_and_artifact"``: the content goes to the model, the
       artifact to ``ToolOutput.metadata["artifact"]`` (made JSON-ready);
     * ``return_direct=True`` sets ``ToolOutput.metadata["return_direct"]`` on every
@@ -262,6 +302,7 @@ def from_langchain_tool(
     can_async = async_only or _overrides_arun(lc_tool)
     runner = _RUNNER
     return_direct = bool(lc_tool.return_direct)
+    invalid_input = _validation_errors()
 
     def run(**kwargs: Any) -> ToolOutput:
         ctx = kwargs.pop(_CTX, None)
@@ -272,20 +313,23 @@ def from_langchain_tool(
             args.update(injected(ctx) if callable(injected) else injected)
         call = {"name": lc_tool.name, "args": args, "id": ctx.tool_call_id, "type": "tool_call"}
         ctx.cancel.raise_if_cancelled()
-        if async_only:
-            result = runner.run(lc_tool.ainvoke(call, config=config), ctx.cancel)
-        else:
-            try:
-                result = lc_tool.invoke(call, config=config)
-            except NotImplementedError:
-                if not can_async:
-                    raise
+        try:
+            if async_only:
                 result = runner.run(lc_tool.ainvoke(call, config=config), ctx.cancel)
+            else:
+                try:
+                    result = lc_tool.invoke(call, config=config)
+                except NotImplementedError:
+                    if not can_async:
+                        raise
+                    result = runner.run(lc_tool.ainvoke(call, config=config), ctx.cancel)
+        except invalid_input as exc:  # not handled by the tool's handle_validation_error
+            return ToolOutput.error(f"invalid input for tool {tool_name!r}: {exc}")
         return _as_output(result, tool_name, return_direct)
 
     run.__name__ = tool_name
     run.__doc__ = description
-    return Tool(
+    return _LangChainTool(
         name=tool_name,
         description=description,
         input_schema=schema,
@@ -293,6 +337,7 @@ def from_langchain_tool(
         read_only=read_only,
         timeout=timeout,
         context_param=_CTX,
+        validated_by_langchain=_validates_itself(lc_tool),
     )
 
 
