@@ -7,8 +7,9 @@
 * ``ANTHROPIC_API_KEY``: Anthropic (model from ``AGENTKIT_LIVE_ANTHROPIC_MODEL``, default
   ``claude-sonnet-4-5``).
 
-Answers of real models vary, so these tests assert mechanics only: the loop completes,
-tool calls get matching results, usage and finish reasons are reported.
+Answers of real models vary, so these tests assert mechanics only: the loop finishes,
+the tool was called with parseable arguments and its results match, usage is reported.
+Never the wording.
 """
 
 from __future__ import annotations
@@ -22,9 +23,6 @@ from agentkit import ChatModel, ModelSettings, run_agent, tool
 from agentkit.models import RetryPolicy
 
 pytestmark = pytest.mark.live
-
-VOCABULARY = {"stop", "tool-calls", "length", "content-filter", "error", "other", "max-steps"}
-
 
 def _compatible() -> ChatModel:
     from agentkit.models.openai import OpenAIChatModel
@@ -83,11 +81,14 @@ def test_live_agent_loop_with_a_tool(endpoint):
         on_token=tokens.append,
     )
     assert result.steps, "the loop ran no step"
-    assert result.finish_reason in VOCABULARY
+    assert result.finish_reason == "stop", f"the loop did not finish: {result.finish_reason}"
     assert result.usage.output_tokens > 0
+    assert result.tool_calls, "the model never called the tool"
     for record in result.tool_calls:
         assert record.name == "add"
-        if not record.output.is_error:
-            assert record.output.value == record.input["a"] + record.input["b"]
+    parsed = [r for r in result.tool_calls if isinstance(r.input, dict) and not r.is_error]
+    assert parsed, f"no tool call had parseable arguments: {[r.input for r in result.tool_calls]}"
+    for record in parsed:
+        assert record.output.value == record.input["a"] + record.input["b"]
     # every step's text arrived through on_token as it streamed
     assert "".join(tokens) == "".join(step.text for step in result.steps)
