@@ -504,6 +504,28 @@ def test_to_langchain_tool_errors_surface_as_tool_exception():
         to_langchain_tool(multiply)
 
 
+def test_to_langchain_tool_keeps_the_artifact_and_json_lists_stay_json():
+    @agentkit.tool
+    def rows(n: int) -> agentkit.ToolOutput:
+        """Fetch n rows."""
+        return agentkit.ToolOutput(kind="text", value=f"{n} rows", metadata={"artifact": {"ids": list(range(n))}})
+
+    @agentkit.tool
+    def tags() -> list:
+        """List the tags."""
+        return ["red", "green"]
+
+    msg = to_langchain_tool(rows).invoke({"name": "rows", "args": {"n": 2}, "id": "r1", "type": "tool_call"})
+    assert (msg.content, msg.artifact) == ("2 rows", {"ids": [0, 1]})
+    assert to_langchain_tool(rows).invoke({"n": 1}) == "1 rows"
+    back = from_langchain_tool(to_langchain_tool(rows))
+    assert _call(back, n=3) == rows.fn(n=3)
+    # a JSON list of strings is data, not two text blocks
+    msg = to_langchain_tool(tags).invoke({"name": "tags", "args": {}, "id": "t1", "type": "tool_call"})
+    assert msg.content == '["red", "green"]'
+    assert _call(from_langchain_tool(to_langchain_tool(tags))).value == '["red", "green"]'
+
+
 def test_round_trip_agentkit_tool_through_langchain_and_back():
     back = from_langchain_tool(to_langchain_tool(area))
     assert back.name == area.name and back.description == area.description

@@ -398,11 +398,21 @@ def _structured_tool_class() -> type[StructuredTool]:
     return AgentkitStructuredTool
 
 
+def _reads_as_content(value: Any) -> bool:
+    """LangChain puts a str, or a list of str / typed dicts, into a ToolMessage as message
+    content blocks instead of serialising it (``tools.base._normalize_message_content``)."""
+    return isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(v, str) or (isinstance(v, dict) and "type" in v) for v in value)
+    )
+
+
 def _lc_value(out: ToolOutput) -> Any:
     if out.kind == "content":
         return [_block_from_part(p) for p in out.value]
     if out.kind == "json":
-        return jsonable(out.value)
+        value = jsonable(out.value)
+        # JSON data stays data: the JSON text, as agentkit's own models read it
+        return out.as_text() if _reads_as_content(value) else value
     return out.as_text()
 
 
@@ -413,6 +423,13 @@ def to_langchain_tool(tool: Any) -> StructuredTool:
     tool with a :class:`~agentkit.ToolContext` carrying the LangChain tool call id; a
     validation error or failure is raised as ``ToolException`` (set
     ``handle_tool_error=True`` on the result to hand it to the model instead).
+
+    Invoked with a tool call, it returns the ``ToolMessage`` LangChain builds: text and
+    content parts as content, JSON output as its JSON text, and
+    ``ToolOutput.metadata["artifact"]`` as the message's ``artifact``
+    (``response_format="content_and_artifact"``). Invoked with plain arguments, it
+    returns the content (JSON output as the value itself when LangChain would not
+    mistake it for content blocks).
     """
     require_langchain("to_langchain_tool")
     from langchain_core.tools import ToolException
@@ -423,18 +440,19 @@ def to_langchain_tool(tool: Any) -> StructuredTool:
     schema = dict(ak_tool.input_schema)
     schema.setdefault("properties", {})
 
-    def run(**kwargs: Any) -> Any:
+    def run(**kwargs: Any) -> tuple[Any, Any]:
         call_id = kwargs.pop(_CALL_ID, None) or f"call_{uuid.uuid4().hex}"
         ctx = ToolContext(tool_call_id=call_id, tool_name=ak_tool.name, cancel=CancelToken())
         call = ToolCallPart(tool_call_id=call_id, tool_name=ak_tool.name, input=kwargs)
         out = run_tool_call(ak_tool, call, ctx, (ak_tool.name,))
         if out.is_error:
             raise ToolException(out.as_text())
-        return _lc_value(out)
+        return _lc_value(out), (out.metadata or {}).get("artifact")
 
     return _structured_tool_class()(
         name=ak_tool.name,
         description=ak_tool.description or ak_tool.name,
         args_schema=schema,
         func=run,
+        response_format="content_and_artifact",
     )
