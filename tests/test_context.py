@@ -279,3 +279,29 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(root):
     pids = _pids(result.stdout)
     assert len(pids) == 2
     assert _wait_gone(pids) == []
+
+
+# -- layering ----------------------------------------------------------------------------
+
+
+def test_the_tools_package_imports_no_runtime_module():
+    """DESIGN.md: each layer imports only layers below. agentkit.tools (ports and
+    adapters) must not reach up into the runtime, not even inside a function."""
+    import ast
+    from pathlib import Path
+
+    import agentkit.tools
+
+    runtime = {"agent", "cli", "jobs", "job_store", "loop", "scheduling", "session"}
+    offenders = []
+    for path in Path(agentkit.tools.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2:
+                top = (node.module or "").split(".")[0]
+                names = {top} if top else {a.name for a in node.names}
+                offenders += [f"{path.name}: ..{n}" for n in names & runtime]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                offenders += [f"{path.name}: {m}" for m in mods
+                              if m.split(".")[:2] in (["agentkit", r] for r in runtime)]
+    assert offenders == []

@@ -293,7 +293,7 @@ class LocalExecutionContext:
       beyond ``max_shell_output_bytes`` terminates the group (SIGTERM, then SIGKILL after
       ``kill_grace`` seconds). The raw shell (``bash -lc``) is *not* a security boundary:
       confine it with a container or a permission handler.
-    * ``jobs`` runs background jobs on worker threads (see :mod:`agentkit.jobs`);
+    * ``jobs`` runs background jobs on worker threads (a :class:`~agentkit.JobRunner`);
       ``job_store`` persists their snapshots, ``settle_orphaned_job`` decides the state
       of jobs a previous host left running.
 
@@ -356,11 +356,12 @@ class LocalExecutionContext:
         self.kill_grace = kill_grace
         self._shell_executable = shell_executable
         self._env = dict(env) if env is not None else None
+        # the local parts import this module's data types, hence imported here
+        from ._jobs import JobRunner
         from ._local import LocalFileSystem, LocalShell
 
         self.fs: FileSystem | None = LocalFileSystem(self)
         self.shell: Shell | None = LocalShell(self)
-        from ..jobs import JobRunner  # the runtime's worker threads, composed here
 
         self.jobs: JobControl | None = JobRunner(
             self._launch_job,
