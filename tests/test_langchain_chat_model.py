@@ -188,6 +188,25 @@ def test_stream_events_for_malformed_args_reasoning_and_finish():
     assert events[7] == FinishEvent("length", "max_tokens")
 
 
+def test_parallel_calls_sharing_an_index_are_told_apart_by_id_as_langchain_merges_them():
+    # some OpenAI-compatible servers number every parallel call 0 and give each its id
+    chunks = [
+        AIMessageChunk(content="", tool_call_chunks=[{"name": "add", "args": '{"a": 1,', "id": "c1", "index": 0}]),
+        AIMessageChunk(content="", tool_call_chunks=[{"name": None, "args": ' "b": 2}', "id": None, "index": 0}]),
+        AIMessageChunk(content="", tool_call_chunks=[{"name": "add", "args": '{"a": 3, "b": 4}', "id": "c2",
+                                                      "index": 0}]),
+    ]
+    model = ChunkScriptModel(replies=[chunks])
+    events = list(LangChainChatModel(model).stream(_request(tools=(add.spec,))))
+    calls = [(e.tool_call_id, e.tool_name, e.input) for e in events if isinstance(e, ToolCallEvent)]
+    assert calls == [("c1", "add", {"a": 1, "b": 2}), ("c2", "add", {"a": 3, "b": 4})]
+    # recent langchain-core merges the chunks into the same two calls (1.0 glued them into one)
+    merged = chunks[0] + chunks[1] + chunks[2]
+    if len(merged.tool_calls) == 2:
+        assert calls == [(tc["id"], tc["name"], tc["args"]) for tc in merged.tool_calls]
+    assert events[-1] == FinishEvent("tool-calls", None)
+
+
 def test_reasoning_with_signature_is_kept_in_the_assistant_message():
     model = ChunkScriptModel(replies=[[
         AIMessageChunk(content=[{"type": "thinking", "thinking": "hmm", "index": 0}]),
@@ -225,16 +244,39 @@ def test_model_without_bind_tools_is_a_clear_error_before_the_call():
         LangChainChatModel(object())  # type: ignore[arg-type]
 
 
+class _StatusError(Exception):
+    """Like an SDK error an integration lets through (openai.APIStatusError...)."""
+
+    def __init__(self, message: str, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+# langchain-core's typed model errors are newer than the langchain-core>=1.0 the extra
+# allows; with an older core, errors are told apart by their status code alone
+_TYPED = [
+    (name, args, expected)
+    for name, args, expected in [
+        ("ContextOverflowError", ("prompt too long",), ContextOverflowError),
+        ("ModelRateLimitError", ("slow down",), RateLimitError),
+        ("ModelAuthenticationError", ("bad key",), AuthenticationError),
+        ("ModelAPIError", ("upstream 503",), ProviderUnavailableError),
+    ]
+    if hasattr(lc_errors, name)
+]
+
+
 @pytest.mark.parametrize(
     ("error", "expected"),
-    [
-        (lc_errors.ContextOverflowError("prompt too long"), ContextOverflowError),
-        (lc_errors.ModelRateLimitError("slow down"), RateLimitError),
-        (lc_errors.ModelAuthenticationError("bad key"), AuthenticationError),
-        (lc_errors.ModelAPIError("upstream 503"), ProviderUnavailableError),
+    [(getattr(lc_errors, name)(*args), expected) for name, args, expected in _TYPED]
+    + [
+        (_StatusError("Rate limit reached", 429), RateLimitError),
+        (_StatusError("Incorrect API key", 401), AuthenticationError),
+        (_StatusError("Bad gateway", 502), ProviderUnavailableError),
+        (_StatusError("This model's maximum context length is 8192 tokens", 400), ContextOverflowError),
         (RuntimeError("driver bug"), ModelError),
     ],
-    ids=["overflow", "rate-limit", "auth", "unavailable", "other"],
+    ids=[name for name, _, _ in _TYPED] + ["status-429", "status-401", "status-502", "overflow-text", "other"],
 )
 def test_langchain_errors_become_agentkit_errors(error, expected):
     model = ChunkScriptModel(replies=[], error=error)

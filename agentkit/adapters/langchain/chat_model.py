@@ -43,14 +43,28 @@ _SETTINGS = ("temperature", "top_p", "max_tokens", "seed")
 
 @dataclass
 class _Call:
+    index: Any = None
     id: str | None = None
     name: str | None = None
     args: list[str] = field(default_factory=list)
 
 
+def _continued_call(calls: list[_Call], index: Any, call_id: str | None) -> _Call | None:
+    """The streamed call a ``tool_call_chunk`` continues, matched as LangChain merges
+    chunks: the same ``index`` with ids that do not disagree (a provider that numbers
+    every parallel call 0 still gives each its own id), or, without an index, the same id."""
+    for call in reversed(calls):
+        if index is not None:
+            if call.index == index and (not call.id or not call_id or call.id == call_id):
+                return call
+        elif call_id and call.id == call_id:
+            return call
+    return None
+
+
 @dataclass
 class _State:
-    calls: dict[Any, _Call] = field(default_factory=dict)
+    calls: list[_Call] = field(default_factory=list)
     reasoning: bool = False
     reasoning_index: Any = None
     signature: str | None = None
@@ -168,7 +182,7 @@ class LangChainChatModel:
             if callable(close):
                 close()
         yield from self._close_reasoning(state)
-        for call in state.calls.values():
+        for call in state.calls:
             yield _tool_call_event(call.id, call.name, "".join(call.args))
             state.emitted_calls += 1
         reason, raw = state.finish or (None, None)
@@ -239,13 +253,10 @@ class LangChainChatModel:
         if isinstance(chunk, AIMessageChunk):
             for part in chunk.tool_call_chunks:
                 index, call_id = part.get("index"), part.get("id")
-                if index is not None:
-                    key: Any = ("index", index)
-                elif call_id is not None and ("id", call_id) in state.calls:
-                    key = ("id", call_id)
-                else:
-                    key = ("id", call_id) if call_id is not None else ("n", len(state.calls))
-                call = state.calls.setdefault(key, _Call())
+                call = _continued_call(state.calls, index, call_id)
+                if call is None:
+                    call = _Call(index=index)
+                    state.calls.append(call)
                 call.id = call.id or call_id
                 call.name = call.name or part.get("name")
                 if part.get("args"):
