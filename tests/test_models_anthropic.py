@@ -442,3 +442,47 @@ def test_system_messages_join_the_system_prompt(server):
     assert [b["text"] for b in body["system"]] == ["base rules", "extra rules"]
     assert "cache_control" in body["system"][-1] and "cache_control" not in body["system"][0]
     assert [m["role"] for m in body["messages"]] == ["user"]
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"tool_choice": "required"}, "forced tool use"),
+        ({"tool_choice": "add"}, "forced tool use"),
+        ({"settings": ModelSettings(reasoning_budget=1024, temperature=0.2)}, "temperature 1"),
+        ({"settings": ModelSettings(reasoning_budget=1024, top_p=0.5)}, "top_p"),
+        ({"provider_options": {"top_k": 5}}, "top_k"),
+    ],
+)
+def test_what_extended_thinking_forbids_is_rejected_before_any_request(server, kw, message):
+    kw.setdefault("settings", ModelSettings(reasoning_budget=1024))
+    with pytest.raises(ConfigurationError, match=message):
+        model(server).stream(req(tools=(ADD,), **kw))
+    assert server.requests == []
+
+
+def test_extended_thinking_allows_temperature_one_and_high_top_p(server):
+    server.add(w.stream(w.text("ok")))
+    settings = ModelSettings(reasoning_budget=1024, temperature=1, top_p=0.95)
+    list(model(server).stream(req(settings=settings)))
+    assert server.bodies[0]["temperature"] == 1 and server.bodies[0]["top_p"] == 0.95
+
+
+def test_whitespace_text_around_tool_calls_is_not_sent_back(server):
+    # Claude may open a turn with a text block of only "\n\n" before its tool call; the
+    # API rejects such a block when it is sent back (the fake does too)
+    server.add(
+        w.stream(w.text("\n\n", pieces=1), w.tool_use("toolu_1", "add", ['{"a": 1, "b": 2}'])),
+        w.stream(w.text("3")),
+    )
+    result = run_agent(model(server), "add", tools=[add], system="  \n")
+    assert result.text == "3"
+    second = server.bodies[1]
+    assert [b["type"] for b in second["messages"][1]["content"]] == ["tool_use"]
+    assert "system" not in second  # a blank system prompt is left out, not sent empty
+
+
+def test_user_message_of_only_whitespace_is_rejected_before_any_request(server):
+    with pytest.raises(ConfigurationError, match="whitespace"):
+        model(server).stream(req(Message.user("   ")))
+    assert server.requests == []

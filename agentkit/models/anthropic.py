@@ -175,8 +175,9 @@ class AnthropicModel(SDKModel):
                 )
             params["thinking"] = {"type": "enabled", "budget_tokens": budget}
         params["max_tokens"] = max_tokens if max_tokens is not None else self._max_tokens
-        system_texts = [request.system] if request.system else []
-        system_texts += [m.text for m in request.messages if m.role == "system" and m.text]
+        # the API rejects empty and whitespace-only text blocks
+        system_texts = [request.system] if request.system and request.system.strip() else []
+        system_texts += [m.text for m in request.messages if m.role == "system" and m.text.strip()]
         messages = to_anthropic_messages(request.messages)
         tools = [
             {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}
@@ -203,7 +204,37 @@ class AnthropicModel(SDKModel):
         if s.stop:
             params["stop_sequences"] = list(s.stop)
         params.update(options)
+        _check_thinking(params)
         return params
+
+
+def _check_thinking(params: Mapping[str, Any]) -> None:
+    """Reject, before any request, what the API rejects with extended thinking on:
+    forced tool use, a temperature other than 1, top_p under 0.95, and top_k."""
+    thinking = params.get("thinking")
+    if not isinstance(thinking, Mapping) or thinking.get("type") in (None, "disabled"):
+        return
+    hint = "; turn thinking off (no reasoning_budget) to use it"
+    choice = params.get("tool_choice")
+    if isinstance(choice, Mapping) and choice.get("type") in ("any", "tool"):
+        raise ConfigurationError(
+            "Anthropic extended thinking cannot be combined with forced tool use "
+            "(tool_choice 'required' or a tool name); use tool_choice 'auto' or 'none'" + hint
+        )
+    temperature = params.get("temperature")
+    if temperature is not None and temperature != 1:
+        raise ConfigurationError(
+            f"Anthropic extended thinking only allows temperature 1, got {temperature}; "
+            f"leave ModelSettings.temperature unset" + hint
+        )
+    top_p = params.get("top_p")
+    if top_p is not None and not 0.95 <= top_p <= 1:
+        raise ConfigurationError(
+            f"Anthropic extended thinking needs top_p between 0.95 and 1, got {top_p}; "
+            f"leave ModelSettings.top_p unset" + hint
+        )
+    if params.get("top_k") is not None:
+        raise ConfigurationError("Anthropic extended thinking does not allow top_k; remove it" + hint)
 
 
 def _place_breakpoints(
@@ -388,7 +419,9 @@ def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
                 blocks.append({"type": "thinking", "thinking": p.text, "signature": p.signature})
             # reasoning without a signature (another provider's) cannot be sent back
         elif isinstance(p, TextPart):
-            if p.text:
+            # whitespace the model wrote around its tool calls ("\n\n") is rejected by
+            # the API when sent back on its own
+            if p.text.strip():
                 blocks.append({"type": "text", "text": p.text})
         elif isinstance(p, ToolCallPart):
             value = p.input if isinstance(p.input, dict) and p.input_error is None else {}
@@ -405,6 +438,11 @@ def _user_blocks(m: Message) -> list[dict[str, Any]]:
             block = _content_block(p)
             if block is not None:
                 blocks.append(block)
+    if not blocks and m.role == "user" and m.content:
+        raise ConfigurationError(
+            "a user message holds only empty or whitespace text, which the Anthropic API "
+            "rejects; send some text (or leave the message out)"
+        )
     return blocks
 
 
@@ -425,7 +463,7 @@ def _tool_result(p: ToolResultPart) -> dict[str, Any]:
 
 def _content_block(p: Any) -> dict[str, Any] | None:
     if isinstance(p, TextPart):
-        return {"type": "text", "text": p.text} if p.text else None
+        return {"type": "text", "text": p.text} if p.text.strip() else None
     if isinstance(p, ImagePart):
         return {"type": "image", "source": _source(p.data, p.url, p.media_type)}
     if isinstance(p, FilePart):

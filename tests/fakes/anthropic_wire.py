@@ -4,7 +4,8 @@ Builders for streamed answers (``message_start``, ``content_block_start`` /
 ``content_block_delta`` / ``content_block_stop``, ``message_delta``, ``message_stop``,
 ``ping`` and ``error`` events) and error bodies, plus a validator that enforces the
 request rules the real API enforces (alternating roles, tool results answering the
-previous turn's tool uses first, at most four cache_control breakpoints).
+previous turn's tool uses first, no empty or whitespace-only text, at most four
+cache_control breakpoints, the extended-thinking constraints).
 """
 
 from __future__ import annotations
@@ -145,8 +146,14 @@ def validate(rec: Recorded) -> Reply | None:
     messages = body.get("messages") or []
     if not messages or messages[0]["role"] != "user":
         return _bad("messages: first message must use the user role")
-    breakpoints = 0
+    rejected = _check_thinking(body)
+    if rejected is not None:
+        return rejected
+    breakpoints = 1 if body.get("cache_control") else 0  # top-level automatic caching counts
     if isinstance(body.get("system"), list):
+        for b in body["system"]:
+            if not b.get("text", "").strip():
+                return _bad("system: text content blocks must contain non-whitespace text")
         breakpoints += sum(1 for b in body["system"] if "cache_control" in b)
     breakpoints += sum(1 for t in body.get("tools") or [] if "cache_control" in t)
     previous_tool_uses: list[str] = []
@@ -158,10 +165,13 @@ def validate(rec: Recorded) -> Reply | None:
             content = [{"type": "text", "text": content}]
         if not content:
             return _bad(f"messages.{i}: content must not be empty")
+        has_text = any(b["type"] == "text" and b["text"].strip() for b in content)
         for b in content:
             breakpoints += "cache_control" in b
             if b["type"] == "text" and not b["text"]:
                 return _bad(f"messages.{i}: text content blocks must be non-empty")
+            if b["type"] == "text" and not has_text:
+                return _bad("messages: text content blocks must contain non-whitespace text")
             if b["type"] == "thinking" and not b.get("signature"):
                 return _bad(f"messages.{i}: thinking blocks need their signature")
         if m["role"] == "user" and previous_tool_uses:
@@ -178,6 +188,43 @@ def validate(rec: Recorded) -> Reply | None:
         )
     if breakpoints > 4:
         return _bad(f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}.")
+    return None
+
+
+def _check_thinking(body: dict[str, Any]) -> Reply | None:
+    """The extended-thinking rules: budget at least 1024 and below max_tokens, no forced
+    tool use, no sampling changes, and while a tool loop runs the last assistant turn
+    starts with its (signed or redacted) thinking block."""
+    thinking = body.get("thinking") or {}
+    if thinking.get("type") != "enabled":
+        return None
+    budget = thinking.get("budget_tokens", 0)
+    if budget < 1024:
+        return _bad("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+    if budget >= body["max_tokens"]:
+        return _bad("`max_tokens` must be greater than `thinking.budget_tokens`.")
+    if (body.get("tool_choice") or {}).get("type") in ("any", "tool"):
+        return _bad("Thinking may not be enabled when tool_choice forces tool use.")
+    if body.get("temperature") not in (None, 1):
+        return _bad("`temperature` may only be set to 1 when thinking is enabled.")
+    if body.get("top_p") is not None and body["top_p"] < 0.95:
+        return _bad("`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled.")
+    if body.get("top_k") is not None:
+        return _bad("`top_k` must be unset when thinking is enabled.")
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    answering_tools = last.get("role") == "user" and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in last.get("content") or []
+    )
+    if answering_tools and len(messages) >= 2:
+        first = messages[-2]["content"][0]
+        if first["type"] not in ("thinking", "redacted_thinking"):
+            return _bad(
+                f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or "
+                f"`redacted_thinking`, but found `{first['type']}`. When `thinking` is enabled, a "
+                f"final `assistant` message must start with a thinking block (preceeding the "
+                f"lastmost set of `tool_use` and `tool_result` blocks)."
+            )
     return None
 
 
