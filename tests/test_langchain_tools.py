@@ -417,8 +417,8 @@ def test_from_langchain_tools_takes_lists_and_rejects_non_tools():
         from_langchain_tools([multiply, multiply])
     with pytest.raises(ToolDefinitionError, match="BaseTool"):
         from_langchain_tool(lambda: None)
-    with pytest.raises(ToolDefinitionError, match="invalid tool name"):
-        from_langchain_tool(Tool(name="my tool", func=str, description="spaces"))
+    with pytest.raises(ToolDefinitionError, match=r"from_langchain_tool\(tool, name='my_tool'\)"):
+        run_agent(ScriptedModel(["x"]), "go", tools=[Tool(name="my tool", func=str, description="spaces")])
     assert from_langchain_tool(Tool(name="my tool", func=str, description="d"), name="my_tool").name == "my_tool"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Union, get_args
 from ...cancel import CancelToken
 from ...errors import CancelledError, ToolDefinitionError
 from ...messages import ToolCallPart, ToolOutput
-from ...tools.base import Tool, ToolContext, coerce_tool, to_tool_output
+from ...tools.base import _NAME_RE, Tool, ToolContext, coerce_tool, to_tool_output
 from ...tools.runner import run_tool_call
 from ._common import jsonable, require_langchain
 from .messages import _block_from_part, tool_output_from_tool_message
@@ -268,6 +269,12 @@ def from_langchain_tool(
         )
     lc_tool: BaseTool = tool
     tool_name = name or lc_tool.name
+    if name is None and not _NAME_RE.match(tool_name):
+        fixed = re.sub(r"[^A-Za-z0-9_-]", "_", tool_name)[:128] or "tool"
+        raise ToolDefinitionError(
+            f"LangChain tool {tool_name!r}: agentkit tool names use 1-128 characters from "
+            f"A-Z a-z 0-9 _ -; rename it with from_langchain_tool(tool, name={fixed!r})"
+        )
     schema, description = _schema_of(lc_tool, tool_name)
     call_ids, others = _injected_fields(lc_tool)
     hidden = call_ids | others  # never taken from the model, even if it sends them
