@@ -71,7 +71,7 @@ def req(*messages: Message, **kw) -> ModelRequest:
 
 def test_streams_text_deltas_usage_and_finish(server):
     server.add(w.text_stream("Hel", "lo", "!", usage_=w.usage(prompt=30, completion=5, cached=20)))
-    events = list(model(server).stream(req(system="be brief", session_id="sess-1")))
+    events = list(model(server, cache=True).stream(req(system="be brief", session_id="sess-1")))
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo", "!"]
     usage = [e.usage for e in events if isinstance(e, UsageEvent)]
     assert len(usage) == 1
@@ -91,9 +91,28 @@ def test_streams_text_deltas_usage_and_finish(server):
 
 def test_prompt_cache_key_off_when_caching_is_off(server):
     server.add(w.text_stream("a"), w.text_stream("b"))
-    list(model(server).stream(req(session_id="s", cache=False)))
+    list(model(server, cache=True).stream(req(session_id="s", cache=False)))
     list(model(server, cache=False).stream(req(session_id="s")))
     assert all("prompt_cache_key" not in b for b in server.bodies)
+
+
+def test_openai_gets_the_session_id_as_prompt_cache_key_by_default(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")  # stands in for api.openai.com
+    server.add(w.text_stream("a"))
+    list(OpenAIChatModel("gpt-4.1-mini", api_key="sk-test", retry=FAST).stream(req(session_id="sess-9")))
+    assert server.bodies[0]["prompt_cache_key"] == "sess-9"
+
+
+def test_quirk_strict_compatible_server_gets_no_prompt_cache_key_by_default(server):
+    # Groq, Cerebras and NVIDIA answer 400 "property 'prompt_cache_key' is unsupported"
+    server.check = w.reject_unknown_fields
+    server.add(w.text_stream("fine"), w.text_stream("never"))
+    with Session(model(server), session_id="sess-1") as session:
+        session.push_user_message("hi")
+        assert session.generate().text == "fine"
+    assert "prompt_cache_key" not in server.bodies[0]
+    with pytest.raises(ProviderError, match="'prompt_cache_key' is unsupported"):
+        list(model(server, cache=True).stream(req(session_id="s")))
 
 
 def test_parallel_tool_call_fragments_are_assembled(server):

@@ -11,6 +11,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from ..errors import CancelledError, ConfigurationError, MissingDependencyError, ProviderUnavailableError
 from ..messages import (
@@ -79,7 +80,9 @@ class OpenAIChatModel(SDKModel):
     ``stream=False`` uses plain (non-streaming) completions, for servers that cannot
     stream tool calls. ``max_tokens_param`` names the field ``ModelSettings.max_tokens``
     is sent as (default ``max_completion_tokens`` for OpenAI, ``max_tokens`` with a
-    ``base_url``). ``cache=False`` stops sending ``prompt_cache_key``.
+    ``base_url``). ``prompt_cache_key`` (the session id) goes to OpenAI's own API; with a
+    ``base_url`` it is sent only with ``cache=True``, because several compatible servers
+    (Groq, Cerebras, NVIDIA) reject fields they do not know. ``cache=False`` never sends it.
     """
 
     provider = "openai"
@@ -97,7 +100,7 @@ class OpenAIChatModel(SDKModel):
         default_headers: Mapping[str, str] | None = None,
         retry: RetryPolicy | None = None,
         on_retry: Callable[[RetryInfo], Any] | None = None,
-        cache: bool = True,
+        cache: bool | None = None,
         include_usage: bool = True,
         max_tokens_param: Literal["max_completion_tokens", "max_tokens"] | None = None,
         system_role: Literal["system", "developer"] = "system",
@@ -115,7 +118,7 @@ class OpenAIChatModel(SDKModel):
         self.model_name = model
         if client is not None and getattr(client, "base_url", None):
             base_url = base_url or str(client.base_url)
-        official = base_url is None or "api.openai.com" in str(base_url)
+        official = base_url is None or urlsplit(str(base_url)).hostname == "api.openai.com"
         self._client = make_client(
             _openai.OpenAI,
             client,
@@ -132,7 +135,7 @@ class OpenAIChatModel(SDKModel):
         self._stream = stream
         self._retry = retry or RetryPolicy()
         self._on_retry = on_retry
-        self._cache = cache
+        self._cache = official if cache is None else bool(cache)
         self._include_usage = include_usage
         self._system_role = system_role
 

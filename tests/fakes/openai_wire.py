@@ -211,3 +211,22 @@ def validate(rec: Recorded) -> Reply | None:
             f"{', '.join(pending)}",
         )
     return None
+
+
+_STRICT_FIELDS = {
+    "model", "messages", "stream", "stream_options", "tools", "tool_choice", "temperature",
+    "top_p", "max_tokens", "max_completion_tokens", "stop", "seed", "parallel_tool_calls",
+    "n", "response_format", "user", "frequency_penalty", "presence_penalty",
+}  # fmt: skip
+
+
+def reject_unknown_fields(rec: Recorded) -> Reply | None:
+    """A validator like the strict compatible servers (Groq, Cerebras): a body field they
+    do not know is a 400 naming it."""
+    for key in rec.body or {}:
+        if key not in _STRICT_FIELDS:
+            return Reply(
+                status=400,
+                json={"error": {"message": f"property '{key}' is unsupported", "type": "invalid_request_error"}},
+            )
+    return validate(rec)
