@@ -46,6 +46,13 @@ def user(text: str, pad: int = 0) -> UserMessageEvent:
     return UserMessageEvent(content=(TextPart(text=text + ("." * pad if pad else "")),))
 
 
+def texts(stored: object) -> list[str]:
+    """The texts of stored user messages (a StoredSession or a tuple of events), without
+    their padding."""
+    events = stored if isinstance(stored, tuple) else stored.events  # type: ignore[attr-defined]
+    return [e.content[0].text.rstrip(".") for e in events]
+
+
 def out(*parts: object) -> None:
     sys.stdout.write(" ".join(map(str, parts)) + "\n")
     sys.stdout.flush()
@@ -103,6 +110,50 @@ def append_loop(root: str, sid: str, pad: str) -> None:
     while True:
         revision = store.append(sid, [user(f"e{revision + 1}", int(pad))], expected_revision=revision)
         out("ack", revision)
+
+
+def compact_loop(root: str, sid: str, pad: str) -> None:
+    """Forever: while the active log holds fewer than 6 ``e<n>`` events append the next
+    one, else compact all but the last 2 events into archive ``c<revision>`` behind a
+    summary ``sum-<revision>``. Print ``ack <revision>`` after each call returns. The
+    choice depends only on what is stored, so a restarted loop repeats a compaction that
+    was interrupted after writing its archive."""
+    store = FileEventStore(root)
+    loaded = store.load(sid)
+    revision = 0 if loaded is None else loaded.revision
+    active = [] if loaded is None else [e.content[0].text.rstrip(".") for e in loaded.events]
+    n = max((int(t[1:]) for t in active if t.startswith("e")), default=0)
+    out("start", revision)
+    while True:
+        if sum(t.startswith("e") for t in active) < 6:
+            n += 1
+            revision = store.append(sid, [user(f"e{n}", int(pad))], expected_revision=revision)
+            active.append(f"e{n}")
+        else:
+            summary = f"sum-{revision}"
+            revision = store.compact(
+                sid, f"c{revision}", expected_revision=revision, remove=len(active) - 2, summary=[user(summary)]
+            )
+            active = [summary, *active[-2:]]
+        out("ack", revision)
+
+
+def trace_ops(root: str) -> None:
+    """Every kind of write, each followed by a ``done <what>`` line, for a syscall trace:
+    create a store under missing directories, append, archive, compact, delete."""
+    store = FileEventStore(os.path.join(root, "a", "b"))
+    store.append("s", [user("e1")], expected_revision=0)
+    out("done create")
+    store.append("s", [user("e2"), user("e3")], expected_revision=1)
+    out("done append")
+    store.archive("s", "copy", [user("old")])
+    out("done archive")
+    store.compact("s", "c1", expected_revision=3, remove=2, summary=[user("sum")])
+    out("done compact")
+    store.append("s", [user("e4")], expected_revision=4)
+    out("done append-after-compact")
+    store.delete("s")
+    out("done delete")
 
 
 def writer(root: str, sid: str, name: str, count: str) -> None:
@@ -203,6 +254,8 @@ def session_crash(root: str, sid: str) -> None:
 
 MODES = {
     "append-loop": append_loop,
+    "compact-loop": compact_loop,
+    "trace-ops": trace_ops,
     "writer": writer,
     "stale-writer": stale_writer,
     "hold-lock": hold_lock,

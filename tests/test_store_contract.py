@@ -189,3 +189,75 @@ def test_concurrent_thread_writers_lose_and_duplicate_nothing(store, own_object)
     for n in range(writers):  # each writer's own events stay in its order
         mine = [t for t in got if t.startswith(f"w{n}-")]
         assert mine == [f"w{n}-{i}" for i in range(per_writer)]
+
+
+# -- compaction ------------------------------------------------------------------------
+
+
+def test_compaction_moves_a_prefix_into_an_archive_and_puts_the_summary_in_its_place(store):
+    a, b, c, d = user("a"), user("b"), user("c"), user("d")
+    store.append("s1", [a, b], expected_revision=0)
+    store.append("s1", [c, d], expected_revision=2)
+    summary = user("summary of a and b")
+    assert store.compact("s1", "c1", expected_revision=4, remove=2, summary=[summary]) == 5
+    loaded = store.load("s1")
+    assert loaded.events == (summary, c, d) and loaded.revision == 5
+    assert store.load_archive("s1", "c1") == (a, b)
+    assert store.append("s1", [user("e")], expected_revision=5) == 6
+    # without a summary, and down to an empty active log
+    assert store.compact("s1", "c2", expected_revision=6, remove=4) == 7
+    assert store.load("s1").events == () and store.load("s1").revision == 7
+    assert texts(store.load_archive("s1", "c2")) == ["summary of a and b", "c", "d", "e"]
+    assert store.list_sessions() == ["s1"]
+
+
+def test_a_stale_compaction_or_append_conflicts_and_changes_nothing(store):
+    store.append("s1", [user("a"), user("b"), user("c")], expected_revision=0)
+    assert store.compact("s1", "c1", expected_revision=3, remove=1) == 4
+    # a second compactor that loaded revision 3 would remove "b" thinking it is "a"
+    with pytest.raises(StoreConflictError) as info:
+        store.compact("s1", "c2", expected_revision=3, remove=1)
+    assert (info.value.expected_revision, info.value.actual_revision) == (3, 4)
+    with pytest.raises(StoreConflictError):
+        store.append("s1", [user("stale")], expected_revision=3)
+    assert texts(store.load("s1").events) == ["b", "c"]
+    assert store.load_archive("s1", "c2") is None
+
+
+@pytest.mark.parametrize("remove", [0, -1, True, 1.0, "1"])
+def test_compaction_refuses_a_bad_count_before_any_side_effect(store, remove):
+    store.append("s1", [user("a")], expected_revision=0)
+    with pytest.raises(ConfigurationError, match="remove must be an int >= 1"):
+        store.compact("s1", "c1", expected_revision=1, remove=remove)
+    assert texts(store.load("s1").events) == ["a"] and store.load_archive("s1", "c1") is None
+
+
+def test_compaction_refuses_to_remove_more_than_the_active_log_holds(store):
+    store.append("s1", [user("a"), user("b")], expected_revision=0)
+    with pytest.raises(ConfigurationError, match="remove 3 events but its active log holds 2"):
+        store.compact("s1", "c1", expected_revision=2, remove=3)
+    with pytest.raises(ConfigurationError, match="holds 0"):
+        store.compact("nobody", "c1", expected_revision=0, remove=1)
+    assert store.load("nobody") is None
+    assert store.load("s1").revision == 2 and store.load_archive("s1", "c1") is None
+
+
+def test_compaction_never_overwrites_an_archive_and_finishes_an_interrupted_one(store):
+    a, b, c = user("a"), user("b"), user("c")
+    store.append("s1", [a, b, c], expected_revision=0)
+    store.archive("s1", "used", [user("other")])
+    with pytest.raises(ConfigurationError, match="already holds different events"):
+        store.compact("s1", "used", expected_revision=3, remove=1)
+    assert store.load("s1").events == (a, b, c) and store.load("s1").revision == 3
+    # a compaction interrupted after writing its archive is repeated: the archive
+    # already holds these events, and the call completes
+    store.archive("s1", "c1", [a, b])
+    assert store.compact("s1", "c1", expected_revision=3, remove=2) == 4
+    assert store.load("s1").events == (c,) and store.load_archive("s1", "c1") == (a, b)
+
+
+def test_bad_compaction_ids_are_refused(store):
+    for sid, aid in (("../../etc", "c1"), ("s1", "../x"), ("s1", "a/b")):
+        with pytest.raises(ConfigurationError, match="invalid session id"):
+            store.compact(sid, aid, expected_revision=0, remove=1)
+    assert store.list_sessions() == []

@@ -13,7 +13,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from _store_child import child_cmd, child_env, mount_works, remount, tmpfs, user
+from _store_child import child_cmd, child_env, mount_works, remount, texts, tmpfs, user
 
 from agentkit import (
     ConfigurationError,
@@ -24,10 +24,6 @@ from agentkit import (
     StoreError,
     StoreLockTimeout,
 )
-
-
-def texts(stored) -> list[str]:
-    return [e.content[0].text.rstrip(".") for e in stored.events]
 
 
 def fill(store: FileEventStore, sid: str, n: int, start: int = 0) -> int:
@@ -445,3 +441,56 @@ def test_a_file_size_limit_fails_the_append_clearly_and_loses_nothing(tmp_path):
     assert texts(loaded) == [f"e{i}" for i in acks]
     assert store.append("s", [user("after")], expected_revision=acks[-1]) == acks[-1] + 1
     assert texts(FileEventStore(tmp_path).load("s"))[-1] == "after"
+
+
+# -- compaction ----------------------------------------------------------------------
+
+
+def test_a_compacted_log_is_one_header_and_one_record_written_atomically(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 5)
+    old_inode = log_path(tmp_path).stat().st_ino
+    assert store.compact("s", "c1", expected_revision=5, remove=3, summary=[user("sum")]) == 6
+    lines = log_path(tmp_path).read_bytes().splitlines()
+    assert len(lines) == 2
+    header, record = json.loads(lines[0]), json.loads(lines[1])
+    assert header["kind"] == "header" and header["compacted_into"] == "c1"
+    assert record["kind"] == "compacted" and record["rev"] == 6 and len(record["events"]) == 3
+    assert log_path(tmp_path).stat().st_ino != old_inode  # renamed into place, not rewritten
+    assert not [p for p in (tmp_path / "s").rglob(".tmp-*")]
+    assert texts(store.load_archive("s", "c1")) == ["e1", "e2", "e3"]
+    # appends continue the compacted log, and a fresh reader sees it all
+    assert store.append("s", [user("e6")], expected_revision=6) == 7
+    assert texts(FileEventStore(tmp_path).load("s")) == ["sum", "e4", "e5", "e6"]
+
+
+def test_other_store_objects_notice_a_compaction_despite_their_cached_views(tmp_path):
+    a, b = FileEventStore(tmp_path), FileEventStore(tmp_path)
+    fill(a, "s", 4)
+    assert b.load("s").revision == 4  # b caches its view of the old log
+    assert a.compact("s", "c1", expected_revision=4, remove=2) == 5
+    with pytest.raises(StoreConflictError) as info:
+        b.append("s", [user("x")], expected_revision=4)
+    assert info.value.actual_revision == 5
+    assert b.append("s", [user("e5")], expected_revision=5) == 6
+    assert a.append("s", [user("e6")], expected_revision=6) == 7
+    assert texts(FileEventStore(tmp_path).load("s")) == ["e3", "e4", "e5", "e6"]
+
+
+def test_compaction_drops_a_torn_tail(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 3)
+    path = log_path(tmp_path)
+    path.write_bytes(path.read_bytes()[:-7])
+    assert FileEventStore(tmp_path).compact("s", "c1", expected_revision=2, remove=1) == 3
+    assert texts(FileEventStore(tmp_path).load("s")) == ["e2"]
+    assert path.read_bytes().count(b"\n") == 2
+
+
+def test_a_compacted_record_anywhere_but_first_is_corruption(tmp_path):
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 2)
+    path = log_path(tmp_path)
+    path.write_bytes(path.read_bytes() + _record({"kind": "compacted", "v": 1, "rev": 9, "events": []}) * 2)
+    with pytest.raises(StoreCorruptionError, match="line 4 .*unexpected 'compacted' record"):
+        FileEventStore(tmp_path).load("s")

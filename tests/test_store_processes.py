@@ -10,13 +10,9 @@ import signal
 import subprocess
 import time
 
-from _store_child import child_cmd, child_env, user
+from _store_child import child_cmd, child_env, texts, user
 
 from agentkit import FileEventStore
-
-
-def texts(stored) -> list[str]:
-    return [e.content[0].text.rstrip(".") for e in stored.events]
 
 
 def test_writer_processes_detect_conflicts_and_lose_or_duplicate_nothing(tmp_path):
@@ -84,17 +80,17 @@ def _read_lines(proc: subprocess.Popen, deadline: float, want_acks: int) -> tupl
     return acks, buf
 
 
-def _kill_round(root, rng: random.Random, *, on_growth: bool) -> list[int]:
-    """Start an append loop, let it acknowledge a few appends, SIGKILL it; return the
-    acknowledged revisions. ``on_growth`` kills as soon as the log starts growing
-    again (mid-write, with big records); otherwise after a random short delay."""
+def _kill_round(root, rng: random.Random, *, on_growth: bool, mode: str = "append-loop") -> list[int]:
+    """Start an append loop (or ``mode``), let it acknowledge a few calls, SIGKILL it;
+    return the acknowledged revisions. ``on_growth`` kills as soon as the log starts
+    growing again (mid-write, with big records); otherwise after a random short delay."""
     log = root / "s" / "events.jsonl"
     pad = 400_000 if on_growth else rng.choice([10, 2_000, 60_000])
     proc = subprocess.Popen(
-        child_cmd("append-loop", root, "s", pad), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env()
+        child_cmd(mode, root, "s", pad), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env()
     )
     try:
-        acks, rest = _read_lines(proc, time.monotonic() + 60, rng.randint(1, 4))
+        acks, rest = _read_lines(proc, time.monotonic() + 60, rng.randint(1, 8))
         assert acks, "the child acknowledged nothing"
         if on_growth:
             size = log.stat().st_size
@@ -141,3 +137,37 @@ def test_sigkill_in_a_tight_append_loop_keeps_exactly_an_acknowledged_prefix(tmp
     assert torn_tails >= 1
     print(f"\n{rounds} SIGKILLs (seed {seed}): {max_acked} acknowledged appends kept, "
           f"{torn_tails} torn tails left out and repaired")
+
+
+def test_sigkill_during_compactions_leaves_every_event_in_the_log_or_an_archive(tmp_path):
+    """A loop appends and compacts (archive first, then the log is renamed into place);
+    killed at random moments, a load always sees one whole log: the acknowledged
+    revision, the newest summary, then a contiguous run of events; the archives hold
+    every earlier event once, in order (plus, at most, a copy of the active log's first
+    events from a compaction killed between its two renames, which the next run finishes)."""
+    seed = int(os.environ.get("AGENTKIT_KILL_SEED", "20261129"))
+    rng = random.Random(seed)
+    store = FileEventStore(tmp_path)
+    max_acked = 0
+    for kill in range(1, 25):
+        acks = _kill_round(tmp_path, rng, on_growth=kill % 3 == 0, mode="compact-loop")
+        max_acked = max([max_acked, *acks])
+        where = f"seed {seed}, kill {kill}"
+        loaded = store.load("s")
+        assert max_acked <= loaded.revision <= max_acked + 1, where
+        active = texts(loaded)
+        numbered = [int(t[1:]) for t in active if t.startswith("e")]
+        assert numbered == list(range(numbered[0], numbered[0] + len(numbered))), where
+        compactions = sorted(int(p.stem[1:]) for p in (tmp_path / "s" / "archives").glob("c*.json"))
+        archived = [
+            int(t[1:])
+            for r in compactions
+            for t in texts(store.load_archive("s", f"c{r}"))
+            if t.startswith("e")
+        ]
+        first = numbered[0]
+        assert archived[: first - 1] == list(range(1, first)), where
+        assert archived[first - 1 :] == numbered[: len(archived) - first + 1], where
+        if first > 1:  # compacted at least once: the newest summary leads the log
+            assert active[0].startswith("sum-") and int(active[0][4:]) in compactions, where
+    assert compactions, "no compaction completed"

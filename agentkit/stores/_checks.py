@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StoreConflictError
 from ..events import Event
 
 
@@ -32,4 +32,30 @@ def archive_conflict(session_id: str, archive_id: str) -> ConfigurationError:
     return ConfigurationError(
         f"archive {archive_id!r} of session {session_id!r} already holds different "
         f"events; archives are never overwritten. Use a new archive id."
+    )
+
+
+def check_count(remove: object) -> int:
+    """``remove`` (how many events a compaction archives), or ConfigurationError when it
+    is not an int >= 1."""
+    if not isinstance(remove, int) or isinstance(remove, bool) or remove < 1:
+        raise ConfigurationError(f"remove must be an int >= 1 (the number of events to archive), got {remove!r}")
+    return remove
+
+
+def compact_too_far(session_id: str, remove: int, active: int) -> ConfigurationError:
+    """The error for a compaction asked to remove more events than the active log holds."""
+    return ConfigurationError(
+        f"cannot compact session {session_id!r}: asked to remove {remove} events but its active "
+        f"log holds {active}. Nothing was changed. Count only the events load() returned."
+    )
+
+
+def conflict(session_id: str, expected: int, actual: int) -> StoreConflictError:
+    """The error for a compare-and-swap whose expected revision is stale."""
+    return StoreConflictError(
+        f"session {session_id!r} is at revision {actual}, not {expected}: another writer "
+        f"changed it first. Nothing was written. Reload the session and retry.",
+        expected_revision=expected,
+        actual_revision=actual,
     )

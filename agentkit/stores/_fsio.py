@@ -117,3 +117,14 @@ def make_dir(path: str, *, sync: bool) -> bool:
     if sync:
         fsync_dir(os.path.dirname(path))
     return True
+
+
+def make_dirs(path: str, *, sync: bool) -> None:
+    """Create directory ``path`` and any missing ancestors, fsyncing the parent of each
+    one created (``os.makedirs`` would leave new entries that a power loss can undo)."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        make_dirs(parent, sync=sync)
+    make_dir(path, sync=sync)

@@ -51,18 +51,28 @@ def encode_record(kind: str, data: dict[str, Any]) -> bytes:
     return b'{"crc":"%08x",' % zlib.crc32(rest) + rest + b"\n"
 
 
-def encode_events(events: Sequence[Event], revision: int) -> bytes:
-    """The record line of one append: ``events`` bringing the log to ``revision``.
-
-    Raises ConfigurationError (before anything is written) when an event is not JSON
-    serialisable."""
+def _encode_with_events(kind: str, data: dict[str, Any], events: Sequence[Event]) -> bytes:
     try:
-        return encode_record("events", {"rev": revision, "events": [e.to_dict() for e in events]})
+        return encode_record(kind, {**data, "events": [e.to_dict() for e in events]})
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(
             f"cannot store these events: they are not JSON-serialisable ({exc}). "
             f"Event data must be plain JSON values."
         ) from None
+
+
+def encode_events(events: Sequence[Event], revision: int, *, kind: str = "events") -> bytes:
+    """The record line of one append: ``events`` bringing the log to ``revision``
+    (``kind="compacted"``: the first record of a log rewritten by a compaction).
+
+    Raises ConfigurationError (before anything is written) when an event is not JSON
+    serialisable."""
+    return _encode_with_events(kind, {"rev": revision}, events)
+
+
+def encode_archive(session_id: str, archive_id: str, events: Sequence[Event]) -> bytes:
+    """The one record of an archive file; ConfigurationError when not serialisable."""
+    return _encode_with_events("archive", {"session_id": session_id, "archive_id": archive_id}, events)
 
 
 def decode_record(line: bytes, *, where: str) -> Record:

@@ -1,6 +1,7 @@
 """Reading a file-store log: verify records, find the end of the intact prefix.
 
-A log is a header line followed by one record line per append. A crash during an append
+A log is a header line followed by one record line per append (after a compaction, the
+first record is the ``compacted`` one that rewrote the log). A crash during an append
 can leave one damaged line at the end (torn: cut short, or never fully written); that
 append was never acknowledged, so it is left out. Damage anywhere else, or more than one
 damaged line at the end, cannot come from a crash and raises StoreCorruptionError
@@ -69,11 +70,15 @@ def scan(
                 raise _corrupt(path, line_no, str(exc).split(": ", 1)[-1]) from None
             out.torn = True
             break
-        if rec.kind != "events":
+        # a compacted log starts with one "compacted" record: the events that replaced the
+        # archived ones plus those kept, at the revision the compaction set
+        first = line_no == 2
+        if rec.kind not in ("events", "compacted") or (rec.kind == "compacted" and not first):
             raise _corrupt(path, line_no, f"unexpected {rec.kind!r} record")
         payload = rec.data.get("events")
         rev = rec.data.get("rev")
-        if not isinstance(payload, list) or not isinstance(rev, int) or rev != out.revision + len(payload):
+        follows = rec.kind == "compacted" or (isinstance(payload, list) and rev == out.revision + len(payload))
+        if not isinstance(payload, list) or not isinstance(rev, int) or isinstance(rev, bool) or not follows:
             raise StoreCorruptionError(
                 f"{where} has a valid checksum but revision {rev!r} does not follow revision "
                 f"{out.revision} (were lines duplicated or reordered?). Restore the file from a backup."

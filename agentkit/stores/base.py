@@ -36,7 +36,8 @@ class StoredSession:
     session_id: str
     events: tuple[Event, ...]
     revision: int
-    """Pass this as ``expected_revision`` to the next append."""
+    """Pass this as ``expected_revision`` to the next append or compaction. It starts at
+    0; an append advances it by the number of events appended, a compaction by one."""
     schema_version: int = SCHEMA_VERSION
 
 
@@ -44,10 +45,12 @@ class StoredSession:
 class EventStore(Protocol):
     """Durable storage for session event logs.
 
-    ``append`` is compare-and-swap: it writes only when ``expected_revision`` equals the
-    stored revision (``0`` for a session that does not exist yet) and returns the new
-    revision; otherwise it raises :class:`~agentkit.errors.StoreConflictError` and
-    writes nothing. When ``append`` returns, the events are durable.
+    ``append`` and ``compact`` are compare-and-swap: they write only when
+    ``expected_revision`` equals the stored revision (``0`` for a session that does not
+    exist yet) and return the new revision; otherwise they raise
+    :class:`~agentkit.errors.StoreConflictError` and write nothing. Every change advances
+    the revision (an append by the number of events, a compaction by one), so a stale
+    writer never matches. When a method returns, its change is durable.
     """
 
     def load(self, session_id: str) -> StoredSession | None:
@@ -59,7 +62,22 @@ class EventStore(Protocol):
         ...
 
     def archive(self, session_id: str, archive_id: str, events: Sequence[Event]) -> None:
-        """Keep events removed from the active log (by compaction) under ``archive_id``."""
+        """Keep a copy of ``events`` under ``archive_id`` (the active log is unchanged).
+        The same event ids again is a no-op; different events under a used id are refused."""
+        ...
+
+    def compact(
+        self,
+        session_id: str,
+        archive_id: str,
+        *,
+        expected_revision: int,
+        remove: int,
+        summary: Sequence[Event] = (),
+    ) -> int:
+        """Remove the first ``remove`` events from the active log, keeping them under
+        ``archive_id``, and put ``summary`` (e.g. a ContextReplacedEvent) in their place,
+        all or nothing; compare-and-swap like ``append``. Returns the new revision."""
         ...
 
     def load_archive(self, session_id: str, archive_id: str) -> tuple[Event, ...] | None:

@@ -24,12 +24,19 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..errors import ConfigurationError, StoreConflictError, StoreCorruptionError
+from ..errors import ConfigurationError, StoreCorruptionError
 from ..events import Event, event_from_dict
-from ._checks import archive_conflict, check_events, check_revision
-from ._fsio import atomic_write, fsync_dir, make_dir, os_error, read_range, sync_file, write_all
+from ._checks import (
+    archive_conflict,
+    check_count,
+    check_events,
+    check_revision,
+    compact_too_far,
+    conflict,
+)
+from ._fsio import atomic_write, fsync_dir, make_dir, make_dirs, os_error, read_range, sync_file, write_all
 from ._locks import locked
-from ._records import DamagedRecord, decode_record, encode_events, encode_record
+from ._records import DamagedRecord, decode_record, encode_archive, encode_events, encode_record
 from ._scan import scan
 from .base import SCHEMA_VERSION, StoredSession, validate_session_id
 
@@ -101,9 +108,12 @@ class FileEventStore:
         return os.path.join(self.root_dir, _LOCKS, session_id + ".lock")
 
     def _ensure_root(self) -> None:
-        try:
-            os.makedirs(self.root_dir, exist_ok=True)
-            os.makedirs(os.path.join(self.root_dir, _LOCKS), exist_ok=True)
+        locks = os.path.join(self.root_dir, _LOCKS)
+        if os.path.isdir(locks):
+            return
+        try:  # the root's own entry must survive a power loss too: fsync each new parent
+            make_dirs(self.root_dir, sync=self.fsync)
+            make_dir(locks, sync=False)  # lock files hold no data
         except OSError as exc:
             raise os_error(f"cannot create the store directory {self.root_dir}", exc) from exc
 
@@ -203,21 +213,17 @@ class FileEventStore:
 
     # -- appending ---------------------------------------------------------------------
 
-    def _create_log(self, session_id: str) -> None:
-        sdir = self._session_dir(session_id)
-        make_dir(sdir, sync=self.fsync)
-        header = encode_record(
-            "header", {"log_id": uuid.uuid4().hex, "session_id": session_id, "created": time.time()}
+    @staticmethod
+    def _header(session_id: str, **extra: str) -> bytes:
+        """A new log's first line; its unique ``log_id`` tells a rewritten or recreated
+        log from the one a cached view describes, even if the inode number is reused."""
+        return encode_record(
+            "header", {"log_id": uuid.uuid4().hex, "session_id": session_id, "created": time.time(), **extra}
         )
-        atomic_write(self._log_path(session_id), header, sync=self.fsync)
 
-    def _conflict(self, session_id: str, expected: int, actual: int) -> StoreConflictError:
-        return StoreConflictError(
-            f"session {session_id!r} is at revision {actual}, not {expected}: another writer "
-            f"appended first. Nothing was written. Reload the session and retry.",
-            expected_revision=expected,
-            actual_revision=actual,
-        )
+    def _create_log(self, session_id: str) -> None:
+        make_dir(self._session_dir(session_id), sync=self.fsync)
+        atomic_write(self._log_path(session_id), self._header(session_id), sync=self.fsync)
 
     def append(self, session_id: str, events: Sequence[Event], *, expected_revision: int) -> int:
         """Compare-and-swap append of ``events`` as one record; durable when it returns.
@@ -233,7 +239,7 @@ class FileEventStore:
                 fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
             except FileNotFoundError:
                 if expected != 0:
-                    raise self._conflict(session_id, expected, 0) from None
+                    raise conflict(session_id, expected, 0) from None
                 try:
                     self._create_log(session_id)
                     fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
@@ -260,7 +266,7 @@ class FileEventStore:
             raise os_error(f"cannot read {path}", exc, tail="Nothing was written") from exc
         self._views[session_id] = view
         if view.revision != expected:
-            raise self._conflict(session_id, expected, view.revision)
+            raise conflict(session_id, expected, view.revision)
         if not batch and not torn:
             return view.revision
         try:
@@ -301,26 +307,23 @@ class FileEventStore:
         validate_session_id(session_id)
         validate_session_id(archive_id)
         batch = check_events(events)
-        try:
-            data = encode_record(
-                "archive",
-                {"session_id": session_id, "archive_id": archive_id, "events": [e.to_dict() for e in batch]},
-            )
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"cannot archive these events: they are not JSON-serialisable ({exc})") from None
-        path = self._archive_path(session_id, archive_id)
+        data = encode_archive(session_id, archive_id, batch)
         with self._write_lock(session_id):
-            existing = self._read_archive(path)
-            if existing is not None:
-                if [e.id for e in existing] == [e.id for e in batch]:
-                    return
-                raise archive_conflict(session_id, archive_id)
-            try:
-                make_dir(self._session_dir(session_id), sync=self.fsync)
-                make_dir(os.path.dirname(path), sync=self.fsync)
-                atomic_write(path, data, sync=self.fsync)
-            except OSError as exc:
-                raise os_error(f"cannot write archive {path}", exc, tail="Nothing was archived") from exc
+            self._archive_locked(session_id, archive_id, batch, data)
+
+    def _archive_locked(self, session_id: str, archive_id: str, batch: Sequence[Event], data: bytes) -> None:
+        path = self._archive_path(session_id, archive_id)
+        existing = self._read_archive(path)
+        if existing is not None:
+            if [e.id for e in existing] == [e.id for e in batch]:
+                return
+            raise archive_conflict(session_id, archive_id)
+        try:
+            make_dir(self._session_dir(session_id), sync=self.fsync)
+            make_dir(os.path.dirname(path), sync=self.fsync)
+            atomic_write(path, data, sync=self.fsync)
+        except OSError as exc:
+            raise os_error(f"cannot write archive {path}", exc, tail="Nothing was archived") from exc
 
     def _read_archive(self, path: str) -> tuple[Event, ...] | None:
         try:
@@ -354,6 +357,70 @@ class FileEventStore:
             return None
         with self._read_lock(session_id):
             return self._read_archive(path)
+
+    # -- compaction --------------------------------------------------------------------
+
+    def compact(
+        self,
+        session_id: str,
+        archive_id: str,
+        *,
+        expected_revision: int,
+        remove: int,
+        summary: Sequence[Event] = (),
+    ) -> int:
+        """Move the first ``remove`` events of the active log into archive ``archive_id``
+        and put ``summary`` in their place; compare-and-swap like :meth:`append`.
+
+        The archive is written (atomically, fsynced) first, then the log is rewritten
+        through a temp file, fsync and an atomic rename: a crash leaves the old log or the
+        new one, never a mix, and repeating an interrupted call finishes it. Returns the
+        new revision, ``expected_revision + 1``."""
+        validate_session_id(session_id)
+        validate_session_id(archive_id)
+        expected = check_revision(expected_revision)
+        count = check_count(remove)
+        replacement = check_events(summary)
+        encode_events(replacement, 0)  # refuse unserialisable events before any side effect
+        path = self._log_path(session_id)
+        with self._write_lock(session_id):
+            try:
+                fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+            except FileNotFoundError:
+                if expected:
+                    raise conflict(session_id, expected, 0) from None
+                raise compact_too_far(session_id, count, 0) from None
+            except OSError as exc:
+                raise os_error(f"cannot read {path}", exc, tail="Nothing was compacted") from exc
+            try:
+                view, events, _version, _torn = self._scan_fd(fd, path, want_events=True)
+            except OSError as exc:
+                raise os_error(f"cannot read {path}", exc, tail="Nothing was compacted") from exc
+            finally:
+                os.close(fd)
+            self._views[session_id] = view
+            if view.revision != expected:
+                raise conflict(session_id, expected, view.revision)
+            if count > len(events):
+                raise compact_too_far(session_id, count, len(events))
+            removed, kept = events[:count], events[count:]
+            self._archive_locked(session_id, archive_id, removed, encode_archive(session_id, archive_id, removed))
+            revision = expected + 1
+            header = self._header(session_id, compacted_into=archive_id)
+            data = header + encode_events([*replacement, *kept], revision, kind="compacted")
+            try:
+                atomic_write(path, data, sync=self.fsync)
+                st = os.stat(path)
+            except OSError as exc:
+                self._views.pop(session_id, None)
+                raise os_error(
+                    f"cannot rewrite {path}",
+                    exc,
+                    tail=f"The log was not compacted and stays at revision {expected} (archive {archive_id!r} "
+                    f"holds a copy of the events; repeat the call to finish)",
+                ) from exc
+            self._views[session_id] = _View(st.st_dev, st.st_ino, header, len(data), revision, 2)
+            return revision
 
     # -- listing and deleting ----------------------------------------------------------
 
