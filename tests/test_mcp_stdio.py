@@ -168,6 +168,48 @@ def test_cancelling_the_token_stops_the_call(demo):
     assert by_name(demo)["add"](a=2, b=2).as_text() == "4"
 
 
+@pytest.mark.parametrize("how", ["token", "call_timeout", "ctrl_c"])
+def test_an_abandoned_call_is_cancelled_on_the_server(tmp_path, how):
+    """Whatever ends the wait in the calling thread (its CancelToken, call_timeout, or
+    Ctrl-C), the request on the server is cancelled too, and the server stays usable."""
+    import _thread
+
+    from agentkit.tools.base import ToolContext
+
+    log = tmp_path / "calls.log"
+
+    def server_saw(line: str) -> bool:
+        return log.exists() and line in log.read_text().splitlines()
+
+    token = CancelToken()
+
+    def stop_when_started() -> None:
+        wait_for(lambda: server_saw("slow 30.0"), what="the slow call to start")
+        if how == "token":
+            token.cancel("user pressed stop")
+        elif how == "ctrl_c":
+            _thread.interrupt_main()
+
+    cfg = stdio(DEMO, env={"AGENTKIT_MCP_TEST_LOG": str(log)})
+    with no_leaks(), connect_mcp({"demo": cfg}, call_timeout=5 if how == "call_timeout" else 120) as toolset:
+        slow = by_name(toolset)["slow"]
+        ctx = ToolContext(tool_call_id="c1", tool_name="slow", cancel=token)
+        stopper = threading.Thread(target=stop_when_started)
+        stopper.start()
+        if how == "token":
+            with pytest.raises(CancelledError, match="user pressed stop"):
+                slow.fn(seconds=30, **{slow.context_param: ctx})
+        elif how == "ctrl_c":
+            with pytest.raises(KeyboardInterrupt):
+                slow.fn(seconds=30, **{slow.context_param: ctx})
+        else:
+            out = slow.fn(seconds=30, **{slow.context_param: ctx})
+            assert out.is_error and "no answer within 5s" in out.value
+        stopper.join(30)
+        wait_for(lambda: server_saw("slow 30.0 cancelled"), what="the server to see the cancellation")
+        assert by_name(toolset)["add"](a=1, b=1).as_text() == "2"
+
+
 def test_authorization_runs_first_and_a_denial_sends_nothing(tmp_path):
     log = tmp_path / "calls.log"
     seen: list[tuple] = []

@@ -78,17 +78,21 @@ class LoopThread:
                            "call toolset methods from ordinary threads")
         future = self.submit(fn, *args)
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            step = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
-            done, _ = concurrent.futures.wait([future], timeout=step)
-            if done:
-                return future.result()
-            if cancel is not None and cancel.cancelled:
-                future.cancel()
-                raise CancelledError(cancel.reason)
-            if deadline is not None and time.monotonic() >= deadline:
-                future.cancel()
-                raise CallTimeout(f"no answer within {timeout:g}s")
+        try:
+            while True:
+                step = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
+                done, _ = concurrent.futures.wait([future], timeout=step)
+                if done:
+                    return future.result()
+                if cancel is not None and cancel.cancelled:
+                    raise CancelledError(cancel.reason)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise CallTimeout(f"no answer within {timeout:g}s")
+        except BaseException:
+            # a timeout, the token, or KeyboardInterrupt in the waiting thread: the task
+            # on the loop must not run on unobserved
+            future.cancel()
+            raise
 
     def stop(self) -> None:
         """Cancel whatever still runs on the loop, stop it and join its thread. Idempotent."""

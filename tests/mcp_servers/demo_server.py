@@ -87,7 +87,11 @@ def pid() -> int:
 async def slow(seconds: float) -> str:
     """Sleep, then answer."""
     _record(f"slow {seconds}")
-    await anyio.sleep(seconds)
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        _record(f"slow {seconds} cancelled")  # the client's notifications/cancelled arrived
+        raise
     return "done"
 
 
