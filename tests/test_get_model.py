@@ -130,3 +130,19 @@ def test_openai_key_from_the_environment_is_not_sent_to_other_servers(server, mo
     assert "sk-secret-openai-key" not in server.requests[0].headers.get("authorization", "")
     run_agent(get_model("openai-compatible:m", base_url=server.url + "/v1", api_key="sk-local"), "q")
     assert server.requests[1].headers["authorization"] == "Bearer sk-local"
+
+
+def test_compatible_model_names_may_hold_an_at_sign(server):
+    server.add(ow.text_stream("a"), ow.text_stream("b"))
+    model = get_model("openai-compatible:@cf/meta/llama-3.1-8b-instruct", base_url=server.url + "/v1")
+    assert run_agent(model, "q").text == "a"
+    assert server.bodies[0]["model"] == "@cf/meta/llama-3.1-8b-instruct"
+    assert run_agent(f"openai-compatible:@cf/meta/llama@{server.url}/v1", "q").text == "b"
+    assert server.bodies[1]["model"] == "@cf/meta/llama"
+
+
+def test_two_different_servers_in_one_spec_are_a_configuration_error():
+    with pytest.raises(ConfigurationError, match="give the server once"):
+        get_model("openai-compatible:m@http://127.0.0.1:1/v1", base_url="http://127.0.0.1:2/v1")
+    with pytest.raises(ConfigurationError, match="names no model"):
+        get_model("openai-compatible:@http://127.0.0.1:1/v1")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any
 
 from ..errors import ConfigurationError, MissingDependencyError
 from .base import ChatModel
 
 __all__ = ["get_model"]
+
+_AT_URL = re.compile(r"^(.*)@(https?://\S+)$")
 
 # provider prefix -> (module, class name, SDK package, extra)
 _PROVIDERS: dict[str, tuple[str, str, str, str]] = {
@@ -45,9 +48,20 @@ def get_model(spec: str, **kwargs: Any) -> ChatModel:
     if not name:
         raise ConfigurationError(f"model spec {spec!r} names no model after the ':'")
     module_name, class_name, package, extra = entry
-    if provider == "openai-compatible" and "@" in name:
-        name, _, base_url = name.partition("@")
-        kwargs.setdefault("base_url", base_url)
+    if provider == "openai-compatible":
+        # "<model>@<url>": split before the URL only, since model names may hold an "@"
+        # themselves (Cloudflare's "@cf/meta/llama-3.1-8b-instruct")
+        match = _AT_URL.match(name)
+        if match is not None:
+            name, base_url = match.group(1), match.group(2)
+            if kwargs.get("base_url") not in (None, base_url):
+                raise ConfigurationError(
+                    f"model spec {spec!r} names the server {base_url!r} but base_url= says "
+                    f"{kwargs['base_url']!r}; give the server once"
+                )
+            kwargs["base_url"] = base_url
+            if not name:
+                raise ConfigurationError(f"model spec {spec!r} names no model before the '@'")
     if provider == "openai-compatible" and not kwargs.get("base_url"):
         raise ConfigurationError(
             "an openai-compatible model needs a server: pass base_url= or write "
