@@ -40,23 +40,6 @@ def usage_from_langchain(metadata: Mapping[str, Any] | None) -> Usage | None:
     )
 
 
-def usage_to_langchain(usage: Usage) -> dict[str, Any]:
-    """An agentkit Usage as a LangChain ``usage_metadata`` dict."""
-    out: dict[str, Any] = {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "total_tokens": usage.total_tokens,
-    }
-    details = {}
-    if usage.cache_read_tokens:
-        details["cache_read"] = usage.cache_read_tokens
-    if usage.cache_write_tokens:
-        details["cache_creation"] = usage.cache_write_tokens
-    if details:
-        out["input_token_details"] = details
-    return out
-
-
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
     "end_turn": "stop",
