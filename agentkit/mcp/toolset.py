@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import CancelledError, ConfigurationError, McpError, ToolDefinitionError
+from ..errors import CancelledError, ConfigurationError, McpError, SessionClosedError, ToolDefinitionError
 from ..messages import ToolOutput
 from ..tools.base import Tool, ToolContext
 from ._runtime import Runtime
@@ -195,7 +195,7 @@ class McpToolset:
                 verdict = self._authorize(server, tool, dict(arguments), call_id)
             except Exception as exc:  # noqa: BLE001 - a denial is reported to the model
                 return ToolOutput.error(
-                    f"the call to tool {exposed!r} was denied: {exc or type(exc).__name__}. "
+                    f"the call to tool {exposed!r} was denied: {str(exc) or type(exc).__name__}. "
                     f"Do not retry it; continue without it or say what is blocked."
                 )
             if verdict is False:
@@ -266,12 +266,18 @@ class McpToolset:
                 f"forward_notifications() needs an agentkit Session, not {type(session).__name__}"
             )
         wanted = None if methods is None else frozenset(methods)
+        stop: list[Callable[[], None]] = []
 
         def forward(note: dict[str, Any]) -> None:
-            if wanted is None or note["method"] in wanted:
+            if wanted is not None and note["method"] not in wanted:
+                return
+            try:
                 push(event_type, note)
+            except SessionClosedError:  # the session's end is the forwarding's end
+                stop[0]()
 
-        return self.add_notification_listener(forward)
+        stop.append(self.add_notification_listener(forward))
+        return stop[0]
 
     def close(self) -> None:
         """Disconnect every server (stdio children are shut down), stop the event-loop
