@@ -171,6 +171,15 @@ def reject_null_content(rec: Recorded) -> Reply | None:
     return None
 
 
+def _unanswered(pending: list[str]) -> Reply:
+    return error(
+        400,
+        "An assistant message with 'tool_calls' must be followed by tool messages responding "
+        f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+        f"{', '.join(pending)}",
+    )
+
+
 def validate(rec: Recorded) -> Reply | None:
     """Request rules the Chat Completions API enforces (its own error messages): tool
     messages answer the tool calls of the assistant message right before them, every
@@ -193,23 +202,13 @@ def validate(rec: Recorded) -> Reply | None:
             pending.remove(m["tool_call_id"])
             continue
         if pending:
-            return error(
-                400,
-                "An assistant message with 'tool_calls' must be followed by tool messages responding "
-                f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-                f"{', '.join(pending)}",
-            )
+            return _unanswered(pending)
         if role == "assistant":
             if m.get("content") is None and not m.get("tool_calls"):
                 return error(400, "Invalid value for 'content': expected a string, got null.")
             pending = [c["id"] for c in m.get("tool_calls") or []]
     if pending:
-        return error(
-            400,
-            "An assistant message with 'tool_calls' must be followed by tool messages responding "
-            f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-            f"{', '.join(pending)}",
-        )
+        return _unanswered(pending)
     return None
 
 
