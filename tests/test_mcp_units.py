@@ -136,6 +136,16 @@ def test_long_names_stay_within_the_limit_even_with_a_suffix():
     assert names[0] != names[1] and names[1].endswith("_2")
 
 
+def test_a_long_server_name_is_shortened_so_tool_names_stay_apart():
+    server = "a-very-long-server-name-" * 3  # 72 characters
+    names = exposed_names([(server, "read"), (server, "write"), ("srv", "t" * 100)], prefix=True)
+    assert names[0].endswith("__read") and names[1].endswith("__write")
+    assert names[0].startswith("a-very-long-server-name-")
+    assert names[2] == "srv__" + "t" * 59
+    assert all(len(n) == MAX_TOOL_NAME_LENGTH for n in names)
+    assert exposed_names([("s" * 100, "t" * 100)], prefix=True) == ["s" * 16 + "__" + "t" * 46]
+
+
 def test_reserved_names_are_avoided():
     assert exposed_names([("s", "invalid")], prefix=False, reserved={"invalid"}) == ["invalid_2"]
 

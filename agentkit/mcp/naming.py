@@ -28,6 +28,21 @@ def sanitize_name(name: str, *, fallback: str = "tool") -> str:
     return cleaned[:MAX_TOOL_NAME_LENGTH]
 
 
+_MIN_SERVER_PART = 16
+"""A long server name is cut to leave room for the tool name, but never below this."""
+
+
+def _prefixed(server: str, tool: str) -> str:
+    """``<server>__<tool>`` within the limit. A long server name is shortened first, so
+    the tools of a server with a 70-character name do not all become the same
+    64-character prefix (and then only ``_2``, ``_3``... apart)."""
+    s, t = sanitize_name(server, fallback="server"), sanitize_name(tool)
+    room = MAX_TOOL_NAME_LENGTH - 2
+    if len(s) + len(t) > room:
+        s = s[: max(room - len(t), _MIN_SERVER_PART)]
+    return sanitize_name(f"{s}__{t}")
+
+
 def _with_suffix(base: str, n: int) -> str:
     suffix = f"_{n}"
     return base[: MAX_TOOL_NAME_LENGTH - len(suffix)] + suffix
@@ -44,8 +59,7 @@ def exposed_names(entries: Iterable[tuple[str, str]], *, prefix: bool,
     used = set(reserved)
     out: list[str] = []
     for server, tool in entries:
-        raw = f"{sanitize_name(server, fallback='server')}__{sanitize_name(tool)}" if prefix else tool
-        base = sanitize_name(raw)
+        base = _prefixed(server, tool) if prefix else sanitize_name(tool)
         name = base
         n = 2
         while name in used:
