@@ -234,6 +234,13 @@ def test_settings_tool_choice_and_provider_options_reach_the_model():
     assert "tools" not in model.received[-1][1] and "temperature" not in model.received[-1][1]
 
 
+def test_reasoning_budget_is_refused_before_the_call():
+    model = ChunkScriptModel(replies=[[AIMessageChunk(content="ok")]])
+    with pytest.raises(ConfigurationError, match="reasoning_budget.*ChunkScriptModel itself"):
+        LangChainChatModel(model).stream(_request(settings=ModelSettings(reasoning_budget=2048)))
+    assert model.received == []
+
+
 def test_model_without_bind_tools_is_a_clear_error_before_the_call():
     fake = GenericFakeChatModel(messages=iter(["never"]))
     wrapped = LangChainChatModel(fake)

@@ -96,7 +96,8 @@ class LangChainChatModel:
     become a call with ``input_error``); usage and the finish reason are mapped.
     ``ModelSettings`` values that are set (temperature, top_p, max_tokens, seed, stop)
     and ``provider_options`` are passed as call keyword arguments, which LangChain
-    integrations forward to their API. LangChain's model errors are translated into
+    integrations forward to their API; ``reasoning_budget`` has no common LangChain
+    option and is refused (configure reasoning on the chat model itself). LangChain's model errors are translated into
     agentkit's (``ContextOverflowError``, ``RateLimitError``...).
     """
 
@@ -144,6 +145,13 @@ class LangChainChatModel:
 
     def _call_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         settings = request.settings
+        if settings.reasoning_budget is not None:
+            raise ConfigurationError(
+                f"LangChainChatModel cannot apply ModelSettings.reasoning_budget: LangChain has no "
+                f"common option for it. Configure reasoning on the {type(self.chat_model).__name__} "
+                f"itself (e.g. ChatAnthropic(thinking=...), ChatOpenAI(reasoning_effort=...)) or pass "
+                f"the integration's option in provider_options, and leave reasoning_budget unset"
+            )
         kwargs: dict[str, Any] = {
             name: getattr(settings, name) for name in _SETTINGS if getattr(settings, name) is not None
         }
@@ -156,11 +164,12 @@ class LangChainChatModel:
         """Stream the reply to ``request``; bad requests fail here, before the call."""
         from langchain_core.messages import SystemMessage
 
+        kwargs = self._call_kwargs(request)
         messages = messages_to_langchain(request.messages)
         if request.system:
             messages.insert(0, SystemMessage(content=request.system))
         runnable = self._runnable(request)
-        return self._events(runnable, messages, self._call_kwargs(request), request)
+        return self._events(runnable, messages, kwargs, request)
 
     def _events(self, runnable: Any, messages: list[Any], kwargs: dict[str, Any],
                 request: ModelRequest) -> Iterator[StreamEvent]:
