@@ -494,3 +494,20 @@ def test_a_compacted_record_anywhere_but_first_is_corruption(tmp_path):
     path.write_bytes(path.read_bytes() + _record({"kind": "compacted", "v": 1, "rev": 9, "events": []}) * 2)
     with pytest.raises(StoreCorruptionError, match="line 4 .*unexpected 'compacted' record"):
         FileEventStore(tmp_path).load("s")
+
+
+def test_a_log_under_another_session_id_is_refused_not_mixed_in(tmp_path):
+    # what a renamed directory, or "Alice" and "alice" on a case-insensitive file
+    # system (macOS by default), look like: one log reached under two ids
+    store = FileEventStore(tmp_path)
+    fill(store, "alice", 2)
+    (tmp_path / "alice").rename(tmp_path / "Alice")
+    before = log_path(tmp_path, "Alice").read_bytes()
+    for call in (
+        lambda: FileEventStore(tmp_path).load("Alice"),
+        lambda: FileEventStore(tmp_path).append("Alice", [user("x")], expected_revision=2),
+        lambda: FileEventStore(tmp_path).compact("Alice", "c1", expected_revision=2, remove=1),
+    ):
+        with pytest.raises(StoreCorruptionError, match="holds the log of session 'alice', not 'Alice'"):
+            call()
+    assert log_path(tmp_path, "Alice").read_bytes() == before

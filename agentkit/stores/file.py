@@ -144,7 +144,7 @@ class FileEventStore:
 
     # -- reading -----------------------------------------------------------------------
 
-    def _read_header(self, fd: int, path: str) -> bytes:
+    def _read_header(self, fd: int, path: str, session_id: str) -> bytes:
         head = read_range(fd, _HEADER_MAX, 0)
         nl = head.find(b"\n")
         if nl == -1:
@@ -162,12 +162,22 @@ class FileEventStore:
             ) from None
         if rec.kind != "header":
             raise StoreCorruptionError(f"{path} line 1 is not a log header (kind {rec.kind!r})")
+        owner = rec.data.get("session_id")
+        if owner != session_id:
+            raise StoreCorruptionError(
+                f"{path} holds the log of session {owner!r}, not {session_id!r}: the directory was "
+                f"renamed, or a case-insensitive file system maps both ids to one directory. "
+                f"Nothing was changed. Rename the directory back, or use session ids that differ "
+                f"in more than letter case."
+            )
         return header
 
-    def _scan_fd(self, fd: int, path: str, *, want_events: bool) -> tuple[_View, list[Event], int, bool]:
+    def _scan_fd(
+        self, fd: int, session_id: str, path: str, *, want_events: bool
+    ) -> tuple[_View, list[Event], int, bool]:
         """Read the whole log; return a fresh view, its events, schema version, torn."""
         st = os.fstat(fd)
-        header = self._read_header(fd, path)
+        header = self._read_header(fd, path, session_id)
         data = read_range(fd, st.st_size, 0)
         res = scan(data[len(header) :], path=path, revision=0, first_line=2, want_events=want_events)
         view = _View(st.st_dev, st.st_ino, header, len(header) + res.end, res.revision, 1 + res.lines)
@@ -186,7 +196,7 @@ class FileEventStore:
                 res = scan(data, path=path, revision=view.revision, first_line=view.lines + 1, want_events=False)
                 end, lines = view.offset + res.end, view.lines + res.lines
                 return _View(view.dev, view.ino, view.header, end, res.revision, lines), res.torn
-        new, _events, _version, torn = self._scan_fd(fd, path, want_events=False)
+        new, _events, _version, torn = self._scan_fd(fd, session_id, path, want_events=False)
         return new, torn
 
     def load(self, session_id: str) -> StoredSession | None:
@@ -203,7 +213,7 @@ class FileEventStore:
             except OSError as exc:
                 raise os_error(f"cannot read {path}", exc) from exc
             try:
-                view, events, version, _torn = self._scan_fd(fd, path, want_events=True)
+                view, events, version, _torn = self._scan_fd(fd, session_id, path, want_events=True)
             finally:
                 os.close(fd)
             self._views[session_id] = view
@@ -278,17 +288,20 @@ class FileEventStore:
                 sync_file(fd)
         except OSError as exc:
             self._views.pop(session_id, None)
-            try:  # take back a partial record; if this fails too, load drops it as torn
+            # take back the record, whole or partial, and make that durable; only then
+            # is "nothing was appended" true (a complete record left behind because an
+            # fsync failed and the truncation failed too would load as valid)
+            try:
                 os.ftruncate(fd, view.offset)
                 if self.fsync:
                     sync_file(fd)
+                tail = f"Nothing was appended: session {session_id!r} stays at revision {view.revision}"
             except OSError:
-                pass
-            raise os_error(
-                f"cannot append to {path}",
-                exc,
-                tail=f"Nothing was appended: session {session_id!r} stays at revision {view.revision}",
-            ) from exc
+                tail = (
+                    f"The record could not be taken back, so the log of session {session_id!r} may or "
+                    f"may not hold it: reload the session to see what is durable"
+                )
+            raise os_error(f"cannot append to {path}", exc, tail=tail) from exc
         if not batch:
             return view.revision
         self._views[session_id] = _View(
@@ -393,7 +406,7 @@ class FileEventStore:
             except OSError as exc:
                 raise os_error(f"cannot read {path}", exc, tail="Nothing was compacted") from exc
             try:
-                view, events, _version, _torn = self._scan_fd(fd, path, want_events=True)
+                view, events, _version, _torn = self._scan_fd(fd, session_id, path, want_events=True)
             except OSError as exc:
                 raise os_error(f"cannot read {path}", exc, tail="Nothing was compacted") from exc
             finally:
