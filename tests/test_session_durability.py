@@ -15,6 +15,7 @@ from _store_child import child_cmd, child_env, mount_works, remount, tmpfs
 
 from agentkit import (
     AssistantMessageEvent,
+    ContextReplacedEvent,
     FileEventStore,
     InMemoryEventStore,
     ScriptedModel,
@@ -79,6 +80,29 @@ def test_a_restored_session_projects_the_same_messages_and_continues(tmp_path):
         assert s.events[-1].seq == len(s.events)
     stored = FileEventStore(tmp_path).load("conv")
     assert [e.seq for e in stored.events] == list(range(1, stored.revision + 1))
+
+
+def test_a_compacted_session_restores_from_its_summary_and_continues(tmp_path):
+    before = run_first_conversation(FileEventStore(tmp_path))
+    store = FileEventStore(tmp_path)
+    stored = store.load("conv")
+    last_seq = stored.events[-1].seq
+    # the whole history moves to an archive; a summary (here: the projected messages)
+    # takes its place, committed with the next seq
+    summary = ContextReplacedEvent(messages=tuple(before), reason="compaction").with_seq(last_seq + 1)
+    revision = store.compact(
+        "conv", "c1", expected_revision=stored.revision, remove=len(stored.events), summary=[summary]
+    )
+    assert store.load_archive("conv", "c1") == stored.events
+    model = ScriptedModel(["continued from the summary"])
+    with Session.open("conv", store=FileEventStore(tmp_path), model=model, tools=[add], system="be brief") as s:
+        assert s.revision == revision and len(s.events) == 1
+        assert dump(s.model_messages()) == dump(before)
+        s.push_user_message("and now?")
+        assert s.generate().text == "continued from the summary"
+        assert dump(model.requests[0].messages[: len(before)]) == dump(before)
+        assert [e.seq for e in s.events] == list(range(last_seq + 1, last_seq + 4))
+    assert len(FileEventStore(tmp_path).load("conv").events) == 3
 
 
 def test_a_new_process_restores_the_session_and_continues(tmp_path):
