@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
@@ -30,6 +31,22 @@ def _server() -> MCPServer:
         """Send a log notification, then answer."""
         await ctx.info(message)
         return "shouted"
+
+    @server.tool()
+    def stats() -> dict[str, int]:
+        """Counts, as an object."""
+        return {"notes": 2}
+
+    @server.tool()
+    def count() -> int:
+        """A count."""
+        return 2
+
+    @server.tool()
+    def summary() -> types.CallToolResult:
+        """Text for people and data for programs."""
+        return types.CallToolResult(content=[types.TextContent(type="text", text="found 2 notes")],
+                                    structured_content={"notes": ["a", "b"]})
 
     return server
 
@@ -66,3 +83,12 @@ def test_forwarding_ends_quietly_when_the_session_closes(caplog):
         shout(message="two")
         wait_for(lambda: len(received) == 2, what="the second notification")
     assert not [r for r in caplog.records if r.name == "agentkit.mcp"], caplog.text
+
+
+def test_structured_content_from_a_real_server_is_never_lost():
+    with no_leaks(), connect_mcp({"s": _client()}) as toolset:
+        tools = {t.name: t for t in toolset.tools}
+        stats, count, summary = tools["stats"](), tools["count"](), tools["summary"]()
+    assert (stats.kind, stats.value) == ("json", {"notes": 2})
+    assert (count.kind, count.value) == ("text", "2")
+    assert (summary.kind, summary.value) == ("text", 'found 2 notes\n{"notes": ["a", "b"]}')

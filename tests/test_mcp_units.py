@@ -167,8 +167,27 @@ def test_structured_content_becomes_json_when_the_text_is_its_serialisation():
     assert (out.kind, out.value) == ("json", {"n": 1})
     out = tool_result_to_output(NS(content=[], structured_content={"n": 2}, is_error=False))
     assert (out.kind, out.value) == ("json", {"n": 2})
+
+
+
+def test_text_that_renders_a_result_wrapper_stays_text():
+    def convert(texts, structured):
+        out = tool_result_to_output(NS(content=[_text(t) for t in texts], structured_content=structured,
+                                       is_error=False))
+        return out.kind, out.value
+
+    assert convert(["2"], {"result": 2}) == ("text", "2")
+    assert convert(["hello"], {"result": "hello"}) == ("text", "hello")
+    assert convert(["a", "b"], {"result": ["a", "b"]}) == ("text", "a\nb")
+    assert convert(['{"x": 1}', '{"x": 2}'], {"result": [{"x": 1}, {"x": 2}]}) == ("text", '{"x": 1}\n{"x": 2}')
+
+
+def test_structured_content_the_text_does_not_say_is_kept():
+    out = tool_result_to_output(NS(content=[_text("found 2 notes")],
+                                   structured_content={"notes": ["a", "b"]}, is_error=False))
+    assert (out.kind, out.value) == ("text", 'found 2 notes\n{"notes": ["a", "b"]}')
     out = tool_result_to_output(NS(content=[_text("two")], structured_content={"result": 2}, is_error=False))
-    assert (out.kind, out.value) == ("text", "two")
+    assert (out.kind, out.value) == ("text", 'two\n{"result": 2}')
 
 
 def test_media_blocks_become_content_parts():

@@ -5,7 +5,10 @@ Pure functions over the result's attributes (``content``, ``structured_content``
 
 * only text blocks, no structured content -> ``text`` output (blocks joined by newlines)
 * structured content and no blocks, or text blocks that are its JSON serialisation ->
-  ``json`` output (the structured value); text that says something else stays ``text``
+  ``json`` output (the structured value)
+* text blocks that render a ``{"result": value}`` wrapper (what SDK servers send for a
+  tool returning a non-object) -> ``text`` output; text that says something else keeps
+  the structured value too, appended as JSON text, so nothing the server sent is lost
 * images, audio, embedded resources, resource links -> ``content`` output with
   TextPart / ImagePart / FilePart (structured content is appended as JSON text)
 * ``isError`` -> ``error-text`` output carrying the server's text
@@ -74,6 +77,26 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+def _texts_render(texts: list[str], value: Any) -> bool:
+    """True when the text blocks say exactly ``value``: its JSON, the string itself, or
+    (for a list) one block per item."""
+    joined = "\n".join(texts)
+    if _same_json(joined, value) or (isinstance(value, str) and joined == value):
+        return True
+    if isinstance(value, list) and value and len(value) == len(texts):
+        return all(_texts_render([t], v) for t, v in zip(texts, value, strict=True))
+    return False
+
+
+def _text_with_structured(texts: list[str], structured: Any) -> ToolOutput:
+    if _texts_render(texts, structured):
+        return ToolOutput(kind="json", value=structured)
+    joined = "\n".join(texts)
+    if isinstance(structured, dict) and set(structured) == {"result"} and _texts_render(texts, structured["result"]):
+        return ToolOutput.text(joined)
+    return ToolOutput.text(f"{joined}\n{_json_text(structured)}")
+
+
 def tool_result_to_output(result: Any) -> ToolOutput:
     """The agentkit output for an MCP tool result (see the module docstring)."""
     blocks = list(getattr(result, "content", None) or ())
@@ -90,8 +113,7 @@ def tool_result_to_output(result: Any) -> ToolOutput:
     if structured is not None and not parts:
         return ToolOutput(kind="json", value=structured)
     if structured is not None and only_text:
-        text = "\n".join(p.text for p in parts)  # type: ignore[union-attr]
-        return ToolOutput(kind="json", value=structured) if _same_json(text, structured) else ToolOutput.text(text)
+        return _text_with_structured([p.text for p in parts], structured)  # type: ignore[union-attr]
     if only_text:
         return ToolOutput.text("\n".join(p.text for p in parts))  # type: ignore[union-attr]
     if structured is not None:
