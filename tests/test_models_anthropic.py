@@ -486,3 +486,33 @@ def test_user_message_of_only_whitespace_is_rejected_before_any_request(server):
     with pytest.raises(ConfigurationError, match="whitespace"):
         model(server).stream(req(Message.user("   ")))
     assert server.requests == []
+
+
+def test_empty_tool_results_are_sent_as_the_api_accepts_them(server):
+    server.add(w.stream(w.text("ok")))
+    history = (
+        Message.user("go"),
+        Message(
+            role="assistant",
+            content=(
+                ToolCallPart(tool_call_id="t1", tool_name="add", input={}),
+                ToolCallPart(tool_call_id="t2", tool_name="add", input={}),
+                ToolCallPart(tool_call_id="t3", tool_name="add", input={}),
+            ),
+        ),
+        Message(
+            role="tool",
+            content=(
+                ToolResultPart(tool_call_id="t1", tool_name="add", output=ToolOutput.error("")),
+                ToolResultPart(tool_call_id="t2", tool_name="add", output=ToolOutput.text("")),
+                ToolResultPart(
+                    tool_call_id="t3", tool_name="add", output=ToolOutput(kind="content", value=(TextPart(text=" "),))
+                ),
+            ),
+        ),
+    )
+    list(model(server).stream(req(*history)))
+    results = server.bodies[0]["messages"][2]["content"]
+    # an error result must have content; an empty success result leaves it out
+    assert results[0]["is_error"] is True and results[0]["content"].startswith("Error")
+    assert "content" not in results[1] and "content" not in results[2]

@@ -451,13 +451,16 @@ def _tool_result(p: ToolResultPart) -> dict[str, Any]:
     content: Any
     if out.kind == "content":
         content = [b for b in (_content_block(x) for x in out.value) if b is not None]
-        if not content:
-            content = ""
     else:
         content = out.as_text()
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": p.tool_call_id, "content": content}
+        content = content if content.strip() else ""
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": p.tool_call_id}
     if out.is_error:
         block["is_error"] = True
+        # the API rejects an error result without content
+        content = content or "Error: the tool failed without a message"
+    if content:  # content is optional; an empty one is left out
+        block["content"] = content
     return block
 
 

@@ -172,6 +172,11 @@ def validate(rec: Recorded) -> Reply | None:
                 return _bad(f"messages.{i}: text content blocks must be non-empty")
             if b["type"] == "text" and not has_text:
                 return _bad("messages: text content blocks must contain non-whitespace text")
+            if b["type"] == "tool_result" and b.get("is_error") and not b.get("content"):
+                return _bad(f"messages.{i}.content.0.tool_result: content cannot be empty if `is_error` is true")
+            if b["type"] == "tool_result" and isinstance(b.get("content"), list):
+                if any(x["type"] == "text" and not x["text"] for x in b["content"]):
+                    return _bad(f"messages.{i}: text content blocks must be non-empty")
             if b["type"] == "thinking" and not b.get("signature"):
                 return _bad(f"messages.{i}: thinking blocks need their signature")
         if m["role"] == "user" and previous_tool_uses:
