@@ -516,3 +516,21 @@ def test_empty_tool_results_are_sent_as_the_api_accepts_them(server):
     # an error result must have content; an empty success result leaves it out
     assert results[0]["is_error"] is True and results[0]["content"].startswith("Error")
     assert "content" not in results[1] and "content" not in results[2]
+
+
+def test_prompt_too_long_reaches_the_loops_overflow_handling(server):
+    server.add(
+        w.error(400, "invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum"),
+        w.stream(w.text("short enough now")),
+    )
+    history = [Message.user("old question"), Message.assistant("old answer")]
+    shrunk: list[int] = []
+
+    def shrink(messages, cancel):
+        shrunk.append(len(messages))
+        return messages[-1:]  # keep only the newest message
+
+    result = run_agent(model(server), "new question", messages=history, on_context_overflow=shrink)
+    assert result.text == "short enough now"
+    assert shrunk == [3]
+    assert len(server.bodies[0]["messages"]) == 3 and len(server.bodies[1]["messages"]) == 1

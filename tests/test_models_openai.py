@@ -494,3 +494,16 @@ def test_per_run_stream_option_decides_whether_usage_is_requested(server):
     events = list(model(server, stream=False).stream(req(provider_options={"stream": True})))
     assert server.bodies[1]["stream_options"] == {"include_usage": True}
     assert [e.usage.input_tokens for e in events if isinstance(e, UsageEvent)] == [3]
+
+
+def test_context_length_exceeded_reaches_the_loops_overflow_handling(server):
+    server.add(
+        w.error(400, "This model's maximum context length is 128000 tokens.", code="context_length_exceeded"),
+        w.text_stream("short enough now"),
+    )
+    history = [Message.user("old question"), Message.assistant("old answer")]
+    result = run_agent(
+        model(server), "new question", messages=history, on_context_overflow=lambda msgs, cancel: msgs[-1:]
+    )
+    assert result.text == "short enough now"
+    assert [len(b["messages"]) for b in server.bodies] == [3, 1]
