@@ -507,3 +507,16 @@ def test_context_length_exceeded_reaches_the_loops_overflow_handling(server):
     )
     assert result.text == "short enough now"
     assert [len(b["messages"]) for b in server.bodies] == [3, 1]
+
+
+def test_quirk_non_streaming_server_runs_the_whole_tool_loop(server):
+    server.add(
+        w.completion(tool_calls=[("call_1", "add", {"a": 1, "b": 2})], usage_=w.usage(prompt=20, completion=5)),
+        w.completion("1 + 2 = 3", usage_=w.usage(prompt=30, completion=6)),
+    )
+    tokens: list[str] = []
+    result = run_agent(model(server, stream=False), "add 1 and 2", tools=[add], on_token=tokens.append)
+    assert result.text == "1 + 2 = 3" and tokens == ["1 + 2 = 3"]
+    assert [r.output.value for r in result.tool_calls] == [3]
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (50, 11)
+    assert all("stream" not in b for b in server.bodies)
