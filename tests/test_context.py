@@ -89,6 +89,90 @@ def test_symlink_inside_root_is_followed(ctx, root):
     assert names["alias.txt"] == "symlink" and names["sub"] == "directory" and names["inside.txt"] == "file"
 
 
+def _swap_for_link(victim, target):
+    """Replace ``victim`` (a file or directory) by a symlink to ``target``."""
+    victim.rename(victim.with_name(victim.name + ".moved"))
+    os.symlink(target, victim)
+
+
+def _racing(root, swap):
+    """A context whose guard -- which runs after the path check, right before the
+    operation -- swaps a symlink in: the race a concurrent process could win."""
+    def guard(request):
+        swap()
+
+    return LocalExecutionContext(root, before_operation=guard)
+
+
+def test_a_symlink_swapped_in_after_the_check_cannot_redirect_a_read(root, outside):
+    with _racing(root, lambda: _swap_for_link(root / "inside.txt", outside / "secret.txt")) as c:
+        with pytest.raises(AccessDenied, match="changed while it was being opened"):
+            c.fs.read_file("inside.txt")
+
+
+def test_a_symlink_swapped_in_after_the_check_cannot_redirect_a_write(root, outside):
+    with _racing(root, lambda: _swap_for_link(root / "sub", outside)) as c:
+        with pytest.raises(AccessDenied, match="changed while it was being opened"):
+            c.fs.write_file("sub/new.txt", "x")
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+def test_a_final_symlink_swapped_in_before_a_write_is_replaced_not_followed(root, outside):
+    (root / "target.txt").write_text("old")
+    with _racing(root, lambda: _swap_for_link(root / "target.txt", outside / "secret.txt")) as c:
+        c.fs.write_file("target.txt", "new")
+    assert (outside / "secret.txt").read_text() == "secret"
+    assert not (root / "target.txt").is_symlink() and (root / "target.txt").read_text() == "new"
+
+
+def test_a_symlink_swapped_in_after_the_check_cannot_redirect_a_delete_or_listing(root, outside):
+    (root / "sub" / "victim.txt").write_text("inside")
+    (outside / "victim.txt").write_text("outside")
+    with _racing(root, lambda: _swap_for_link(root / "sub", outside)) as c:
+        c.fs.delete_file("sub/victim.txt")  # acts on the directory that was checked
+    assert (outside / "victim.txt").read_text() == "outside"
+    assert not (root / "sub.moved" / "victim.txt").exists()
+    os.unlink(root / "sub")
+    (root / "sub.moved").rename(root / "sub")
+    with _racing(root, lambda: _swap_for_link(root / "sub", outside)) as c:
+        with pytest.raises(AccessDenied, match="changed while it was being opened"):
+            c.fs.list_directory("sub")
+
+
+def test_delete_removes_a_symlink_itself_never_its_target(ctx, root, outside):
+    os.symlink(outside / "secret.txt", root / "escape.txt")
+    os.symlink(root / "inside.txt", root / "alias.txt")
+    ctx.fs.delete_file("escape.txt")
+    ctx.fs.delete_file("alias.txt")
+    assert not os.path.lexists(root / "escape.txt") and not os.path.lexists(root / "alias.txt")
+    assert (outside / "secret.txt").read_text() == "secret"
+    assert (root / "inside.txt").read_text() == "inside"
+    os.symlink(outside, root / "linkdir")
+    with pytest.raises(AccessDenied, match="symlink"):  # a link on the way is still followed
+        ctx.fs.delete_file("linkdir/secret.txt")
+    with pytest.raises(IsADirectoryError):
+        ctx.fs.delete_file(".")
+
+
+def test_reading_a_fifo_is_refused_instead_of_hanging(ctx, root):
+    os.mkfifo(root / "pipe")
+    with pytest.raises(OSError, match="not a regular file"):
+        ctx.fs.read_file("pipe")
+
+
+def test_written_files_get_the_umask_mode_and_replaced_files_keep_theirs(ctx, root):
+    old = os.umask(0o022)
+    try:
+        ctx.fs.write_file("new.txt", "x")
+        (root / "run.sh").write_text("#!/bin/sh\n")
+        (root / "run.sh").chmod(0o755)
+        ctx.fs.write_file("run.sh", "#!/bin/sh\necho hi\n")
+    finally:
+        os.umask(old)
+    assert (root / "new.txt").stat().st_mode & 0o777 == 0o644
+    assert (root / "run.sh").stat().st_mode & 0o777 == 0o755
+
+
 def test_read_only_root_allows_reads_and_listings_only(root, outside):
     with LocalExecutionContext(root, additional_read_only_roots=[outside]) as c:
         secret = str(outside / "secret.txt")

@@ -413,6 +413,34 @@ class LocalExecutionContext:
             )
         return real
 
+    def _resolve_entry(self, path: str) -> str:
+        """Like ``resolve_path(path, write=True)`` but the last component is not
+        followed: a symlink named by ``path`` stands for itself (delete removes the link,
+        never its target)."""
+        if not isinstance(path, str) or not path or "\x00" in path:
+            raise ConfigurationError(f"invalid path {path!r}: give a non-empty path without NUL bytes")
+        assert self.root_dir is not None
+        joined = os.path.normpath(path if os.path.isabs(path) else os.path.join(self.cwd, path))
+        if not _within(joined, self.root_dir):
+            raise AccessDenied(_escape_message(path, self.root_dir, True, self.read_only_roots))
+        if joined == self.root_dir:
+            raise IsADirectoryError(f"{path!r} is the root directory; give a file path")
+        parent = os.path.realpath(os.path.dirname(joined))
+        if not _within(parent, self.root_dir):
+            raise AccessDenied(
+                f"access denied: {path!r} resolves through a symlink to {parent!r}, outside "
+                + _allowed(self.root_dir, True, self.read_only_roots)
+            )
+        return os.path.join(parent, os.path.basename(joined))
+
+    def _root_of(self, real: str) -> str:
+        """The allowed root that contains the canonical path ``real``."""
+        assert self.root_dir is not None
+        for root in (self.root_dir, *self.read_only_roots):
+            if _within(real, root):
+                return root
+        raise AccessDenied(f"access denied: {real!r} is outside every allowed root")
+
     # -- jobs ----------------------------------------------------------------------------
 
     def _command_argv(self, executable: str, args: Sequence[str], raw: bool) -> list[str]:
