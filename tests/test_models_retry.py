@@ -268,3 +268,22 @@ def test_connection_dropped_before_any_event_is_retried(server, provider):
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["recovered"]
     assert len(server.requests) == 2
 
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_cancel_stops_a_stream_between_chunks(server, provider):
+    gate = threading.Event()
+    reply = _text_reply(provider, "first")
+    cut = next(i for i, (_, data) in enumerate(reply.events) if "first" in json.dumps(data)) + 1
+    reply.events = [*reply.events[:cut], (None, gate), *reply.events[cut:]]
+    server.add(reply)
+    cancel = CancelToken()
+    got = []
+    with pytest.raises(CancelledError, match="stop now"):
+        for ev in _model_for(provider, server).stream(req(cancel)):
+            got.append(ev)
+            if isinstance(ev, TextDelta):
+                cancel.cancel("stop now")
+                gate.set()
+    assert got == [TextDelta("first")]
+    assert len(server.requests) == 1
