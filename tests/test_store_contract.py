@@ -261,3 +261,74 @@ def test_bad_compaction_ids_are_refused(store):
         with pytest.raises(ConfigurationError, match="invalid session id"):
             store.compact(sid, aid, expected_revision=0, remove=1)
     assert store.list_sessions() == []
+
+
+def test_compactions_racing_appends_from_threads_lose_and_duplicate_nothing(store):
+    """Writers append with reload-and-retry while a compactor repeatedly archives all but
+    the last event; at the end the archives plus the active log hold every event once,
+    in each writer's order."""
+    writers, per_writer = 4, 15
+    errors: list[BaseException] = []
+    done = threading.Event()
+    archives: list[str] = []
+
+    def fresh():
+        return FileEventStore(store.root_dir) if isinstance(store, FileEventStore) else store
+
+    def writer(n: int) -> None:
+        mine = fresh()
+        try:
+            for i in range(per_writer):
+                while True:
+                    current = mine.load("shared")
+                    try:
+                        mine.append("shared", [user(f"w{n}-{i}")], expected_revision=current.revision if current else 0)
+                        break
+                    except StoreConflictError:
+                        pass
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    def compactor() -> None:
+        mine = fresh()
+        try:
+            while not done.is_set() or len(archives) < 3:
+                current = mine.load("shared")
+                if current is None or len(current.events) < 3:
+                    continue
+                archive_id = f"c{current.revision}"
+                try:
+                    mine.compact("shared", archive_id, expected_revision=current.revision,
+                                 remove=len(current.events) - 1, summary=[user(f"sum-{current.revision}")])
+                    archives.append(archive_id)
+                except StoreConflictError:
+                    pass
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(writers)]
+    comp = threading.Thread(target=compactor)
+    comp.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    done.set()
+    if len(archives) < 3:  # writers finished early: add events until three compactions ran
+        extra = 0
+        while comp.is_alive() and extra < 1000:
+            current = store.load("shared")
+            try:
+                store.append("shared", [user(f"x-{extra}")], expected_revision=current.revision)
+                extra += 1
+            except StoreConflictError:
+                pass
+    comp.join(120)
+    assert not errors and not comp.is_alive()
+    everything = [t for a in archives for t in texts(store.load_archive("shared", a))] + texts(
+        store.load("shared").events
+    )
+    written = [t for t in everything if t.startswith("w")]
+    assert sorted(written) == sorted(f"w{n}-{i}" for n in range(writers) for i in range(per_writer))
+    for n in range(writers):
+        assert [t for t in written if t.startswith(f"w{n}-")] == [f"w{n}-{i}" for i in range(per_writer)]

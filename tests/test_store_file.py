@@ -511,3 +511,30 @@ def test_a_log_under_another_session_id_is_refused_not_mixed_in(tmp_path):
         with pytest.raises(StoreCorruptionError, match="holds the log of session 'alice', not 'Alice'"):
             call()
     assert log_path(tmp_path, "Alice").read_bytes() == before
+
+
+def test_no_file_descriptor_outlives_a_call_even_a_failing_one(tmp_path):
+    def open_fds() -> set[str]:
+        return set(os.listdir("/proc/self/fd"))
+
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 2)
+    before = open_fds()
+    for _ in range(20):
+        rev = store.load("s").revision
+        rev = store.append("s", [user("x")], expected_revision=rev)
+        with pytest.raises(StoreConflictError):
+            store.append("s", [user("stale")], expected_revision=rev - 1)
+        rev = store.compact("s", f"c{rev}", expected_revision=rev, remove=1)
+        with pytest.raises(ConfigurationError):
+            store.compact("s", "c-too-far", expected_revision=rev, remove=99)
+        store.archive("s", "copy", [])
+        assert store.load_archive("s", "copy") == ()
+        assert store.list_sessions() == ["s"]
+    fill(store, "bad", 3)
+    flip(log_path(tmp_path, "bad"), line_starts(log_path(tmp_path, "bad").read_bytes())[1] + 30, 0x01)
+    for _ in range(20):
+        with pytest.raises(StoreCorruptionError):
+            FileEventStore(tmp_path).append("bad", [user("x")], expected_revision=3)
+    assert store.delete("s")
+    assert open_fds() == before
