@@ -287,3 +287,26 @@ def test_cancel_stops_a_stream_between_chunks(server, provider):
                 gate.set()
     assert got == [TextDelta("first")]
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_given_client_gets_the_timeout_and_keeps_its_own_key(provider):
+    with FakeServer(responder=lambda rec: _text_reply(provider, "on time")) as server:
+        late = _text_reply(provider, "late")
+        late.hang = 5.0  # past the model's timeout, far below the client's own
+        server.add(late)
+        if provider == "openai":
+            client = openai.OpenAI(api_key="sk-client", base_url=server.url + "/v1", timeout=600)
+            model = OpenAIChatModel("m", client=client, timeout=1.0, retry=TINY)
+        else:
+            client = anthropic.Anthropic(api_key="sk-client", base_url=server.url, timeout=600)
+            model = AnthropicModel("m", client=client, timeout=1.0, retry=TINY)
+        events = list(model.stream(req()))
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["on time"]
+    assert len(server.requests) >= 2  # the first attempt hit the 1 s timeout given to the model
+    assert "sk-client" in json.dumps(server.requests[-1].headers)
+    with pytest.raises(ConfigurationError, match="either client= or api_key="):
+        if provider == "openai":
+            OpenAIChatModel("m", client=client, api_key="sk-other")
+        else:
+            AnthropicModel("m", client=client, api_key="sk-other")

@@ -126,11 +126,23 @@ def make_client(
     **extra: Any,
 ) -> Any:
     """An SDK client with the SDK's own retries off (``max_retries=0``): agentkit's
-    retry loop is the only one. A given client is copied with that option.
-    ``read_env=False`` keeps the provider's key in ``env_key`` away from a third-party
-    server."""
+    retry loop is the only one. A given client is copied with that option (and with
+    ``timeout`` / ``default_headers`` when given); it keeps its own key and server, so
+    passing those as well is an error. ``read_env=False`` keeps the provider's key in
+    ``env_key`` away from a third-party server."""
     if client is not None:
-        return client.with_options(max_retries=0)
+        clashing = [n for n, v in (("api_key", api_key), ("base_url", base_url), *extra.items()) if v]
+        if clashing:
+            raise ConfigurationError(
+                f"{label}: pass either client= or {'=, '.join(clashing)}=, not both (a client "
+                f"keeps its own settings; configure it, or leave client= out)"
+            )
+        overrides: dict[str, Any] = {"max_retries": 0}
+        if timeout is not None:
+            overrides["timeout"] = timeout
+        if default_headers:
+            overrides["default_headers"] = dict(default_headers)
+        return client.with_options(**overrides)
     key = api_key or (os.environ.get(env_key) if read_env else None)
     if not key:
         if base_url is None:

@@ -116,9 +116,8 @@ class OpenAIChatModel(SDKModel):
         if max_tokens_param not in (None, "max_completion_tokens", "max_tokens"):
             raise ConfigurationError("max_tokens_param must be 'max_completion_tokens' or 'max_tokens'")
         self.model_name = model
-        if client is not None and getattr(client, "base_url", None):
-            base_url = base_url or str(client.base_url)
-        official = base_url is None or urlsplit(str(base_url)).hostname == "api.openai.com"
+        server = str(client.base_url) if client is not None and base_url is None else base_url
+        official = server is None or urlsplit(server).hostname == "api.openai.com"
         self._client = make_client(
             _openai.OpenAI,
             client,
