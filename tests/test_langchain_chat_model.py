@@ -217,6 +217,28 @@ def test_reasoning_with_signature_is_kept_in_the_assistant_message():
     assert result.messages[-1].content == (ReasoningPart(text="hmm", signature="sig-9"), TextPart(text="ok"))
 
 
+def test_signed_thinking_goes_back_to_the_model_before_its_tool_call():
+    # ChatAnthropic with extended thinking streams like this, and its API refuses a tool-use
+    # turn sent back without the signed thinking block that came before the call
+    model = ChunkScriptModel(replies=[
+        [
+            AIMessageChunk(content=[{"type": "thinking", "thinking": "need add", "index": 0}]),
+            AIMessageChunk(content=[{"type": "thinking", "signature": "sig-7", "index": 0}]),
+            AIMessageChunk(content=[{"type": "tool_use", "id": "toolu_1", "name": "add", "input": {}, "index": 1}],
+                           tool_call_chunks=[{"name": "add", "args": "", "id": "toolu_1", "index": 1}]),
+            AIMessageChunk(content="", tool_call_chunks=[{"name": None, "args": '{"a": 1, "b": 2}', "id": None,
+                                                          "index": 1}],
+                           response_metadata={"stop_reason": "tool_use"}),
+        ],
+        [AIMessageChunk(content="3")],
+    ])
+    result = run_agent(LangChainChatModel(model), "1+2?", tools=[add])
+    assert result.text == "3"
+    replayed = model.received[1][0][1]
+    assert replayed.content == [{"type": "thinking", "thinking": "need add", "signature": "sig-7"}]
+    assert replayed.tool_calls == [{"name": "add", "args": {"a": 1, "b": 2}, "id": "toolu_1", "type": "tool_call"}]
+
+
 def test_settings_tool_choice_and_provider_options_reach_the_model():
     model = ChunkScriptModel(replies=[[AIMessageChunk(content="ok")]] * 3)
     wrapped = LangChainChatModel(model)

@@ -99,7 +99,8 @@ def _agentkit_history() -> list[Message]:
                 ),
             ),
         ),
-        Message.assistant("A cat and a one-page report."),
+        Message(role="assistant", content=(ReasoningPart(redacted_data="opaque"), ReasoningPart(text="unsigned"),
+                                           TextPart(text="A cat and a one-page report."))),
     ]
 
 
@@ -123,14 +124,18 @@ def test_agentkit_to_langchain_uses_langchain_shapes():
     assert [tc["id"] for tc in ai.tool_calls] == ["c1", "c2"]
     assert ai.tool_calls[0]["args"] == {"what": "image"}
     assert ai.invalid_tool_calls[0]["args"] == '{"what": ' and ai.invalid_tool_calls[0]["error"] == "truncated JSON"
-    assert ai.content[0] == {"type": "reasoning", "reasoning": "The user wants a description.",
-                             "extras": {"signature": "sig-abc"}}
+    # signed reasoning in Anthropic's own form, which ChatAnthropic sends back as its API requires
+    assert ai.content[0] == {"type": "thinking", "thinking": "The user wants a description.",
+                             "signature": "sig-abc"}
     text, stats, error = lc[4], lc[5], lc[6]
     assert (text.content, text.status, text.name) == ("a cat", "success", "describe")
     assert stats.content == '{"pages": 1, "ok": true}' and stats.artifact == {"raw": [1, 2]}
     assert (error.content, error.status) == ("bad arguments", "error")
     assert lc[8].content == [{"type": "text", "text": "chart:"},
                              {"type": "image", "base64": PNG_B64, "mime_type": "image/png"}]
+    assert lc[-1].content == [{"type": "redacted_thinking", "data": "opaque"},
+                              {"type": "reasoning", "reasoning": "unsigned"},
+                              {"type": "text", "text": "A cat and a one-page report."}]
     # LangChain itself reads our blocks as standard content blocks
     assert [b["type"] for b in lc[2].content_blocks] == ["text", "image", "image", "file", "audio"]
 

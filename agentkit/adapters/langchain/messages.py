@@ -7,7 +7,9 @@ Both directions are lossless where both sides can express the same thing:
   ``image`` / ``file`` / ``audio`` / ``video`` blocks, the older ``source_type`` blocks,
   OpenAI ``image_url`` / ``file`` blocks, Anthropic ``image`` / ``document`` blocks);
 * ``AIMessage`` <-> ``assistant`` message: text, reasoning (``reasoning`` and Anthropic
-  ``thinking`` blocks, signatures kept), ``tool_calls`` and ``invalid_tool_calls`` (a
+  ``thinking`` / ``redacted_thinking`` blocks; signed or redacted reasoning goes back to
+  LangChain in Anthropic's form, which ChatAnthropic replays as its API requires),
+  ``tool_calls`` and ``invalid_tool_calls`` (a
   :class:`~agentkit.messages.ToolCallPart` with ``input_error``). ``usage_metadata`` and
   the finish reason have no place in a :class:`~agentkit.messages.Message`; they are
   kept by :func:`events_from_langchain` on the assistant event;
@@ -89,12 +91,24 @@ def _block_from_part(part: ContentPart) -> dict[str, Any]:
             block["extras"] = {"filename": part.filename}
         return block
     if isinstance(part, ReasoningPart):
-        block = {"type": "reasoning", "reasoning": part.text}
-        extras = {k: v for k, v in (("signature", part.signature), ("redacted_data", part.redacted_data)) if v}
-        if extras:
-            block["extras"] = extras
-        return block
+        return _reasoning_block(part)
     raise ConfigurationError(f"a {type(part).__name__} is not message content")  # pragma: no cover
+
+
+def _reasoning_block(part: ReasoningPart) -> dict[str, Any]:
+    """Signed or redacted reasoning (Anthropic extended thinking) as Anthropic's own
+    ``thinking`` / ``redacted_thinking`` blocks: ChatAnthropic sends them back as the API
+    requires, and ChatOpenAI leaves ``thinking`` out. Other reasoning is a standard
+    ``reasoning`` block, which integrations do not send to their API."""
+    if part.redacted_data and not part.text and not part.signature:
+        return {"type": "redacted_thinking", "data": part.redacted_data}
+    if part.signature and not part.redacted_data:
+        return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+    block: dict[str, Any] = {"type": "reasoning", "reasoning": part.text}
+    extras = {k: v for k, v in (("signature", part.signature), ("redacted_data", part.redacted_data)) if v}
+    if extras:
+        block["extras"] = extras
+    return block
 
 
 def _content_from_parts(parts: Sequence[ContentPart]) -> str | list[Any]:
