@@ -9,6 +9,7 @@ import logging
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.server import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_servers.helpers import no_leaks, wait_for
 
@@ -92,3 +93,56 @@ def test_structured_content_from_a_real_server_is_never_lost():
     assert (stats.kind, stats.value) == ("json", {"notes": 2})
     assert (count.kind, count.value) == ("text", "2")
     assert (summary.kind, summary.value) == ("text", 'found 2 notes\n{"notes": ["a", "b"]}')
+
+
+def _legacy_server(*, resources: bool) -> Server:
+    """A low-level Server, optionally offering resources/subscribe (the handshake-era
+    way); its 'touch' tool announces an update only for subscribed URIs."""
+    subscribed: set[str] = set()
+
+    async def list_resources(ctx, params):
+        return types.ListResourcesResult(resources=[types.Resource(uri="note://current", name="current")])
+
+    async def subscribe(ctx, params):
+        subscribed.add(str(params.uri))
+        return types.EmptyResult()
+
+    async def list_tools(ctx, params):
+        return types.ListToolsResult(tools=[types.Tool(
+            name="touch", description="Announce a change.",
+            input_schema={"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"]},
+        )])
+
+    async def call_tool(ctx, params):
+        uri = params.arguments["uri"]
+        if uri in subscribed:
+            await ctx.session.send_resource_updated(uri)
+        return types.CallToolResult(content=[types.TextContent(type="text", text="touched")])
+
+    if not resources:
+        return Server("plain", on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server("legacy-resources", on_list_resources=list_resources, on_subscribe_resource=subscribe,
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def test_resource_subscriptions_on_a_handshake_era_connection():
+    received: list[dict] = []
+    client = Client(_legacy_server(resources=True), mode="legacy")
+    with no_leaks(), connect_mcp({"old": client}) as toolset:
+        assert toolset.servers["old"].protocol_version not in (None, "2026-07-28")
+        toolset.add_notification_listener(received.append)
+        touch = {t.name: t for t in toolset.tools}["touch"]
+        touch(uri="note://current")
+        toolset.subscribe_resource("old", "note://current")
+        touch(uri="note://current")
+        wait_for(lambda: received, what="the resource update")
+    assert received == [{"server": "old", "method": "notifications/resources/updated",
+                         "params": {"uri": "note://current"}}]
+
+
+def test_subscribing_where_the_server_offers_no_subscriptions_is_a_clear_error():
+    from agentkit import McpError
+
+    with no_leaks(), connect_mcp({"s": Client(_legacy_server(resources=False), mode="legacy")}) as toolset:
+        with pytest.raises(McpError, match="does not offer resource subscriptions"):
+            toolset.subscribe_resource("s", "note://x")

@@ -17,6 +17,7 @@ from mcp_servers.helpers import DEMO, HANG, PAGED, alive, children, no_leaks, st
 from agentkit import (
     CancelledError,
     CancelToken,
+    ConfigurationError,
     McpError,
     ScriptedModel,
     Session,
@@ -346,6 +347,31 @@ def test_list_changed_refreshes_tools_and_notifications_reach_the_session():
         time.sleep(0.3)
         assert len(notes()) == count
         session.close()
+
+
+def test_resource_updates_reach_the_session_after_subscribing():
+    with no_leaks(), connect_mcp({"demo": stdio(DEMO)}) as toolset:
+        session = Session(ScriptedModel([]))
+        toolset.forward_notifications(session, methods=("notifications/resources/updated",))
+        touch = by_name(toolset)["touch"]
+
+        def updates():
+            return [e.data for e in session.events if getattr(e, "runtime_type", None) == "mcp-notification"]
+
+        touch(uri="note://current")  # not subscribed yet: the server sends nothing
+        toolset.subscribe_resource("demo", "note://current")
+        toolset.subscribe_resource("demo", "note://current")  # a second time: no second stream
+        touch(uri="note://other")
+        touch(uri="note://current")
+        wait_for(lambda: updates(), what="the resource update")
+        time.sleep(0.3)
+        assert updates() == [{"server": "demo", "method": "notifications/resources/updated",
+                              "params": {"uri": "note://current"}}]
+        with pytest.raises(ConfigurationError, match="no MCP server named 'nope'"):
+            toolset.subscribe_resource("nope", "note://current")
+        session.close()
+    with pytest.raises(McpError, match="closed"):
+        toolset.subscribe_resource("demo", "note://current")
 
 
 def test_close_stops_children_and_threads_and_later_calls_are_errors():

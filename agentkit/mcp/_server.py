@@ -16,6 +16,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.abc
 
 from .config import HttpServer, StdioServer
 
@@ -71,6 +72,8 @@ class ServerConnection:
         self._stop: anyio.Event | None = None
         self._scope: anyio.CancelScope | None = None
         self._dirty: anyio.Event | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._resource_uris: set[str] = set()
         self._stop_requested = False
 
     # -- state (any thread) ------------------------------------------------------------
@@ -133,6 +136,7 @@ class ServerConnection:
                     connected = True
                     self.ready.set()
                     async with anyio.create_task_group() as tg:
+                        self._tg = tg
                         tg.start_soon(self._refresher)
                         tg.start_soon(self._listen)
                         await self._stop.wait()
@@ -153,6 +157,7 @@ class ServerConnection:
             if connected:
                 self._announce_tools_changed()  # its tools leave the toolset
         finally:
+            self._tg = None
             self.client = None
             with self._lock:
                 if self.status == "connected":
@@ -269,6 +274,49 @@ class ServerConnection:
         except Exception as exc:  # noqa: BLE001 - notifications are best effort
             log.debug("MCP server %r: subscriptions/listen ended: %s", self.name, describe_error(exc))
 
+    async def subscribe_resource(self, uri: str) -> None:
+        """Ask the server for ``notifications/resources/updated`` about ``uri`` (loop
+        thread): a ``subscriptions/listen`` stream on 2026-era connections,
+        ``resources/subscribe`` on handshake-era ones. Subscribing twice is a no-op."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        client, tg = self.client, self._tg
+        if client is None or tg is None or self.status != "connected":
+            raise NotConnected(self.error or f"status is {self.status!r}")
+        if uri in self._resource_uris:
+            return
+        caps = client.session.server_capabilities
+        if not (caps and caps.resources and caps.resources.subscribe):
+            raise ResourceSubscriptionUnsupported(
+                f"MCP server {self.name!r} does not offer resource subscriptions "
+                f"(no resources.subscribe capability)"
+            )
+        if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await tg.start(self._listen_resource, uri)
+        else:  # the request itself: the SDK's wrapper warns that 2026-era servers dropped it
+            import mcp_types as types
+
+            await client.session.send_request(
+                types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+            )
+        self._resource_uris.add(uri)
+
+    async def _listen_resource(self, uri: str, *, task_status: Any) -> None:
+        """Hold one listen stream for ``uri``; its events reach :meth:`_on_message`."""
+        started = False
+        try:
+            async with self.client.listen(resource_subscriptions=[uri]) as sub:
+                task_status.started()
+                started = True
+                async for _event in sub:
+                    pass  # each event is also teed to the message handler
+        except Exception as exc:
+            if not started:
+                raise  # to the subscriber, through tg.start()
+            self.warn(f"the subscription to resource {uri!r} ended: {describe_error(exc)}; "
+                      f"subscribe again to keep receiving its updates")
+        self._resource_uris.discard(uri)  # the stream ended: a new subscribe opens another
+
     def _mark_dirty(self) -> None:
         if self._dirty is not None:
             self._dirty.set()
@@ -305,3 +353,7 @@ class ServerConnection:
 
 class NotConnected(Exception):
     """The server is not connected (failed, lost or closed)."""
+
+
+class ResourceSubscriptionUnsupported(Exception):
+    """The server does not offer resource subscriptions."""

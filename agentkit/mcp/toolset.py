@@ -244,6 +244,38 @@ class McpToolset:
             if conn.status == "connected":
                 self._rt.loop.run(conn.refresh, timeout=timeout)
 
+    def subscribe_resource(self, server: str, uri: str, *, timeout: float | None = 30.0) -> None:
+        """Ask ``server`` to send ``notifications/resources/updated`` whenever the resource
+        ``uri`` changes; they reach notification listeners and
+        :meth:`forward_notifications` like every other notification. Uses a
+        ``subscriptions/listen`` stream on 2026-era connections and ``resources/subscribe``
+        on older ones. Subscribing to the same URI again does nothing. Raises
+        :class:`~agentkit.errors.McpError` when the server is not connected, does not
+        offer subscriptions, refuses, or does not answer within ``timeout`` seconds."""
+        from ._portal import CallTimeout
+        from ._server import NotConnected, ResourceSubscriptionUnsupported, describe_error
+
+        if server not in self._rt.conns:
+            raise ConfigurationError(f"no MCP server named {server!r}; the servers are "
+                                     f"{', '.join(map(repr, self._rt.conns))}")
+        if self._rt.closed:
+            raise McpError("the MCP toolset is closed; connect again with connect_mcp()")
+        try:
+            self._rt.loop.run(self._rt.conns[server].subscribe_resource, uri, timeout=timeout)
+        except CallTimeout:
+            raise McpError(f"MCP server {server!r} did not confirm the subscription to {uri!r} "
+                           f"within {timeout:g}s") from None
+        except NotConnected as exc:
+            raise McpError(f"cannot subscribe to {uri!r}: MCP server {server!r} is not connected "
+                           f"({exc})") from None
+        except ResourceSubscriptionUnsupported as exc:
+            raise McpError(str(exc)) from None
+        except McpError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the server refused or the connection broke
+            raise McpError(f"MCP server {server!r} refused the subscription to {uri!r}: "
+                           f"{describe_error(exc)}") from None
+
     def add_notification_listener(self, listener: Callable[[dict[str, Any]], Any]) -> Callable[[], None]:
         """Call ``listener({"server", "method", "params"})`` for every notification the
         servers send (logging messages, list changes, resource updates), in order, on a

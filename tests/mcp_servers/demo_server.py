@@ -132,6 +132,22 @@ async def grow(ctx: Context) -> str:
     return "grown"
 
 
+@server.resource("note://current", name="current-note", mime_type="text/plain")
+def current_note() -> str:
+    """The current note."""
+    return "note text"
+
+
+@server.tool()
+async def touch(uri: str, ctx: Context) -> str:
+    """Announce that the resource at ``uri`` changed."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        await ctx.notify_resource_updated(uri)  # reaches listen streams subscribed to uri
+    else:
+        await ctx.session.send_resource_updated(uri)
+    return "touched"
+
+
 def _serve_http() -> None:
     import socket
 
