@@ -534,3 +534,12 @@ def test_prompt_too_long_reaches_the_loops_overflow_handling(server):
     assert result.text == "short enough now"
     assert shrunk == [3]
     assert len(server.bodies[0]["messages"]) == 3 and len(server.bodies[1]["messages"]) == 1
+
+
+def test_history_opening_with_the_assistant_gets_a_user_turn_first(server):
+    server.add(w.stream(w.text("Arr, 4.")))
+    result = run_agent(model(server), "what is 2 + 2?", messages=[Message.assistant("Ahoy! Ask me anything.")])
+    assert result.text == "Arr, 4."
+    roles = [m["role"] for m in server.bodies[0]["messages"]]
+    assert roles == ["user", "assistant", "user"]  # the fake rejects an assistant first, as the API does
+    assert server.bodies[0]["messages"][1]["content"][0]["text"] == "Ahoy! Ask me anything."

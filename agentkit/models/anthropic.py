@@ -62,6 +62,7 @@ _FINISH: dict[str, FinishReason] = {
     "refusal": "content-filter",
 }
 _MAX_BREAKPOINTS = 4
+_OPENING = "(conversation continues)"
 _CACHEABLE = ("text", "image", "document", "tool_use", "tool_result")
 
 
@@ -386,8 +387,9 @@ def _finish_block(block: _Block) -> Iterator[StreamEvent]:
 
 def to_anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
     """agentkit messages as Messages API turns: roles alternate (consecutive same-role
-    messages merge), tool results become ``tool_result`` blocks at the start of a user
-    turn, and any user text that followed them (runtime events) comes after them."""
+    messages merge), the first turn is a user turn, tool results become ``tool_result``
+    blocks at the start of a user turn, and any user text that followed them (runtime
+    events) comes after them."""
     turns: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "system":
@@ -406,6 +408,10 @@ def to_anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]
             results = [b for b in content if b["type"] == "tool_result"]
             if results and content[: len(results)] != results:
                 turn["content"] = results + [b for b in content if b["type"] != "tool_result"]
+    if turns and turns[0]["role"] == "assistant":
+        # the API wants the user role first (a history that opens with a greeting, or
+        # one shortened after a context overflow): a minimal user turn goes before it
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": _OPENING}]})
     return turns
 
 
