@@ -12,7 +12,7 @@ import time
 
 from _store_child import child_cmd, child_env, texts, user
 
-from agentkit import FileEventStore
+from agentkit import FileEventStore, StoreConflictError
 
 
 def test_writer_processes_detect_conflicts_and_lose_or_duplicate_nothing(tmp_path):
@@ -171,3 +171,33 @@ def test_sigkill_during_compactions_leaves_every_event_in_the_log_or_an_archive(
         if first > 1:  # compacted at least once: the newest summary leads the log
             assert active[0].startswith("sum-") and int(active[0][4:]) in compactions, where
     assert compactions, "no compaction completed"
+
+
+def test_a_store_object_with_a_cached_view_stays_correct_across_killed_writers_and_repairs(tmp_path):
+    """This process caches its view of the log; between its appends, writer processes
+    append, get killed mid-write (leaving torn tails) and repair each other's torn tails.
+    Its stale appends conflict with the true revision and write nothing; its current
+    ones land exactly after the last intact record."""
+    rng = random.Random(int(os.environ.get("AGENTKIT_KILL_SEED", "20261129")))
+    mine = FileEventStore(tmp_path)
+    path = tmp_path / "s" / "events.jsonl"
+    revision = mine.append("s", [user("e1")], expected_revision=0)
+    torn_seen = 0
+    kill = 0
+    while kill < 12 or (torn_seen == 0 and kill < 48):  # until a torn tail was met
+        kill += 1
+        _kill_round(tmp_path, rng, on_growth=kill % 2 == 0 or kill > 12)
+        truth = FileEventStore(tmp_path).load("s").revision
+        torn_seen += not path.read_bytes().endswith(b"\n")
+        before = path.read_bytes()
+        try:
+            mine.append("s", [user("stale")], expected_revision=revision)
+            raise AssertionError("a stale append was accepted")
+        except StoreConflictError as exc:
+            assert (exc.expected_revision, exc.actual_revision) == (revision, truth), kill
+        assert path.read_bytes() == before  # a conflict never truncates a torn tail either
+        revision = mine.append("s", [user(f"e{truth + 1}")], expected_revision=truth)
+        loaded = FileEventStore(tmp_path).load("s")
+        assert texts(loaded) == [f"e{i}" for i in range(1, revision + 1)], kill
+    assert torn_seen >= 1
+    print(f"\n{kill} SIGKILLs, {torn_seen} torn tails repaired by writer processes or by this one")
