@@ -543,3 +543,23 @@ def test_history_opening_with_the_assistant_gets_a_user_turn_first(server):
     roles = [m["role"] for m in server.bodies[0]["messages"]]
     assert roles == ["user", "assistant", "user"]  # the fake rejects an assistant first, as the API does
     assert server.bodies[0]["messages"][1]["content"][0]["text"] == "Ahoy! Ask me anything."
+
+
+def test_tool_call_ids_from_other_providers_are_made_acceptable(server):
+    # e.g. a session that ran on an OpenAI-compatible server (Kimi writes "functions.add:0")
+    server.add(w.stream(w.text("ok")))
+    calls = (
+        ToolCallPart(tool_call_id="functions.add:0", tool_name="add", input={"a": 1, "b": 2}),
+        ToolCallPart(tool_call_id="functions.add:1", tool_name="add", input={"a": 3, "b": 4}),
+        ToolCallPart(tool_call_id="toolu_ok-1", tool_name="add", input={"a": 5, "b": 6}),
+    )
+    results = tuple(
+        ToolResultPart(tool_call_id=c.tool_call_id, tool_name="add", output=ToolOutput(kind="json", value=i))
+        for i, c in enumerate(calls)
+    )
+    history = (Message.user("go"), Message(role="assistant", content=calls), Message(role="tool", content=results))
+    list(model(server).stream(req(*history)))
+    msgs = server.bodies[0]["messages"]
+    ids = [b["id"] for b in msgs[1]["content"]]
+    assert [b["tool_use_id"] for b in msgs[2]["content"]] == ids
+    assert len(set(ids)) == 3 and ids[2] == "toolu_ok-1"

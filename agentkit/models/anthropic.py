@@ -8,7 +8,9 @@ carrying its signature (or redacted data), which is sent back unchanged next tim
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
@@ -63,6 +65,7 @@ _FINISH: dict[str, FinishReason] = {
 }
 _MAX_BREAKPOINTS = 4
 _OPENING = "(conversation continues)"
+_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _CACHEABLE = ("text", "image", "document", "tool_use", "tool_result")
 
 
@@ -431,8 +434,18 @@ def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
                 blocks.append({"type": "text", "text": p.text})
         elif isinstance(p, ToolCallPart):
             value = p.input if isinstance(p.input, dict) and p.input_error is None else {}
-            blocks.append({"type": "tool_use", "id": p.tool_call_id, "name": p.tool_name, "input": value})
+            blocks.append({"type": "tool_use", "id": _tool_id(p.tool_call_id), "name": p.tool_name, "input": value})
     return blocks
+
+
+def _tool_id(call_id: str) -> str:
+    """A tool-call id as the API accepts it (``^[a-zA-Z0-9_-]+$``). Ids written by other
+    providers (``functions.add:0``) are rewritten the same way in the call and in its
+    result, with a hash of the original so two ids never collapse into one."""
+    if _TOOL_ID.match(call_id):
+        return call_id
+    digest = hashlib.sha1(call_id.encode("utf-8")).hexdigest()[:10]
+    return f"{re.sub(r'[^a-zA-Z0-9_-]', '_', call_id)}_{digest}"
 
 
 def _user_blocks(m: Message) -> list[dict[str, Any]]:
@@ -460,7 +473,7 @@ def _tool_result(p: ToolResultPart) -> dict[str, Any]:
     else:
         content = out.as_text()
         content = content if content.strip() else ""
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": p.tool_call_id}
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": _tool_id(p.tool_call_id)}
     if out.is_error:
         block["is_error"] = True
         # the API rejects an error result without content

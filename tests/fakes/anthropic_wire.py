@@ -11,6 +11,7 @@ cache_control breakpoints, the extended-thinking constraints).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -166,8 +167,10 @@ def validate(rec: Recorded) -> Reply | None:
         if not content:
             return _bad(f"messages.{i}: content must not be empty")
         has_text = any(b["type"] == "text" and b["text"].strip() for b in content)
-        for b in content:
+        for j, b in enumerate(content):
             breakpoints += "cache_control" in b
+            if b["type"] == "tool_use" and not re.match(r"^[a-zA-Z0-9_-]+$", b["id"]):
+                return _bad(f"messages.{i}.content.{j}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'")
             if b["type"] == "text" and not b["text"]:
                 return _bad(f"messages.{i}: text content blocks must be non-empty")
             if b["type"] == "text" and not has_text:
