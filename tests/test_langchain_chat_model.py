@@ -256,6 +256,17 @@ def test_settings_tool_choice_and_provider_options_reach_the_model():
     assert "tools" not in model.received[-1][1] and "temperature" not in model.received[-1][1]
 
 
+def test_tool_choice_none_offers_no_tools():
+    # bind_tools has no common "none" (ChatAnthropic would read it as a tool named "none")
+    model = ChunkScriptModel(replies=[[AIMessageChunk(content="no tools")]])
+    events = list(LangChainChatModel(model).stream(_request(tools=(add.spec,), tool_choice="none")))
+    assert events[0] == TextDelta("no tools")
+    assert "tools" not in model.received[-1][1] and "tool_choice" not in model.received[-1][1]
+    without_bind_tools = GenericFakeChatModel(messages=iter(["fine"]))
+    events = list(LangChainChatModel(without_bind_tools).stream(_request(tools=(add.spec,), tool_choice="none")))
+    assert events[0] == TextDelta("fine")
+
+
 def test_reasoning_budget_is_refused_before_the_call():
     model = ChunkScriptModel(replies=[[AIMessageChunk(content="ok")]])
     with pytest.raises(ConfigurationError, match="reasoning_budget.*ChunkScriptModel itself"):

@@ -91,7 +91,8 @@ class LangChainChatModel:
     ``SystemMessage``, the conversation via
     :func:`~agentkit.adapters.langchain.messages_to_langchain`, and tools through
     ``chat_model.bind_tools`` (in OpenAI function format; ``tool_choice`` ``required``
-    becomes LangChain's ``"any"``). Text and reasoning stream as they arrive; tool call
+    becomes LangChain's ``"any"``, a tool name stays a tool name, and ``none`` binds no
+    tools, since LangChain has no common ``"none"``). Text and reasoning stream as they arrive; tool call
     chunks are assembled into complete calls (arguments that are not a JSON object
     become a call with ``input_error``); usage and the finish reason are mapped.
     ``ModelSettings`` values that are set (temperature, top_p, max_tokens, seed, stop)
@@ -128,7 +129,9 @@ class LangChainChatModel:
         return f"LangChainChatModel({type(self.chat_model).__name__}, model_name={self.model_name!r})"
 
     def _runnable(self, request: ModelRequest) -> Any:
-        if not request.tools:
+        if not request.tools or request.tool_choice == "none":
+            # LangChain's bind_tools knows "any" and tool names, not "none" (ChatAnthropic
+            # would force a tool named "none"): a model offered no tools calls none
             return self.chat_model
         tools = function_tools(request.tools)
         choice = request.tool_choice
