@@ -4,7 +4,8 @@ creates a store under missing directories, appends, archives, compacts and delet
 At every point where the child reports an operation as done, nothing it wrote may still
 be unsynced: no file written since its last fsync, no directory whose entries (a mkdir,
 a created file, a rename) changed since its last fsync. And a file is only renamed into
-place after its data was fsynced. Lock files and the renamed-aside remains of a deleted
+place after its data, and everything written before it (a compaction's archive), was
+fsynced. Lock files and the renamed-aside remains of a deleted
 session hold no data and are exempt.
 """
 
@@ -83,6 +84,10 @@ def test_every_acknowledged_write_is_fsynced_file_and_directory_in_order(tmp_pat
         elif call.startswith("rename"):
             src, dst = paths[0], paths[1]
             assert src not in dirty_files, f"{src} renamed to {dst} before its data was fsynced"
+            # everything written before (a compaction's archive) is durable before a
+            # rename replaces a file; only the temp file's own directory entry is pending
+            assert not dirty_files, f"{dst} replaced while {dirty_files} were unsynced"
+            assert dirty_dirs <= {os.path.dirname(dst)}, f"{dst} replaced while {dirty_dirs} were unsynced"
             touch_dir(src)
             touch_dir(dst)
     assert done == ["create", "append", "archive", "compact", "append-after-compact", "delete"]
