@@ -84,7 +84,10 @@ def locked(path: str, *, timeout: float, shared: bool = False, create: bool = Tr
                     break
                 except portalocker.LockException as exc:
                     if not _is_contention(exc):
-                        raise StoreError(f"cannot lock {path}: {exc}") from exc
+                        raise StoreError(
+                            f"cannot lock {path}: {exc}. The file system may not support locks "
+                            f"(NFS, some FUSE mounts): put the store on a local file system"
+                        ) from exc
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise _timeout_error(path, timeout, "another process") from None

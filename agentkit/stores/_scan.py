@@ -87,7 +87,10 @@ def scan(
             try:
                 out.events.extend(event_from_dict(d) for d in payload)
             except (ConfigurationError, KeyError, TypeError, ValueError) as exc:
-                raise StoreCorruptionError(f"{where} holds an event agentkit cannot read: {exc}") from None
+                raise StoreCorruptionError(
+                    f"{where} holds an event agentkit cannot read ({exc}). Nothing was changed. If a newer "
+                    f"agentkit wrote it, upgrade agentkit; otherwise restore the file from a backup."
+                ) from None
         out.revision = rev
         out.schema_version = max(out.schema_version, rec.version)
         out.lines += 1

@@ -161,7 +161,9 @@ class FileEventStore:
                 f"remnant. Restore it from a backup."
             ) from None
         if rec.kind != "header":
-            raise StoreCorruptionError(f"{path} line 1 is not a log header (kind {rec.kind!r})")
+            raise StoreCorruptionError(
+                f"{path} line 1 is not a log header (kind {rec.kind!r}). Restore the file from a backup."
+            )
         owner = rec.data.get("session_id")
         if owner != session_id:
             raise StoreCorruptionError(
@@ -359,7 +361,10 @@ class FileEventStore:
                 f"remnant. Restore it from a backup."
             ) from None
         except (ConfigurationError, KeyError, TypeError) as exc:
-            raise StoreCorruptionError(f"{path} holds an event agentkit cannot read: {exc}") from None
+            raise StoreCorruptionError(
+                f"{path} holds an event agentkit cannot read ({exc}). If a newer agentkit wrote it, upgrade "
+                f"agentkit; otherwise restore the file from a backup."
+            ) from None
 
     def load_archive(self, session_id: str, archive_id: str) -> tuple[Event, ...] | None:
         """The events archived under ``archive_id``, or None."""
