@@ -279,6 +279,19 @@ def test_injected_arg_must_be_supplied_and_is_supplied_at_call_time():
     sneaky = {"q": "x", "tenant": "other", "tool_call_id": "forged"}
     assert _call(from_langchain_tool(scoped), "real-id", **sneaky).value == "default:x:real-id"
 
+    class InjectedState(InjectedToolArg):  # as LangGraph's InjectedState / InjectedStore are
+        pass
+
+    @tool
+    def recall(key: str, state: Annotated[dict, InjectedState]) -> str:
+        """Read a key of the graph state."""
+        return str(state.get(key))
+
+    assert list(from_langchain_tool(recall, injected={"state": {}}).input_schema["properties"]) == ["key"]
+    with pytest.raises(ToolDefinitionError, match="injected argument.*state"):
+        from_langchain_tool(recall)
+    assert _call(from_langchain_tool(recall, injected={"state": {"k": 7}}), key="k").value == "7"
+
     per_call = from_langchain_tool(whoami, injected=lambda ctx: {"user_id": f"user-of-{ctx.tool_call_id}"})
     result = run_agent(ScriptedModel([ToolCall("whoami", {"greeting": "yo"}, id="c5"), "ok"]), "go",
                        tools=[per_call])
