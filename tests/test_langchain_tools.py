@@ -252,6 +252,10 @@ def test_injected_tool_call_id_receives_agentkit_call_id():
     assert second.output.value == "b" and second.output.metadata == {"artifact": {"by": "id-2"}}
 
 
+class InjectedState(InjectedToolArg):
+    """A subclass of InjectedToolArg, as LangGraph's InjectedState and InjectedStore are."""
+
+
 def test_injected_arg_must_be_supplied_and_is_supplied_at_call_time():
     @tool
     def whoami(greeting: str, user_id: Annotated[str, InjectedToolArg]) -> str:
@@ -278,9 +282,6 @@ def test_injected_arg_must_be_supplied_and_is_supplied_at_call_time():
 
     sneaky = {"q": "x", "tenant": "other", "tool_call_id": "forged"}
     assert _call(from_langchain_tool(scoped), "real-id", **sneaky).value == "default:x:real-id"
-
-    class InjectedState(InjectedToolArg):  # as LangGraph's InjectedState / InjectedStore are
-        pass
 
     @tool
     def recall(key: str, state: Annotated[dict, InjectedState]) -> str:
