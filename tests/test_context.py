@@ -389,3 +389,67 @@ def test_the_tools_package_imports_no_runtime_module():
                 offenders += [f"{path.name}: {m}" for m in mods
                               if m.split(".")[:2] in (["agentkit", r] for r in runtime)]
     assert offenders == []
+
+
+# -- termination details -----------------------------------------------------------------
+
+
+def test_output_printed_on_sigterm_is_drained_during_the_grace_period(root):
+    # 2 MB of last words: far more than the pipe and the read queue hold, so a supervisor
+    # that stops reading while it waits out the grace period would block and SIGKILL it
+    code = (
+        "import signal, sys, time\n"
+        "def bye(*_):\n"
+        "    for _ in range(20000): sys.stdout.write('x' * 100 + '\\n')\n"
+        "    sys.stdout.write('clean exit\\n'); sys.stdout.flush(); sys.exit(3)\n"
+        "signal.signal(signal.SIGTERM, bye)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with LocalExecutionContext(root, kill_grace=3.0, max_shell_output_bytes=8_000_000) as c:
+        result = c.shell.run_structured(sys.executable, ["-c", code], timeout=1.0)
+    assert result.timed_out
+    assert result.exit_code == 3  # it exited by itself, not by SIGKILL
+    assert result.stdout.endswith("x\nclean exit\n")
+
+
+def test_an_output_cap_inside_a_character_leaves_no_replacement_character(root):
+    # "é\n" is 3 bytes; a 65536-byte cap ends one byte into an "é"
+    with LocalExecutionContext(root, max_shell_output_bytes=65_536) as c:
+        result = c.shell.run("yes é", timeout=60)
+    assert result.output_limited
+    assert "\ufffd" not in result.stdout
+    assert len(result.stdout.encode()) == 65_535
+
+
+def test_a_process_that_closed_its_output_is_still_bound_by_the_timeout(ctx):
+    started = time.monotonic()
+    result = ctx.shell.run("exec >&- 2>&-; sleep 60", timeout=1.0)
+    assert result.timed_out and result.exit_code is not None and result.exit_code < 0
+    assert time.monotonic() - started < 30
+
+
+def test_a_slow_listener_gets_all_output_of_a_process_that_already_exited(ctx, monkeypatch):
+    from agentkit.tools import _process
+
+    monkeypatch.setattr(_process, "_ABANDON_AFTER", 0.5)  # far below the delivery time
+    chunks: list[str] = []
+
+    def slow(stream, chunk):
+        chunks.append(chunk)
+        time.sleep(0.1)
+
+    result = ctx.shell.run("for i in $(seq 1 20); do echo line$i; sleep 0.01; done", on_output=slow)
+    assert result.exit_code == 0
+    assert "".join(chunks) == "".join(f"line{i}\n" for i in range(1, 21))
+
+
+def test_a_chatty_process_that_left_the_group_cannot_hang_the_command(ctx):
+    started = time.monotonic()
+    result = ctx.shell.run("setsid yes & echo escaped=$!; sleep 0.2")
+    pid = int(re.search(r"escaped=(\d+)", result.stdout).group(1))
+    try:
+        assert time.monotonic() - started < 30
+        assert result.output_limited
+    finally:
+        os.kill(pid, 9)

@@ -2,10 +2,12 @@
 
 The process gets its own process group (``start_new_session=True``) so that a timeout,
 a cancellation, an output overflow or a failing output listener terminates the whole
-tree: SIGTERM to the group, then SIGKILL after a grace period. Output is read by one
-thread per stream into a bounded queue (a slow consumer therefore slows the process
-down instead of buffering without limit) and decoded incrementally, so a UTF-8 code
-point split across two reads is never mangled.
+tree: SIGTERM to the group, then SIGKILL after a grace period. The pipes are drained
+during the grace period too, so a process that prints its last words on SIGTERM is not
+blocked on a full pipe and killed for it. Output is read by one thread per stream into
+a bounded queue (a slow consumer therefore slows the process down instead of buffering
+without limit) and decoded incrementally, so a UTF-8 code point split across two reads
+is never mangled.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from .context import OutputCallback, ShellResult
 
 _READ_SIZE = 65_536
 _ABANDON_AFTER = 5.0
-"""Seconds after terminating the group to keep reading pipes that something outside
-the group (a daemon that called setsid) still holds open."""
+"""Seconds without output, once the group has been killed, after which pipes still held
+open by something outside the group (a daemon that called setsid) are abandoned."""
+_RESIDUE_BYTES = 4 * 1_048_576
+"""Output still in flight when the group is dead is bounded by the pipe buffers and the
+read queue; more than this after the kill comes from outside the group."""
 _EOF = object()
 
 
@@ -44,22 +49,57 @@ def spawn(argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None) -> su
     )
 
 
+class _Group:
+    """Terminating one process group: SIGTERM at once, SIGKILL once ``grace`` seconds
+    have passed and anything is left. :meth:`escalate` is polled by the caller, so it
+    can keep reading output meanwhile."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], grace: float) -> None:
+        self.proc = proc
+        self.grace = grace
+        self.term_at: float | None = None
+        self.killed_at: float | None = None
+        """When SIGKILL was sent, or when it turned out not to be needed."""
+
+    @property
+    def terminating(self) -> bool:
+        return self.term_at is not None
+
+    def terminate(self) -> None:
+        if self.term_at is None:
+            self.term_at = time.monotonic()
+            if not _signal_group(self.proc.pid, signal.SIGTERM):
+                self.killed_at = self.term_at  # nothing left in the group
+
+    def escalate(self, now: float) -> None:
+        if self.term_at is None or self.killed_at is not None or now - self.term_at < self.grace:
+            return
+        self.killed_at = now
+        if self.proc.poll() is None or _group_alive(self.proc.pid):
+            _signal_group(self.proc.pid, signal.SIGKILL)
+
+    def finish(self) -> None:
+        """Block until the group is gone (escalating to SIGKILL after the grace)."""
+        self.terminate()
+        while self.killed_at is None:
+            if self.proc.poll() is not None and not _group_alive(self.proc.pid):
+                return
+            time.sleep(0.02)
+            self.escalate(time.monotonic())
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to the group; False when the group no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def kill_group(proc: subprocess.Popen[bytes], grace: float) -> None:
     """SIGTERM the process group, then SIGKILL it if anything is left after ``grace``."""
-    pgid = proc.pid  # the leader's pid is the group id (start_new_session)
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if proc.poll() is not None and not _group_alive(pgid):
-            return
-        time.sleep(0.02)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    _Group(proc, grace).finish()
 
 
 def _group_alive(pgid: int) -> bool:
@@ -117,9 +157,10 @@ def supervise(
 
     ``on_output`` runs on this thread, in order; while it runs no more output is read
     (backpressure). If it raises, the process group is terminated and, once the process
-    is gone, its exception propagates. When the leader has
-    exited but a descendant keeps the pipes open past ``drain_after_exit`` seconds, the
-    remaining group is terminated too, so no orphan outlives a command.
+    is gone, its exception propagates. When the leader has exited but a descendant keeps
+    the pipes open past ``drain_after_exit`` seconds, the remaining group is terminated
+    too, so no orphan outlives a command. Output beyond ``max_output_bytes`` is dropped
+    (an incomplete trailing code point with it) and ends the command.
     """
     started = time.monotonic()
     chunks: queue.Queue[object] = queue.Queue(maxsize=16)
@@ -134,22 +175,15 @@ def supervise(
         "stderr": codecs.getincrementaldecoder("utf-8")(errors="replace"),
     }
     captured: dict[str, list[str]] = {"stdout": [], "stderr": []}
+    group = _Group(proc, grace)
     total = 0
+    after_kill = 0
     open_streams = 2
     timed_out = cancelled = limited = False
     listener_error: BaseException | None = None
-    terminated = False
     exited_at: float | None = None
     deadline = None if timeout is None else started + timeout
-
-    terminated_at = 0.0
-
-    def terminate() -> None:
-        nonlocal terminated, terminated_at
-        if not terminated:
-            terminated = True
-            kill_group(proc, grace)
-            terminated_at = time.monotonic()
+    last_item = started
 
     def deliver(name: str, text: str) -> None:
         nonlocal listener_error
@@ -162,9 +196,11 @@ def supervise(
                 on_output(name, text)
             except BaseException as exc:  # noqa: BLE001 - re-raised once the process is gone
                 listener_error = exc
-                terminate()
+                group.terminate()
 
-    while open_streams:
+    # until both pipes are closed and the leader has exited (a process that closed its
+    # output is still bound by the timeout and the cancel token)
+    while open_streams or proc.poll() is None:
         try:
             item = chunks.get(timeout=0.05)
         except queue.Empty:
@@ -173,37 +209,44 @@ def supervise(
             name, data = item  # type: ignore[misc]
             if data is _EOF:
                 open_streams -= 1
-                deliver(name, decoders[name].decode(b"", final=True))
-            elif not limited:
-                room = max_output_bytes - total
-                if len(data) > room:
-                    limited = True
-                    # keep what fits; an incomplete trailing code point is dropped
-                    deliver(name, decoders[name].decode(data[:room]))
-                    total = max_output_bytes
-                    terminate()
-                else:
-                    total += len(data)
-                    deliver(name, decoders[name].decode(data))
-        if terminated:
-            if time.monotonic() - terminated_at > _ABANDON_AFTER:
+                if not limited:  # after a cut, an incomplete code point is dropped
+                    deliver(name, decoders[name].decode(b"", final=True))
+            else:
+                if group.killed_at is not None:
+                    after_kill += len(data)
+                if not limited:
+                    room = max_output_bytes - total
+                    if len(data) > room:
+                        limited = True
+                        deliver(name, decoders[name].decode(data[:room]))
+                        total = max_output_bytes
+                        group.terminate()
+                    else:
+                        total += len(data)
+                        deliver(name, decoders[name].decode(data))
+            last_item = time.monotonic()  # after delivery: a slow listener is not idleness
+        now = time.monotonic()
+        group.escalate(now)
+        if group.terminating:
+            if group.killed_at is not None and (
+                now - max(group.killed_at, last_item) > _ABANDON_AFTER or after_kill > _RESIDUE_BYTES
+            ):
                 break  # something that left the process group holds the pipes: stop waiting
             continue
-        now = time.monotonic()
         if cancel is not None and cancel.cancelled:
             cancelled = True
-            terminate()
+            group.terminate()
         elif deadline is not None and now >= deadline:
             timed_out = True
-            terminate()
+            group.terminate()
         elif proc.poll() is not None:
             if exited_at is None:
                 exited_at = now
             elif now - exited_at > drain_after_exit:
-                terminate()  # descendants hold the pipes open: end them
+                group.terminate()  # descendants hold the pipes open: end them
+    if group.terminating or _group_alive(proc.pid):
+        group.finish()  # no descendant outlives a command
     exit_code = proc.wait()
-    if not terminated and _group_alive(proc.pid):
-        kill_group(proc, grace)  # no descendant outlives a finished command
     for t, pipe in zip(readers, (proc.stdout, proc.stderr), strict=True):
         t.join(timeout=1.0)
         # a reader still blocked in read() keeps its pipe: closing the fd under it could
