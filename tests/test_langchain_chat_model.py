@@ -283,6 +283,15 @@ def test_model_without_bind_tools_is_a_clear_error_before_the_call():
     with pytest.raises(ConfigurationError, match="BaseChatModel"):
         LangChainChatModel(object())  # type: ignore[arg-type]
 
+    class Picky(ChunkScriptModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            raise ValueError("tool_choice 'add' names no bound tool")
+
+    picky = Picky(replies=[[AIMessageChunk(content="never")]])
+    with pytest.raises(ConfigurationError, match=r"Picky.bind_tools refused the tools \(add\) with tool_choice='add'"):
+        LangChainChatModel(picky).stream(_request(tools=(add.spec,), tool_choice="add"))
+    assert picky.received == []
+
 
 class _StatusError(Exception):
     """Like an SDK error an integration lets through (openai.APIStatusError...)."""

@@ -145,6 +145,12 @@ class LangChainChatModel:
                 f"{type(self.chat_model).__name__} does not implement bind_tools, so it cannot "
                 f"be offered tools; use a chat model with tool calling or run without tools"
             ) from None
+        except Exception as exc:  # noqa: BLE001 - integrations validate tools their own way
+            raise ConfigurationError(
+                f"{type(self.chat_model).__name__}.bind_tools refused the tools "
+                f"({', '.join(t.name for t in request.tools)}) with tool_choice={choice!r}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
 
     def _call_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         settings = request.settings
