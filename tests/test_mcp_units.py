@@ -239,3 +239,34 @@ def test_public_surface_is_documented_keyword_only_and_frozen():
         if inspect.isclass(obj) and dataclasses.is_dataclass(obj):
             assert all(f.kw_only for f in dataclasses.fields(obj) if f.init), name
             assert obj.__dataclass_params__.frozen, name
+
+
+# -- notification delivery -------------------------------------------------------------------
+
+
+def test_a_slow_listener_cannot_grow_the_notification_backlog_without_limit(caplog):
+    import logging
+    import threading
+
+    from agentkit.mcp._runtime import Notifier
+
+    caplog.set_level(logging.WARNING, logger="agentkit.mcp")
+    release = threading.Event()
+    got: list[int] = []
+
+    def slow(note: dict) -> None:
+        release.wait(30)
+        got.append(note["n"])
+
+    notifier = Notifier(max_pending=3)
+    notifier.add(slow)
+    for i in range(10):
+        notifier.put({"n": i})
+    release.set()
+    notifier.close()  # delivers what was queued, then stops its thread
+    assert 3 <= len(got) <= 4  # the queue's three, plus one if the thread took one meanwhile
+    assert got[:3] == [0, 1, 2] and got == sorted(got)  # in order; later ones dropped
+    assert notifier.dropped == 10 - len(got)
+    assert [r.message for r in caplog.records].count(
+        "MCP notification listeners fell 3 notifications behind; dropping new notifications until they "
+        "catch up") == 1

@@ -22,16 +22,23 @@ _SHUTDOWN_GRACE = 20.0
 """How long close() waits for the servers to disconnect before cancelling them."""
 
 
+_MAX_PENDING = 10_000
+"""Notifications waiting for slow listeners; beyond this, new ones are dropped."""
+
+
 class Notifier:
     """Delivers notifications to listeners in order, on one thread of its own, so a slow
-    listener (a Session writing to its store) never blocks the event loop."""
+    listener (a Session writing to its store) never blocks the event loop. The backlog
+    is bounded: a chatty server cannot grow memory without limit behind a slow listener."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_pending: int = _MAX_PENDING) -> None:
         self._listeners: list[Callable[[dict[str, Any]], Any]] = []
         self._lock = threading.Lock()
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=max_pending)
         self._thread: threading.Thread | None = None
         self._closed = False
+        self.dropped = 0
+        """How many notifications were dropped because the backlog was full."""
 
     def add(self, listener: Callable[[dict[str, Any]], Any]) -> Callable[[], None]:
         with self._lock:
@@ -53,7 +60,13 @@ class Notifier:
         with self._lock:
             if self._closed or not self._listeners:
                 return
-        self._queue.put(note)
+        try:
+            self._queue.put_nowait(note)
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped == 1:
+                log.warning("MCP notification listeners fell %d notifications behind; dropping new "
+                            "notifications until they catch up", self._queue.maxsize)
 
     def _deliver(self) -> None:
         while True:
@@ -77,7 +90,11 @@ class Notifier:
                 return
             self._closed = True
             thread = self._thread
-        self._queue.put(None)
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:  # a listener is stuck: leave its (daemon) thread behind
+            log.warning("an MCP notification listener did not return within %gs", timeout)
+            return
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
