@@ -453,3 +453,19 @@ def test_a_chatty_process_that_left_the_group_cannot_hang_the_command(ctx):
         assert result.output_limited
     finally:
         os.kill(pid, 9)
+
+
+def test_a_relative_executable_is_found_in_the_working_directory(root):
+    script = root / "sub" / "hello.sh"
+    script.write_text("#!/bin/sh\necho hello from $(basename $(pwd)) \"$1\"\n")
+    script.chmod(0o755)
+    assert not os.path.exists("./hello.sh")  # the test process runs elsewhere
+    with LocalExecutionContext(root, cwd=root / "sub") as c:
+        result = c.shell.run_structured("./hello.sh", ["; touch pwned"])
+        assert result.ok and result.stdout == "hello from sub ; touch pwned\n"
+        job = c.jobs.start("./hello.sh", ["job"])
+        wait_for(lambda: not c.jobs.get(job.execution_id).running)
+        assert c.jobs.get(job.execution_id).output_tail == "hello from sub job\n"
+        with pytest.raises(ConfigurationError, match="not an executable file"):
+            c.shell.run_structured("./missing.sh")
+    assert not (root / "sub" / "pwned").exists()

@@ -220,31 +220,33 @@ class LocalShell:
     def run(self, command: str, *, cwd: str | None = None, timeout: float | None = None,
             cancel: CancelToken | None = None, on_output: OutputCallback | None = None,
             tool_call_id: str | None = None) -> ShellResult:
+        """Run shell text with ``bash -lc`` (not a security boundary)."""
         if not isinstance(command, str) or not command.strip():
             raise ConfigurationError("give the shell command to run as a non-empty string")
-        argv = self._ctx._command_argv(command, (), raw=True)
-        return self._run(argv, command, "shell", cwd, timeout, cancel, on_output, tool_call_id)
+        return self._run(command, (), True, cwd, timeout, cancel, on_output, tool_call_id)
 
     def run_structured(self, executable: str, args: Sequence[str] = (), *, cwd: str | None = None,
                        timeout: float | None = None, cancel: CancelToken | None = None,
                        on_output: OutputCallback | None = None,
                        tool_call_id: str | None = None) -> ShellResult:
+        """Run ``executable`` (looked up on PATH, or relative to the working directory
+        when it contains a ``/``) with literal ``args``, without a shell."""
         if isinstance(args, str):
             raise ConfigurationError("args must be a list of strings, not one string")
-        argv = self._ctx._command_argv(executable, list(args), raw=False)
-        return self._run(argv, _display(argv, False), "exec", cwd, timeout, cancel, on_output,
-                         tool_call_id)
+        return self._run(executable, list(args), False, cwd, timeout, cancel, on_output, tool_call_id)
 
-    def _run(self, argv: list[str], display: str, operation: str, cwd: str | None,
+    def _run(self, executable: str, args: Sequence[str], raw: bool, cwd: str | None,
              timeout: float | None, cancel: CancelToken | None, on_output: OutputCallback | None,
              tool_call_id: str | None) -> ShellResult:
         ctx = self._ctx
         if timeout is not None and timeout <= 0:
             raise ConfigurationError("timeout must be positive (or None)")
         workdir = ctx._workdir(cwd)
+        argv = ctx._command_argv(executable, args, raw, workdir)
+        display = _display(argv, raw)
         if cancel is not None:
             cancel.raise_if_cancelled()
-        ctx._before(operation, display, tool_call_id, argv=argv, cwd=workdir)
+        ctx._before("shell" if raw else "exec", display, tool_call_id, argv=argv, cwd=workdir)
         proc = _process.spawn(argv, cwd=workdir, env=ctx._env)
         return _process.supervise(
             proc,

@@ -443,7 +443,7 @@ class LocalExecutionContext:
 
     # -- jobs ----------------------------------------------------------------------------
 
-    def _command_argv(self, executable: str, args: Sequence[str], raw: bool) -> list[str]:
+    def _command_argv(self, executable: str, args: Sequence[str], raw: bool, workdir: str) -> list[str]:
         if raw:
             return [self._shell_executable, "-lc", executable]
         if not isinstance(executable, str) or not executable:
@@ -451,7 +451,14 @@ class LocalExecutionContext:
         bad = [a for a in args if not isinstance(a, str)]
         if bad:
             raise ConfigurationError(f"command arguments must be strings, got {bad[0]!r}")
-        if shutil.which(executable, path=self._path()) is None:
+        if os.sep in executable:  # a path: the child resolves it from its working directory
+            found = os.path.join(workdir, executable)
+            if not (os.path.isfile(found) and os.access(found, os.X_OK)):
+                raise ConfigurationError(
+                    f"executable {executable!r} is not an executable file (looked in {workdir!r}); "
+                    f"give an existing program, or a command name found on PATH"
+                )
+        elif shutil.which(executable, path=self._path()) is None:
             raise ConfigurationError(
                 f"executable {executable!r} was not found on PATH; give an installed command"
             )
@@ -463,8 +470,8 @@ class LocalExecutionContext:
     def _launch_job(self, executable: str, args: Sequence[str], raw: bool, cwd: str | None,
                     tool_call_id: str | None) -> tuple[Callable[[], Any], list[str], str]:
         """Validate and guard a job request; returns (spawn, argv, cwd)."""
-        argv = self._command_argv(executable, args, raw)
         workdir = self._workdir(cwd)
+        argv = self._command_argv(executable, args, raw, workdir)
         self._before("job-start", _display(argv, raw), tool_call_id, argv=argv, cwd=workdir)
         from ._process import spawn
 
