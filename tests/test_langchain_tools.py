@@ -122,6 +122,23 @@ def test_decorator_tool_runs_and_validates():
     assert result.text == "42"
 
 
+class _Reading(BaseModel):
+    celsius: float
+
+
+@tool
+def sensor(raw: str) -> str:
+    """Parse a sensor reading."""
+    return str(_Reading.model_validate_json(raw).celsius)
+
+
+def test_a_validation_error_inside_the_tool_is_a_tool_failure_not_bad_input():
+    result = run_agent(ScriptedModel([ToolCall("sensor", {"raw": '{"celsius": "hot"}'}), "ok"]), "go",
+                       tools=[sensor])
+    error = result.tool_calls[0].error
+    assert error.startswith("tool 'sensor' failed: ValidationError: 1 validation error for _Reading")
+
+
 def test_input_is_validated_as_langchain_validates_it():
     # pydantic's lax mode, as in LangChain: a numeric string is an int (JSON Schema says no)
     lc_message = multiply.invoke({"name": "multiply", "args": {"a": "6", "b": 7}, "id": "c", "type": "tool_call"})
@@ -398,6 +415,8 @@ def test_pydantic_v1_args_schema():
         adapted = from_langchain_tool(lc_tool)
         assert dict(adapted.input_schema) == _shown(lc_tool)["parameters"]
         assert _call(adapted, word="ab").value == "abab"
+        rejected = _call(adapted, word="ab", times="many")
+        assert rejected.is_error and rejected.value.startswith("invalid input for tool 'rep'")
 
 
 def test_base_tool_with_only_arun_falls_back_to_async():

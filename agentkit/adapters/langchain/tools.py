@@ -179,6 +179,13 @@ def _validation_errors() -> tuple[type[Exception], ...]:
     return ValidationError, ValidationErrorV1
 
 
+def _about_schema(exc: Exception, schema: Any) -> bool:
+    """True when a pydantic ValidationError is about ``schema`` (the tool's input), not
+    about some other model the tool validated while running."""
+    model = getattr(exc, "title", None) or getattr(getattr(exc, "model", None), "__name__", None)
+    return isinstance(schema, type) and model == schema.__name__
+
+
 @dataclass(frozen=True, kw_only=True)
 class _LangChainTool(Tool):
     """An adapted LangChain tool. When LangChain validates the input itself (a pydantic
@@ -331,6 +338,8 @@ def from_langchain_tool(
                         raise
                     result = runner.run(lc_tool.ainvoke(call, config=config), ctx.cancel)
         except invalid_input as exc:  # not handled by the tool's handle_validation_error
+            if not _about_schema(exc, lc_tool.args_schema):
+                raise  # raised inside the tool: reported as the tool failing
             return ToolOutput.error(f"invalid input for tool {tool_name!r}: {exc}")
         return _as_output(result, tool_name, return_direct)
 
