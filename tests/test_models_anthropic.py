@@ -563,3 +563,11 @@ def test_tool_call_ids_from_other_providers_are_made_acceptable(server):
     ids = [b["id"] for b in msgs[1]["content"]]
     assert [b["tool_use_id"] for b in msgs[2]["content"]] == ids
     assert len(set(ids)) == 3 and ids[2] == "toolu_ok-1"
+
+
+def test_sdk_call_options_such_as_extra_headers_pass_through(server):
+    server.add(w.stream(w.text("ok")))
+    beta = {"anthropic-beta": "interleaved-thinking-2025-05-14"}
+    list(model(server).stream(req(provider_options={"extra_headers": beta})))
+    assert server.requests[0].headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+    assert "extra_headers" not in server.bodies[0]
