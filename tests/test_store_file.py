@@ -538,3 +538,29 @@ def test_no_file_descriptor_outlives_a_call_even_a_failing_one(tmp_path):
             FileEventStore(tmp_path).append("bad", [user("x")], expected_revision=3)
     assert store.delete("s")
     assert open_fds() == before
+
+
+@pytest.mark.skipif(not mount_works(), reason="needs permission to mount a small tmpfs (root)")
+def test_a_compaction_on_a_full_disk_changes_nothing_and_can_be_repeated(tmp_path):
+    root = tmp_path / "small"
+    with tmpfs(root, "256k"):
+        store = FileEventStore(root)
+        rev = 0
+        for i in range(30):  # ~90 KiB of log
+            rev = store.append("s", [user(f"e{i + 1}", 3000)], expected_revision=rev)
+        before = log_path(root).read_bytes()
+        filler = root / "filler"
+        with open(filler, "wb") as fh:  # leave room for the small archive, not the new log
+            free = os.statvfs(root).f_bavail * os.statvfs(root).f_frsize
+            fh.write(b"x" * (free - 16 * 1024))
+        with pytest.raises(StoreError, match="disk is full") as info:
+            store.compact("s", "c1", expected_revision=rev, remove=2, summary=[user("sum")])
+        assert f"was not compacted and stays at revision {rev}" in str(info.value)
+        assert log_path(root).read_bytes() == before
+        assert FileEventStore(root).load("s").revision == rev
+        assert not list((root / "s").glob(".tmp-*"))
+        assert texts(store.load_archive("s", "c1")) == ["e1", "e2"]  # written first; the log failed
+        filler.unlink()
+        assert store.compact("s", "c1", expected_revision=rev, remove=2, summary=[user("sum")]) == rev + 1
+        assert texts(FileEventStore(root).load("s"))[:2] == ["sum", "e3"]
+        assert texts(store.load_archive("s", "c1")) == ["e1", "e2"]

@@ -431,12 +431,17 @@ class FileEventStore:
                 st = os.stat(path)
             except OSError as exc:
                 self._views.pop(session_id, None)
-                raise os_error(
-                    f"cannot rewrite {path}",
-                    exc,
-                    tail=f"The log was not compacted and stays at revision {expected} (archive {archive_id!r} "
-                    f"holds a copy of the events; repeat the call to finish)",
-                ) from exc
+                if _starts_with(path, header):  # renamed into place; the directory fsync failed
+                    tail = (
+                        f"The compacted log (revision {revision}) is in place, but a power loss may "
+                        f"still undo it: reload the session before writing again"
+                    )
+                else:
+                    tail = (
+                        f"The log was not compacted and stays at revision {expected} (archive "
+                        f"{archive_id!r} holds a copy of the events; repeat the call to finish)"
+                    )
+                raise os_error(f"cannot rewrite {path}", exc, tail=tail) from exc
             self._views[session_id] = _View(st.st_dev, st.st_ino, header, len(data), revision, 2)
             return revision
 
@@ -483,3 +488,11 @@ class FileEventStore:
         shutil.rmtree(trash, ignore_errors=True)
         return True
 
+
+def _starts_with(path: str, prefix: bytes) -> bool:
+    """True when the file at ``path`` begins with ``prefix`` (False if unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(prefix)) == prefix
+    except OSError:
+        return False
