@@ -338,7 +338,11 @@ class FileEventStore:
             make_dir(os.path.dirname(path), sync=self.fsync)
             atomic_write(path, data, sync=self.fsync)
         except OSError as exc:
-            raise os_error(f"cannot write archive {path}", exc, tail="Nothing was archived") from exc
+            if _starts_with(path, data):  # renamed into place; the directory fsync failed
+                tail = "The archive is in place, but a power loss may still undo it: archive again"
+            else:
+                tail = "Nothing was archived"
+            raise os_error(f"cannot write archive {path}", exc, tail=tail) from exc
 
     def _read_archive(self, path: str) -> tuple[Event, ...] | None:
         try:
