@@ -193,3 +193,51 @@ def test_closing_the_context_aborts_its_jobs(tmp_path):
     wait_for(lambda: not alive(state.pid))
     with pytest.raises(ConfigurationError, match="closed"):
         c.jobs.start("true")
+
+
+def test_a_stalled_subscriber_gets_nothing_more_and_its_thread_ends(tmp_path):
+    release = threading.Event()
+    seen = []
+    delivery = {}
+
+    def stalled(event):
+        seen.append(event.type)
+        delivery["thread"] = threading.current_thread()
+        if event.type == "output":
+            release.wait(60)
+
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        with LocalExecutionContext(tmp_path, job_listener_timeout=0.5, job_listener_queue_size=1,
+                                   kill_grace=0.3) as c:
+            c.jobs.subscribe(stalled)
+            state = c.jobs.start("bash", ["-c", "while true; do echo tick; sleep 0.01; done"])
+            wait_for(lambda: not c.jobs.get(state.execution_id).running, what="stalled job ended")
+            assert seen == ["started", "output"]
+            release.set()
+            wait_for(lambda: not delivery["thread"].is_alive(), what="delivery thread to end")
+    assert seen == ["started", "output"]  # the queued events were not delivered after removal
+
+
+def test_a_context_closed_while_a_job_starts_runs_nothing(tmp_path):
+    def guard(request):  # runs inside start(), after its first closed-check
+        if request.operation == "job-start":
+            c.jobs.close()
+
+    c = LocalExecutionContext(tmp_path, before_operation=guard)
+    with pytest.raises(ConfigurationError, match="closed"):
+        c.jobs.start("touch", ["made"])
+    c.close()
+    time.sleep(0.2)
+    assert not (tmp_path / "made").exists()
+    assert c.jobs.list() == []
+
+
+def test_close_leaves_no_job_threads_behind(tmp_path):
+    c = LocalExecutionContext(tmp_path, kill_grace=0.3)
+    c.jobs.subscribe(lambda event: None)
+    states = [c.jobs.start("sleep", ["60"]) for _ in range(3)]
+    c.close()
+    names = {t.name for t in threading.enumerate()}
+    assert not [s for s in states if f"agentkit-job-{s.execution_id}" in names]
+    assert all(c.jobs.get(s.execution_id).state == "aborted" for s in states)

@@ -67,6 +67,7 @@ class _Subscriber:
         self.runner = runner
         self.timeout = timeout
         self.active = True
+        self.failed = False
         self.busy_since: float | None = None
         self.queue: queue.Queue[object] = queue.Queue(maxsize=size)
         self.thread = threading.Thread(target=self._run, name="agentkit-job-listener", daemon=True)
@@ -86,9 +87,12 @@ class _Subscriber:
             self.fail(f"it did not take an event for {self.timeout:g}s (stalled)", event)
 
     def fail(self, why: str, event: JobEvent) -> None:
+        """Remove this subscriber (it receives nothing more) and terminate the job of
+        ``event``, with a warning."""
         if not self.active:
             return
         self.active = False
+        self.failed = True
         msg = (f"agentkit: removed job listener {self.listener!r}: {why}; "
                f"terminating job {event.execution_id}")
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
@@ -114,8 +118,8 @@ class _Subscriber:
     def _run(self) -> None:
         while True:
             item = self.queue.get()
-            if item is _STOP:
-                return
+            if item is _STOP or self.failed:
+                return  # a failed subscriber gets nothing more, not even what was queued
             assert isinstance(item, JobEvent)
             self.busy_since = time.monotonic()
             try:
@@ -125,6 +129,8 @@ class _Subscriber:
                 self.fail(f"it raised {type(exc).__name__}: {exc}", item)
                 return
             self.busy_since = None
+            if self.failed:  # declared stalled while this call ran
+                return
 
 
 class JobRunner:
@@ -261,23 +267,28 @@ class JobRunner:
         )
         job = _Job(state, 0)
         self._persist(job, state)  # the running intent is durable before the spawn
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._jobs[state.execution_id] = job  # from here on, close() aborts it
+        if closed:
+            self._settle_unstarted(job, "the job runner was closed before the job started")
+            raise ConfigurationError(
+                "this job runner was closed while the job was starting; nothing was run. "
+                "Create a new execution context to run more jobs"
+            )
         try:
             proc = spawn()
         except OSError as exc:
-            self._persist(job, replace(state, state="failed", error=f"could not start: {exc}",
-                                       finished_at=time.time(), updated_at=time.time()))
-            job.done.set()
-            with self._lock:
-                self._jobs[state.execution_id] = job  # its failure is queryable, as stored
+            self._settle_unstarted(job, f"could not start: {exc}")  # stays queryable, as stored
             raise
         try:
-            self._persist(job, replace(state, pid=proc.pid, updated_at=time.time()))
-        except BaseException:
+            self._persist(job, replace(job.state, pid=proc.pid, updated_at=time.time()))
+        except BaseException as exc:
             _process.kill_group(proc, self._grace)
             proc.wait()
+            self._settle_unstarted(job, f"could not record the job's pid, so it was stopped: {exc}")
             raise
-        with self._lock:
-            self._jobs[state.execution_id] = job
         job.seq = 1
         self._emit(JobEvent(type="started", execution_id=state.execution_id, seq=1, state=job.state))
         job.thread = threading.Thread(
@@ -286,6 +297,18 @@ class JobRunner:
         )
         job.thread.start()
         return job.state
+
+    def _settle_unstarted(self, job: _Job, error: str) -> None:
+        """Record a job that never ran (or was stopped at once) as failed."""
+        now = time.time()
+        final = replace(job.state, state="failed", error=error, finished_at=now, updated_at=now)
+        try:
+            self._persist(job, final)
+        except Exception as exc:  # noqa: BLE001 - the in-memory state still becomes terminal
+            logger.error("agentkit: could not persist the failure of job %s: %s",
+                         job.state.execution_id, exc)
+            job.state = final
+        job.done.set()
 
     def _persist(self, job: _Job, state: JobState) -> None:
         if self._store is not None:
@@ -318,7 +341,7 @@ class JobRunner:
             exit_code = outcome.exit_code
         except BaseException as exc:  # noqa: BLE001 - recorded as the job's failure
             _process.kill_group(proc, self._grace)
-            status, error, exit_code = "failed", f"{type(exc).__name__}: {exc}", proc.poll()
+            status, error, exit_code = "failed", f"{type(exc).__name__}: {exc}", proc.wait()
         now = time.time()
         final = replace(
             job.state, state=status, exit_code=exit_code, error=error, updated_at=now,
@@ -424,6 +447,8 @@ class JobRunner:
                 self._terminate(j.state.execution_id, "the execution context was closed", "aborted")
             for j in jobs:
                 j.done.wait(self._grace + 10.0)
+                if j.thread is not None and j.thread is not threading.current_thread():
+                    j.thread.join(5.0)  # it only prunes after done
         with self._lock:
             subs, self._subs = list(self._subs), []
         for sub in subs:
