@@ -438,3 +438,23 @@ def test_handshake_era_connections_refresh_on_list_changed_and_forward_logs():
         note = next(n for n in received if n["method"] == "notifications/message")
         assert note == {"server": "old", "method": "notifications/message",
                         "params": {"level": "info", "data": "legacy hello"}}
+
+
+def test_close_from_several_threads_at_once_returns_only_when_all_is_down():
+    with no_leaks():
+        toolset = connect_mcp({"demo": stdio(DEMO)})
+        pid = int(by_name(toolset)["pid"]().as_text())
+        barrier = threading.Barrier(4)
+        alive_after: list[bool] = []
+
+        def closer() -> None:
+            barrier.wait(30)
+            toolset.close()
+            alive_after.append(alive(pid))
+
+        threads = [threading.Thread(target=closer) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert alive_after == [False] * 4

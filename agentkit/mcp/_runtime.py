@@ -56,6 +56,10 @@ class Notifier:
 
         return remove
 
+    def in_delivery_thread(self) -> bool:
+        """True when called from a listener (the delivery thread)."""
+        return threading.current_thread() is self._thread
+
     def put(self, note: dict[str, Any]) -> None:
         with self._lock:
             if self._closed or not self._listeners:
@@ -110,12 +114,20 @@ class Runtime:
         self.supervisor: Any = None
         self.closed = False
         self.lock = threading.Lock()
+        self.shut_down = threading.Event()
+        """Set once :meth:`shutdown` has finished (servers, loop and notifier stopped)."""
 
     def shutdown(self) -> None:
         with self.lock:
             if self.closed:
                 return
             self.closed = True
+        try:
+            self._shutdown()
+        finally:
+            self.shut_down.set()
+
+    def _shutdown(self) -> None:
         loop = self.loop
         try:
             if not loop.stopped:

@@ -320,6 +320,8 @@ class McpToolset:
             raise McpError("close() was called from the MCP event-loop thread, where it would "
                            "deadlock; call it from an ordinary thread")
         self._finalizer()
+        if not self._rt.notifier.in_delivery_thread():  # (a listener must not wait for itself)
+            self._rt.shut_down.wait()  # a close() racing another returns only when all is down
 
     def __enter__(self) -> McpToolset:
         return self
