@@ -564,3 +564,19 @@ def test_a_compaction_on_a_full_disk_changes_nothing_and_can_be_repeated(tmp_pat
         assert store.compact("s", "c1", expected_revision=rev, remove=2, summary=[user("sum")]) == rev + 1
         assert texts(FileEventStore(root).load("s"))[:2] == ["sum", "e3"]
         assert texts(store.load_archive("s", "c1")) == ["e1", "e2"]
+
+
+def test_a_store_object_keeps_a_bounded_number_of_log_views(tmp_path):
+    from agentkit.stores._views import MAX_VIEWS
+
+    store = FileEventStore(tmp_path, fsync=False)
+    store._views._max = 8  # the bound, scaled down from MAX_VIEWS for the test
+    assert MAX_VIEWS >= 1024
+    for n in range(20):
+        fill(store, f"s{n}", 2)
+    assert len(store._views) == 8
+    for n in range(20):  # sessions whose view was dropped rescan once and carry on
+        assert store.append(f"s{n}", [user("e3")], expected_revision=2) == 3
+        with pytest.raises(StoreConflictError):
+            store.append(f"s{n}", [user("stale")], expected_revision=2)
+    assert all(FileEventStore(tmp_path).load(f"s{n}").revision == 3 for n in range(20))

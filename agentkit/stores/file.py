@@ -8,8 +8,8 @@ Layout under ``root_dir``::
 
 Appends take the session's exclusive lock (``portalocker`` plus a process-wide thread
 lock), check the revision, write one line and fsync it before returning. Readers take a
-shared lock. Whole-file writes (a new log, an archive) go through a temp file, fsync and
-an atomic rename. A crash mid-append leaves at most one damaged line at the end; load
+shared lock. Whole-file writes (a new log, an archive, a compacted log) go through a temp
+file, fsync and an atomic rename. A crash mid-append leaves at most one damaged line at the end; load
 leaves it out (it was never acknowledged) and the next append truncates it first.
 """
 
@@ -22,7 +22,6 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from ..errors import ConfigurationError, StoreCorruptionError
 from ..events import Event, event_from_dict
@@ -38,6 +37,7 @@ from ._fsio import atomic_write, fsync_dir, make_dir, make_dirs, os_error, read_
 from ._locks import locked
 from ._records import DamagedRecord, decode_record, encode_archive, encode_events, encode_record
 from ._scan import scan
+from ._views import View, ViewCache
 from .base import SCHEMA_VERSION, StoredSession, validate_session_id
 
 __all__ = ["FileEventStore"]
@@ -47,19 +47,6 @@ _ARCHIVES = "archives"
 _LOCKS = ".locks"
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _HEADER_MAX = 4096
-
-
-@dataclass
-class _View:
-    """What this store object last verified about a log, so an append only reads the
-    bytes other writers added since (O(new events), not O(history))."""
-
-    dev: int
-    ino: int
-    header: bytes
-    offset: int
-    revision: int
-    lines: int
 
 
 class FileEventStore:
@@ -91,7 +78,7 @@ class FileEventStore:
         """The absolute path of the store directory."""
         self.fsync = fsync
         self.lock_timeout = float(lock_timeout)
-        self._views: dict[str, _View] = {}
+        self._views = ViewCache()
 
     def __repr__(self) -> str:
         return f"FileEventStore({self.root_dir!r}, fsync={self.fsync}, lock_timeout={self.lock_timeout:g})"
@@ -176,16 +163,16 @@ class FileEventStore:
 
     def _scan_fd(
         self, fd: int, session_id: str, path: str, *, want_events: bool
-    ) -> tuple[_View, list[Event], int, bool]:
+    ) -> tuple[View, list[Event], int, bool]:
         """Read the whole log; return a fresh view, its events, schema version, torn."""
         st = os.fstat(fd)
         header = self._read_header(fd, path, session_id)
         data = read_range(fd, st.st_size, 0)
         res = scan(data[len(header) :], path=path, revision=0, first_line=2, want_events=want_events)
-        view = _View(st.st_dev, st.st_ino, header, len(header) + res.end, res.revision, 1 + res.lines)
+        view = View(st.st_dev, st.st_ino, header, len(header) + res.end, res.revision, 1 + res.lines)
         return view, res.events, max(res.schema_version, SCHEMA_VERSION if res.lines == 0 else 0), res.torn
 
-    def _catch_up(self, fd: int, session_id: str, path: str) -> tuple[_View, bool]:
+    def _catch_up(self, fd: int, session_id: str, path: str) -> tuple[View, bool]:
         """Under the write lock: the log's current view and whether it has a torn tail,
         reading only what was appended since this object last looked."""
         st = os.fstat(fd)
@@ -197,7 +184,7 @@ class FileEventStore:
                 data = read_range(fd, st.st_size - view.offset, view.offset)
                 res = scan(data, path=path, revision=view.revision, first_line=view.lines + 1, want_events=False)
                 end, lines = view.offset + res.end, view.lines + res.lines
-                return _View(view.dev, view.ino, view.header, end, res.revision, lines), res.torn
+                return View(view.dev, view.ino, view.header, end, res.revision, lines), res.torn
         new, _events, _version, torn = self._scan_fd(fd, session_id, path, want_events=False)
         return new, torn
 
@@ -218,7 +205,7 @@ class FileEventStore:
                 view, events, version, _torn = self._scan_fd(fd, session_id, path, want_events=True)
             finally:
                 os.close(fd)
-            self._views[session_id] = view
+            self._views.put(session_id, view)
         return StoredSession(
             session_id=session_id, events=tuple(events), revision=view.revision, schema_version=version
         )
@@ -274,9 +261,9 @@ class FileEventStore:
         try:
             view, torn = self._catch_up(fd, session_id, path)
         except OSError as exc:
-            self._views.pop(session_id, None)
+            self._views.drop(session_id)
             raise os_error(f"cannot read {path}", exc, tail="Nothing was written") from exc
-        self._views[session_id] = view
+        self._views.put(session_id, view)
         if view.revision != expected:
             raise conflict(session_id, expected, view.revision)
         if not batch and not torn:
@@ -289,7 +276,7 @@ class FileEventStore:
             if self.fsync:
                 sync_file(fd)
         except OSError as exc:
-            self._views.pop(session_id, None)
+            self._views.drop(session_id)
             # take back the record, whole or partial, and make that durable; only then
             # is "nothing was appended" true (a complete record left behind because an
             # fsync failed and the truncation failed too would load as valid)
@@ -306,9 +293,8 @@ class FileEventStore:
             raise os_error(f"cannot append to {path}", exc, tail=tail) from exc
         if not batch:
             return view.revision
-        self._views[session_id] = _View(
-            view.dev, view.ino, view.header, view.offset + len(line), expected + len(batch), view.lines + 1
-        )
+        after = View(view.dev, view.ino, view.header, view.offset + len(line), expected + len(batch), view.lines + 1)
+        self._views.put(session_id, after)
         return expected + len(batch)
 
     # -- archives ----------------------------------------------------------------------
@@ -420,7 +406,7 @@ class FileEventStore:
                 raise os_error(f"cannot read {path}", exc, tail="Nothing was compacted") from exc
             finally:
                 os.close(fd)
-            self._views[session_id] = view
+            self._views.put(session_id, view)
             if view.revision != expected:
                 raise conflict(session_id, expected, view.revision)
             if count > len(events):
@@ -434,7 +420,7 @@ class FileEventStore:
                 atomic_write(path, data, sync=self.fsync)
                 st = os.stat(path)
             except OSError as exc:
-                self._views.pop(session_id, None)
+                self._views.drop(session_id)
                 if _starts_with(path, header):  # renamed into place; the directory fsync failed
                     tail = (
                         f"The compacted log (revision {revision}) is in place, but a power loss may "
@@ -446,7 +432,7 @@ class FileEventStore:
                         f"{archive_id!r} holds a copy of the events; repeat the call to finish)"
                     )
                 raise os_error(f"cannot rewrite {path}", exc, tail=tail) from exc
-            self._views[session_id] = _View(st.st_dev, st.st_ino, header, len(data), revision, 2)
+            self._views.put(session_id, View(st.st_dev, st.st_ino, header, len(data), revision, 2))
             return revision
 
     # -- listing and deleting ----------------------------------------------------------
@@ -479,7 +465,7 @@ class FileEventStore:
         if not os.path.exists(sdir):
             return False
         with self._write_lock(session_id):
-            self._views.pop(session_id, None)
+            self._views.drop(session_id)
             trash = os.path.join(self.root_dir, f".deleted-{session_id}-{uuid.uuid4().hex}")
             try:
                 os.rename(sdir, trash)
