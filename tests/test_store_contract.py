@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -291,8 +292,9 @@ def test_compactions_racing_appends_from_threads_lose_and_duplicate_nothing(stor
 
     def compactor() -> None:
         mine = fresh()
+        deadline = time.monotonic() + 120
         try:
-            while not done.is_set() or len(archives) < 3:
+            while (not done.is_set() or len(archives) < 3) and time.monotonic() < deadline:
                 current = mine.load("shared")
                 if current is None or len(current.events) < 3:
                     continue
@@ -306,8 +308,8 @@ def test_compactions_racing_appends_from_threads_lose_and_duplicate_nothing(stor
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(writers)]
-    comp = threading.Thread(target=compactor)
+    threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(writers)]
+    comp = threading.Thread(target=compactor, daemon=True)
     comp.start()
     for t in threads:
         t.start()
