@@ -88,6 +88,7 @@ def test_an_unreachable_url_is_reported_as_a_failed_server():
                                  connect_timeout=20) as toolset:
         gone = toolset.servers["gone"]
         assert gone.status == "failed" and gone.error and "failed to connect" in gone.error
+        assert "check that the server is running and that 'url'" in gone.error
         assert toolset.servers["demo"].connected
 
 

@@ -277,10 +277,15 @@ def test_a_server_that_hangs_on_connect_is_reported_while_the_others_mount():
 
 
 def test_fail_on_no_tools_raises_and_leaves_nothing_running():
+    servers = {"stuck": stdio(HANG), "missing": {"command": "/nonexistent/mcp-server"},
+               "exits": {"command": sys.executable, "args": ["-c", "pass"]}}
     with no_leaks(), pytest.raises(McpError, match="no MCP server mounted any tool") as info:
-        connect_mcp({"stuck": stdio(HANG), "missing": {"command": "/nonexistent/mcp-server"}},
-                    connect_timeout=3, fail_on_no_tools=True)
-    assert "stuck:" in str(info.value) and "missing:" in str(info.value)
+        connect_mcp(servers, connect_timeout=3, fail_on_no_tools=True)
+    text = str(info.value)
+    assert "stuck:" in text and "connect_timeout" in text
+    assert "missing: failed to connect: FileNotFoundError" in text
+    assert "check that 'command' '/nonexistent/mcp-server' is an installed executable" in text
+    assert "exits: failed to connect" in text and "exited or closed its stdout before answering" in text
 
 
 def test_paginated_listing_follows_cursors_and_names_collisions():

@@ -27,21 +27,18 @@ log = logging.getLogger("agentkit.mcp")
 Notify = Callable[[dict[str, Any]], None]
 
 
+def error_leaves(exc: BaseException) -> list[BaseException]:
+    """``exc`` itself, or the leaf exceptions of an exception group, in order."""
+    subs = getattr(exc, "exceptions", None)
+    if isinstance(subs, tuple) and subs:
+        return [leaf for sub in subs for leaf in error_leaves(sub)]
+    return [exc]
+
+
 def describe_error(exc: BaseException) -> str:
     """A one-line description of ``exc``; exception groups are unwrapped to their leaves."""
-    leaves: list[BaseException] = []
-
-    def walk(e: BaseException) -> None:
-        subs = getattr(e, "exceptions", None)
-        if isinstance(subs, tuple) and subs:
-            for s in subs:
-                walk(s)
-        else:
-            leaves.append(e)
-
-    walk(exc)
     texts = []
-    for leaf in leaves[:3]:
+    for leaf in error_leaves(exc)[:3]:
         msg = str(leaf).strip()
         texts.append(f"{type(leaf).__name__}: {msg}" if msg else type(leaf).__name__)
     return "; ".join(texts) or type(exc).__name__
@@ -153,7 +150,8 @@ class ServerConnection:
                 return
             what = "lost its connection" if connected else "failed to connect"
             log.debug("MCP server %r %s", self.name, what, exc_info=True)
-            self.fail(f"{what}: {describe_error(exc)}")
+            hint = "" if connected else _connect_hint(self.spec, exc)
+            self.fail(f"{what}: {describe_error(exc)}{hint}")
             if connected:
                 self._announce_tools_changed()  # its tools leave the toolset
         finally:
@@ -349,6 +347,22 @@ class ServerConnection:
         if client is None or self.status != "connected":
             raise NotConnected(self.error or f"status is {self.status!r}")
         return await client.call_tool(name, arguments)
+
+
+def _connect_hint(spec: Any, exc: BaseException) -> str:
+    """What to check after a failed connect, when the error makes it clear."""
+    leaves = error_leaves(exc)
+    if isinstance(spec, StdioServer):
+        if any(isinstance(e, (FileNotFoundError, PermissionError)) for e in leaves):
+            return (f" (check that 'command' {spec.command!r} is an installed executable: an absolute "
+                    f"path, or a name on PATH)")
+        if any(getattr(e, "code", None) == -32000 for e in leaves):  # CONNECTION_CLOSED
+            return (" (the server process exited or closed its stdout before answering; its stderr "
+                    "usually says why)")
+    if isinstance(spec, HttpServer) and any(isinstance(e, (ConnectionError, OSError)) or
+                                            type(e).__name__ == "ConnectError" for e in leaves):
+        return f" (check that the server is running and that 'url' {spec.url!r} is right)"
+    return ""
 
 
 class NotConnected(Exception):

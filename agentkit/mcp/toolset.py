@@ -337,13 +337,9 @@ class McpToolset:
 def _is_connection_loss(exc: BaseException) -> bool:
     import anyio
 
-    leaves = [exc]
-    while leaves:
-        e = leaves.pop()
-        subs = getattr(e, "exceptions", None)
-        if isinstance(subs, tuple):
-            leaves.extend(subs)
-            continue
+    from ._server import error_leaves
+
+    for e in error_leaves(exc):
         if isinstance(e, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
                           ConnectionError, EOFError)):
             return True
