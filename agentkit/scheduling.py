@@ -4,11 +4,13 @@ A host calls ``session.schedule_generate("jobs")`` each time something happens (
 finished, a file changed). Calls with the same key inside the quiet period reset the
 timer and share one :class:`concurrent.futures.Future`; when the period passes without
 another call, one ``generate()`` runs (on the timer's thread, queued behind any running
-generation). Once it has started, same-key calls still share its future without resetting
-anything; a call after it finished schedules a new one.
+generation). A same-key call made after that generation has started gets a new schedule
+and a new future -- the running inference may already have read its snapshot, so the
+event that prompted the call would otherwise never be seen -- and that generation runs
+after the current one.
 
-``cancel(key)`` cancels a debouncing schedule (its future is cancelled) or aborts a
-queued or running one through its cancel token (its future fails with
+``cancel(key)`` cancels a debouncing schedule (its future is cancelled) and aborts
+queued or running ones through their cancel token (their futures fail with
 :class:`~agentkit.errors.CancelledError`). Schedules are process-local: they are not
 stored and do not survive a restart.
 """
@@ -59,13 +61,16 @@ class GenerationScheduler:
     def __init__(self, run: Callable[..., Any]) -> None:
         self._run = run
         self._lock = threading.Lock()
-        self._entries: dict[str, _Entry] = {}
+        self._waiting: dict[str, _Entry] = {}
+        """Per key, the schedule still in its quiet period."""
+        self._started: dict[str, list[_Entry]] = {}
+        """Per key, schedules whose generation is queued or running."""
         self._closed: str | None = None
 
     def schedule(self, key: str, debounce: float = 0.05, **kwargs: Any) -> Future[Any]:
         """Schedule ``run(**kwargs)`` after ``debounce`` quiet seconds; see the module
         docstring. Raises ConfigurationError for a bad key or debounce, or when options
-        differ from those of the pending schedule with the same key."""
+        differ from those of the waiting schedule with the same key."""
         if not isinstance(key, str) or not key:
             raise ConfigurationError("schedule_generate needs a non-empty string key")
         if isinstance(debounce, bool) or not isinstance(debounce, (int, float)) or debounce < 0:
@@ -75,18 +80,19 @@ class GenerationScheduler:
         with self._lock:
             if self._closed is not None:
                 raise ConfigurationError(f"cannot schedule a generation: {self._closed}")
-            entry = self._entries.get(key)
+            entry = self._waiting.get(key)
+            if entry is not None and entry.future.cancelled():  # the caller cancelled it
+                entry.timer.cancel()  # type: ignore[union-attr]
+                entry = None
             if entry is not None:
                 if not _same(entry.kwargs, kwargs):
                     raise ConfigurationError(
                         f"a generation with key {key!r} is already scheduled with different "
-                        f"options; use another key or wait for it to finish"
+                        f"options; use another key or wait until it starts"
                     )
-                if not entry.started:
-                    self._arm(key, entry, debounce)
-                return entry.future
-            entry = _Entry(kwargs)
-            self._entries[key] = entry
+            else:
+                entry = _Entry(kwargs)
+                self._waiting[key] = entry
             self._arm(key, entry, debounce)
             return entry.future
 
@@ -101,38 +107,54 @@ class GenerationScheduler:
 
     def _fire(self, key: str, entry: _Entry) -> None:
         with self._lock:
-            if self._entries.get(key) is not entry or entry.started or threading.current_thread() is not entry.timer:
+            if self._waiting.get(key) is not entry or threading.current_thread() is not entry.timer:
                 return  # reset or cancelled meanwhile
+            del self._waiting[key]
             entry.started = True
-        if not entry.future.set_running_or_notify_cancel():
-            self._forget(key, entry)
-            return
-        kwargs = dict(entry.kwargs)
-        user_token = kwargs.pop("cancel", None)
-        if user_token is not None:
-            user_token.link(entry.token)
+            self._started.setdefault(key, []).append(entry)
         try:
-            result = self._run(cancel=entry.token, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - delivered through the future
+            if not entry.future.set_running_or_notify_cancel():
+                return
+            kwargs = dict(entry.kwargs)
+            user_token = kwargs.pop("cancel", None)
+            if user_token is not None:
+                user_token.link(entry.token)
+            try:
+                result = self._run(cancel=entry.token, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - delivered through the future
+                entry.future.set_exception(exc)
+            else:
+                entry.future.set_result(result)
+        finally:
             self._forget(key, entry)
-            entry.future.set_exception(exc)
-        else:
-            self._forget(key, entry)
-            entry.future.set_result(result)
 
     def _forget(self, key: str, entry: _Entry) -> None:
         with self._lock:
-            if self._entries.get(key) is entry:
-                del self._entries[key]
+            started = self._started.get(key, [])
+            if entry in started:
+                started.remove(entry)
+                if not started:
+                    del self._started[key]
+
+    def _take(self, key: str | None) -> list[_Entry]:
+        """Remove and return the schedules of ``key`` (all keys for None); hold the lock."""
+        keys = list({*self._waiting, *self._started}) if key is None else [key]
+        out: list[_Entry] = []
+        for k in keys:
+            waiting = self._waiting.pop(k, None)
+            out += self._started.pop(k, [])
+            if waiting is not None:
+                out.append(waiting)
+        return out
 
     def cancel(self, key: str, reason: str = "scheduled generation cancelled") -> bool:
-        """Cancel the schedule with ``key``; True when there was one."""
+        """Cancel the schedules with ``key`` (waiting, queued or running); True when
+        there was one."""
         with self._lock:
-            entry = self._entries.pop(key, None)
-        if entry is None:
-            return False
-        self._cancel_entry(entry, reason)
-        return True
+            entries = self._take(key)
+        for entry in entries:
+            self._cancel_entry(entry, reason)
+        return bool(entries)
 
     @staticmethod
     def _cancel_entry(entry: _Entry, reason: str) -> None:
@@ -145,19 +167,19 @@ class GenerationScheduler:
     def pending(self) -> list[str]:
         """Keys of schedules that have not finished."""
         with self._lock:
-            return list(self._entries)
+            return sorted({*self._waiting, *self._started})
 
     def close(self, reason: str = "the session was closed") -> None:
         """Cancel every schedule and refuse new ones."""
         with self._lock:
             self._closed = reason
-            entries, self._entries = list(self._entries.values()), {}
+            entries = self._take(None)
         for entry in entries:
             self._cancel_entry(entry, reason)
 
     def cancel_all(self, reason: str) -> None:
         """Cancel every schedule (new ones may still be made)."""
         with self._lock:
-            entries, self._entries = list(self._entries.values()), {}
+            entries = self._take(None)
         for entry in entries:
             self._cancel_entry(entry, reason)

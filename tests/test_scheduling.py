@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import time
 
 import pytest
@@ -133,3 +134,58 @@ def test_abort_session_and_close_cancel_schedules():
     with pytest.raises(SessionClosedError):
         closed.schedule_generate("k")
     assert isinstance(pending, concurrent.futures.Future)
+
+
+def test_a_call_after_the_generation_started_schedules_the_next_one():
+    """An event that arrives while the scheduled inference runs must get an inference of
+    its own: the running one may already have read its snapshot."""
+    release = threading.Event()
+    seen: list[list[str]] = []
+
+    def reply(request):
+        seen.append([m.text for m in request.messages if m.role == "user"])
+        if len(seen) == 1:
+            release.wait(30)
+        return f"answer {len(seen)}"
+
+    with Session(FunctionModel(reply)) as session:
+        session.push_user_message("job A finished")
+        first = session.schedule_generate("jobs", debounce=0.01)
+        deadline = time.monotonic() + 20
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen, "the scheduled generation did not start"
+        session.push_user_message("job B finished")  # after the first snapshot was read
+        second = session.schedule_generate("jobs", debounce=0.01)
+        assert second is not first
+        assert session.schedule_generate("jobs", debounce=0.01) is second  # still debouncing
+        release.set()
+        assert first.result(timeout=30).text == "answer 1"
+        assert second.result(timeout=30).text == "answer 2"
+    assert "job B finished" not in seen[0] and "job B finished" in seen[1]
+
+
+def test_cancel_reaches_every_schedule_of_a_key():
+    clock = Clocked(block=True)
+    with Session(clock.model) as session:
+        session.push_user_message("hi")
+        running = session.schedule_generate("k", debounce=0.01)
+        deadline = time.monotonic() + 20
+        while not clock.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        waiting = session.schedule_generate("k", debounce=5)
+        assert session.cancel_scheduled_generation("k") is True
+        assert waiting.cancelled()
+        with pytest.raises(CancelledError):
+            running.result(timeout=30)
+        assert session.cancel_scheduled_generation("k") is False
+
+
+def test_a_future_cancelled_by_the_caller_is_not_handed_out_again():
+    with Session(ScriptedModel(["fresh"])) as session:
+        session.push_user_message("hi")
+        stale = session.schedule_generate("k", debounce=5)
+        assert stale.cancel()
+        fresh = session.schedule_generate("k", debounce=0.01)
+        assert fresh is not stale
+        assert fresh.result(timeout=30).text == "fresh"
