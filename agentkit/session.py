@@ -409,7 +409,7 @@ class Session:
     ) -> Future[GenerateResult]:
         """Run ``generate(**generate_kwargs)`` once ``debounce`` seconds pass without
         another call with the same ``key``; returns a ``concurrent.futures.Future`` of its
-        result, shared by same-key calls. See :mod:`agentkit.scheduling`."""
+        result, shared by same-key calls until it starts. See :mod:`agentkit.scheduling`."""
         self._check_usable()
         if self._aborted:
             raise SessionClosedError(f"the session was aborted: {self._aborted}")
