@@ -76,12 +76,17 @@ def test_nonzero_exit_and_timeout_are_error_results(tmp_path):
         assert out.is_error and "timed out" in out.value and "started" in out.value
 
 
-def test_long_output_keeps_the_end_with_a_notice(tmp_path):
+def test_long_output_keeps_the_end_and_always_the_command_and_status(tmp_path):
     with LocalExecutionContext(tmp_path) as c:
-        out = call(shell_tools(c, max_lines=10), "run_command", command="seq 1 1000")
-    assert out.value.splitlines()[-2] == "1000"
-    assert "showing the last" in out.value and "[output truncated" in out.value
-    assert "\n500\n" not in out.value
+        out = call(shell_tools(c, max_lines=10), "run_command", command="seq 1 1000; exit 4")
+        lines = out.value.splitlines()
+        assert out.is_error and len(lines) <= 10
+        assert lines[:2] == ["$ seq 1 1000; exit 4", "exit code 4"]  # never cut away
+        assert lines[2].startswith("[output truncated: showing the last")
+        assert lines[-1] == "1000" and "500" not in lines
+        out = call(shell_tools(c, max_bytes=2000), "run_shell", command="seq", args=["1", "100000"])
+        assert out.value.startswith("$ seq 1 100000\nexit code 0\n[output truncated")
+        assert len(out.value.encode()) <= 2000 and out.value.endswith("\n100000")
 
 
 def test_denied_permission_runs_nothing(tmp_path):

@@ -17,18 +17,23 @@ from typing import Any
 
 from ..errors import CancelledError, ConfigurationError
 from ..messages import ToolOutput
-from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
-from ._common import ask, check_limits, guarded, require, visible
+from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_output
+from ._common import ask, check_limits, guarded, require
 from .base import Tool, ToolContext
 from .context import ShellResult
 
 __all__ = ["format_shell_result", "shell_tools"]
 
 
+_MAX_SHOWN_COMMAND = 500
+"""Characters of the command line repeated in a result."""
+
+
 def format_shell_result(result: ShellResult, max_lines: int = DEFAULT_MAX_LINES,
                         max_bytes: int = DEFAULT_MAX_BYTES) -> ToolOutput:
-    """The model-visible result of a command: exit status, stdout and stderr, truncated
-    (keeping the end). Anything but a clean exit 0 is an error result."""
+    """The model-visible result of a command: the command, its exit status, then stdout
+    and stderr truncated (keeping the end). The command and status are always shown.
+    Anything but a clean exit 0 is an error result."""
     if result.timed_out:
         status = "timed out: the process group was terminated"
     elif result.cancelled:
@@ -37,12 +42,21 @@ def format_shell_result(result: ShellResult, max_lines: int = DEFAULT_MAX_LINES,
         status = "output exceeded the output cap: the process group was terminated"
     else:
         status = f"exit code {result.exit_code}"
-    parts = [f"$ {result.command}", status]
+    command = " ".join(result.command.splitlines())
+    if len(command) > _MAX_SHOWN_COMMAND:
+        command = command[: _MAX_SHOWN_COMMAND - 3] + "..."
+    header = f"$ {command}\n{status}"
+    parts = []
     if result.stdout:
         parts.append(result.stdout.rstrip("\n"))
     if result.stderr:
         parts.append("[stderr]\n" + result.stderr.rstrip("\n"))
-    text = visible("\n".join(parts), max_lines, max_bytes, keep="tail")
+    text = header
+    if parts:
+        # the body gets what the header and the truncation notice leave of the limits
+        body = truncate_output("\n".join(parts), max(1, max_lines - 3),
+                               max(1, max_bytes - len(header.encode("utf-8")) - 120), keep="tail")
+        text = f"{header}\n{body.notice}\n{body.content}" if body.truncated else f"{header}\n{body.content}"
     return ToolOutput.text(text) if result.ok else ToolOutput.error(text)
 
 
