@@ -334,3 +334,21 @@ def test_compactions_racing_appends_from_threads_lose_and_duplicate_nothing(stor
     assert sorted(written) == sorted(f"w{n}-{i}" for n in range(writers) for i in range(per_writer))
     for n in range(writers):
         assert [t for t in written if t.startswith(f"w{n}-")] == [f"w{n}-{i}" for i in range(per_writer)]
+
+
+def test_events_are_stored_by_value_and_must_be_json(store):
+    ev = RuntimeEvent(runtime_type="tick", data={"n": [1]})
+    store.append("s1", [ev], expected_revision=0)
+    ev.data["n"].append(2)  # the caller changes its object afterwards
+    assert store.load("s1").events[0].data == {"n": [1]}
+    for call in (
+        lambda: store.append("s1", [RuntimeEvent(runtime_type="tick", data={"x": object()})], expected_revision=1),
+        lambda: store.archive("s1", "a1", [RuntimeEvent(runtime_type="tick", data={"x": {1, 2}})]),
+        lambda: store.compact(
+            "s1", "c1", expected_revision=1, remove=1, summary=[RuntimeEvent(runtime_type="s", data={"x": object()})]
+        ),
+    ):
+        with pytest.raises(ConfigurationError, match="not JSON-serialisable"):
+            call()
+    assert store.load("s1").revision == 1 and store.load_archive("s1", "a1") is None
+    assert store.load_archive("s1", "c1") is None

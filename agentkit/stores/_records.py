@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigurationError, SchemaVersionError
-from ..events import Event
+from ..events import Event, event_from_dict
 from .base import SCHEMA_VERSION
 
 _PREFIX = b'{"crc":"'
@@ -51,14 +51,29 @@ def encode_record(kind: str, data: dict[str, Any]) -> bytes:
     return b'{"crc":"%08x",' % zlib.crc32(rest) + rest + b"\n"
 
 
+def _not_serialisable(exc: Exception) -> ConfigurationError:
+    return ConfigurationError(
+        f"cannot store these events: they are not JSON-serialisable ({exc}). "
+        f"Event data must be plain JSON values."
+    )
+
+
 def _encode_with_events(kind: str, data: dict[str, Any], events: Sequence[Event]) -> bytes:
     try:
         return encode_record(kind, {**data, "events": [e.to_dict() for e in events]})
     except (TypeError, ValueError) as exc:
-        raise ConfigurationError(
-            f"cannot store these events: they are not JSON-serialisable ({exc}). "
-            f"Event data must be plain JSON values."
-        ) from None
+        raise _not_serialisable(exc) from None
+
+
+def stored_copies(events: Sequence[Event]) -> list[Event]:
+    """What a store keeps of ``events``: copies through JSON, as the file store reads
+    them back, so the in-memory store refuses what the file store refuses
+    (ConfigurationError) and later changes to the caller's objects never reach it."""
+    try:
+        text = json.dumps([e.to_dict() for e in events], ensure_ascii=True)
+    except (TypeError, ValueError) as exc:
+        raise _not_serialisable(exc) from None
+    return [event_from_dict(d) for d in json.loads(text)]
 
 
 def encode_events(events: Sequence[Event], revision: int, *, kind: str = "events") -> bytes:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from ..events import Event
 from ._checks import archive_conflict, check_count, check_events, check_revision, compact_too_far, conflict
+from ._records import stored_copies
 from .base import StoredSession, validate_session_id
 
 __all__ = ["InMemoryEventStore"]
@@ -35,7 +36,7 @@ class InMemoryEventStore:
         """Compare-and-swap append; returns the new revision."""
         validate_session_id(session_id)
         check_revision(expected_revision)
-        batch = check_events(events)
+        batch = stored_copies(check_events(events))
         with self._lock:
             current = self._revisions.get(session_id, 0)
             if expected_revision != current:
@@ -49,7 +50,7 @@ class InMemoryEventStore:
         events under a used id are refused."""
         validate_session_id(session_id)
         validate_session_id(archive_id)
-        batch = tuple(check_events(events))
+        batch = tuple(stored_copies(check_events(events)))
         with self._lock:
             self._archive_locked(session_id, archive_id, batch)
 
@@ -76,7 +77,7 @@ class InMemoryEventStore:
         validate_session_id(archive_id)
         check_revision(expected_revision)
         count = check_count(remove)
-        replacement = check_events(summary)
+        replacement = stored_copies(check_events(summary))
         with self._lock:
             current = self._revisions.get(session_id, 0)
             if expected_revision != current:
