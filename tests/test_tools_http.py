@@ -99,3 +99,61 @@ def test_bad_factory_options():
     with pytest.raises(ConfigurationError):
         http_tools(max_response_bytes=0)
     assert json.dumps([t.input_schema for t in http_tools()])
+
+
+@responses.activate
+def test_every_redirect_hop_is_checked_and_asked_for(tmp_path):
+    asked = []
+
+    def permission(request):
+        asked.append((request.operation, request.target))
+        return "169.254.169.254" not in request.target
+
+    responses.get("https://api.example.test/moved", status=302, headers={"Location": "/new"})
+    responses.get("https://api.example.test/new", body="here")
+    responses.get("https://api.example.test/sneaky", status=302,
+                  headers={"Location": "http://169.254.169.254/latest/meta-data"})
+    responses.get("http://169.254.169.254/latest/meta-data", body="secret-token")
+    responses.get("https://api.example.test/local", status=301, headers={"Location": "file:///etc/passwd"})
+    with LocalExecutionContext(tmp_path, permission=permission) as c:
+        tools = http_tools(c)
+        out = call(tools, "http_get", url="https://api.example.test/moved")
+        assert not out.is_error and "(redirected to https://api.example.test/new)" in out.value
+        assert out.value.endswith("here")
+        out = call(tools, "http_get", url="https://api.example.test/sneaky")
+        assert out.is_error and "permission denied" in out.value and "secret-token" not in out.value
+        out = call(tools, "http_get", url="https://api.example.test/local")
+        assert out.is_error and "http:// or https://" in out.value
+    assert ("http-get", "https://api.example.test/new") in asked
+    assert ("http-get", "http://169.254.169.254/latest/meta-data") in asked
+    assert "http://169.254.169.254/latest/meta-data" not in [c.request.url for c in responses.calls]
+
+
+@responses.activate
+def test_redirects_drop_credentials_across_hosts_and_turn_a_post_into_a_get_on_303():
+    responses.post("https://api.example.test/submit", status=303,
+                   headers={"Location": "https://other.example.test/result"})
+    responses.get("https://other.example.test/result", body="done")
+    out = call(http_tools(), "http_post", url="https://api.example.test/submit", body={"a": 1},
+               headers={"Authorization": "Bearer s3cret", "X-Trace": "t1"})
+    assert not out.is_error and out.value.endswith("done")
+    follow = responses.calls[-1].request
+    assert follow.method == "GET" and not follow.body
+    assert "Authorization" not in follow.headers and follow.headers["X-Trace"] == "t1"
+
+
+@responses.activate
+def test_redirect_loops_stop_at_the_limit():
+    responses.get("https://api.example.test/loop", status=302, headers={"Location": "/loop"})
+    out = call(http_tools(max_redirects=3), "http_get", url="https://api.example.test/loop")
+    assert out.is_error and "more than 3 redirects" in out.value
+    assert len(responses.calls) == 4
+
+
+@responses.activate
+def test_a_body_without_a_charset_is_read_as_utf8():
+    responses.get("https://api.example.test/text", body="héllo €".encode(), content_type="text/plain")
+    responses.get("https://api.example.test/latin", body="héllo".encode("latin-1"),
+                  content_type="text/plain; charset=ISO-8859-1")
+    assert call(http_tools(), "http_get", url="https://api.example.test/text").value.endswith("héllo €")
+    assert call(http_tools(), "http_get", url="https://api.example.test/latin").value.endswith("héllo")

@@ -3,14 +3,18 @@
 Requests have a timeout, responses are read as a stream and cut at
 ``max_response_bytes``, and only ``http``/``https`` URLs are accepted. With a
 ``context``, each request first asks ``context.request_permission`` (operation
-``http-get``/``http-post``, target the URL). A status of 400 or more is an error result.
+``http-get``/``http-post``, target the URL). Redirects are followed here, hop by hop, so
+every URL the tool reaches is checked and asked for the same way (a redirect cannot
+smuggle a request to a host the permission handler would refuse), and credentials are
+not carried to another host. A status of 400 or more is an error result.
 """
 
 from __future__ import annotations
 
 import json
+from email.message import Message
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
@@ -23,6 +27,7 @@ from .base import Tool, ToolContext
 __all__ = ["http_tools"]
 
 _SHOWN_HEADERS = ("content-type", "content-length", "location", "retry-after")
+_CREDENTIALS = ("authorization", "proxy-authorization", "cookie")
 
 
 def _check_url(url: str) -> None:
@@ -39,6 +44,31 @@ def _check_headers(headers: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in headers.items()}
 
 
+def _charset(content_type: str | None) -> str:
+    """The charset a Content-Type names, else UTF-8 (not ISO-8859-1: what servers that
+    omit it actually send today)."""
+    msg = Message()
+    msg["content-type"] = content_type or "application/octet-stream"
+    return str(msg.get_param("charset") or "utf-8")
+
+
+def _redirected(method: str, status: int, kwargs: dict[str, Any], old_url: str,
+                new_url: str) -> tuple[str, dict[str, Any]]:
+    """The method and request options for following a redirect, as browsers do: 303
+    (and 301/302 after a POST) become a GET without a body; credentials are dropped
+    when the host changes."""
+    kwargs = dict(kwargs)
+    headers = dict(kwargs.get("headers") or {})
+    if status == 303 or (status in (301, 302) and method == "POST"):
+        method = "GET"
+        kwargs.pop("data", None)
+        headers = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "content-length")}
+    if urlsplit(old_url).hostname != urlsplit(new_url).hostname:
+        headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS}
+    kwargs["headers"] = headers
+    return method, kwargs
+
+
 def http_tools(
     context: Any = None,
     *,
@@ -46,6 +76,7 @@ def http_tools(
     max_response_bytes: int = 1_048_576,
     max_lines: int = DEFAULT_MAX_LINES,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    max_redirects: int = 5,
     session: requests.Session | None = None,
 ) -> list[Tool]:
     """``http_get {url, headers}`` and ``http_post {url, body, headers}``.
@@ -53,26 +84,42 @@ def http_tools(
     ``body`` is a string (sent as is) or a JSON value (sent as JSON). The model sees
     the status line, a few headers and the body (truncated). ``timeout`` bounds
     connecting and each read; a body longer than ``max_response_bytes`` is cut and
-    the result says so.
+    the result says so. At most ``max_redirects`` redirects are followed, each target
+    checked and (with a ``context``) asked for like the first URL.
     """
     if timeout <= 0:
         raise ConfigurationError("timeout must be positive")
     if not isinstance(max_response_bytes, int) or max_response_bytes < 1:
         raise ConfigurationError("max_response_bytes must be a positive int")
+    if not isinstance(max_redirects, int) or max_redirects < 0:
+        raise ConfigurationError("max_redirects must be an int >= 0")
     check_limits(max_lines, max_bytes)
     http = session or requests
 
     def send(method: str, url: str, ctx: ToolContext, **kwargs: Any) -> ToolOutput:
-        _check_url(url)
-        if context is not None:
-            ask(context, ctx, f"http-{method.lower()}", url)
-        ctx.cancel.raise_if_cancelled()
-        try:
-            resp = http.request(method, url, timeout=timeout, stream=True, allow_redirects=True, **kwargs)
-        except requests.Timeout:
-            return ToolOutput.error(f"{method} {url} timed out after {timeout:g}s")
-        except requests.RequestException as exc:
-            return ToolOutput.error(f"{method} {url} failed: {type(exc).__name__}: {exc}")
+        first_url = url
+        for _ in range(max_redirects + 1):
+            _check_url(url)
+            if context is not None:
+                ask(context, ctx, f"http-{method.lower()}", url)
+            ctx.cancel.raise_if_cancelled()
+            try:
+                resp = http.request(method, url, timeout=timeout, stream=True, allow_redirects=False,
+                                    **kwargs)
+            except requests.Timeout:
+                return ToolOutput.error(f"{method} {url} timed out after {timeout:g}s")
+            except requests.RequestException as exc:
+                return ToolOutput.error(f"{method} {url} failed: {type(exc).__name__}: {exc}")
+            if not resp.is_redirect:
+                break
+            resp.close()
+            target = urljoin(url, resp.headers["location"])
+            method, kwargs = _redirected(method, resp.status_code, kwargs, url, target)
+            url = target
+        else:
+            return ToolOutput.error(
+                f"{method} {url}: more than {max_redirects} redirects; request the final URL directly"
+            )
         try:
             body = bytearray()
             cut = False
@@ -87,12 +134,13 @@ def http_tools(
             return ToolOutput.error(f"{method} {url}: reading the response failed: {exc}")
         finally:
             resp.close()
-        encoding = resp.encoding or "utf-8"
         try:
-            text = bytes(body).decode(encoding, errors="replace")
+            text = bytes(body).decode(_charset(resp.headers.get("content-type")), errors="replace")
         except LookupError:
             text = bytes(body).decode("utf-8", errors="replace")
         lines = [f"HTTP {resp.status_code} {resp.reason or ''}".rstrip()]
+        if url != first_url:
+            lines.append(f"(redirected to {url})")
         for name in _SHOWN_HEADERS:
             if name in resp.headers:
                 lines.append(f"{name}: {resp.headers[name]}")
