@@ -15,6 +15,7 @@ from _store_child import child_cmd, child_env, mount_works, remount, tmpfs
 
 from agentkit import (
     AssistantMessageEvent,
+    ConfigurationError,
     ContextReplacedEvent,
     FileEventStore,
     InMemoryEventStore,
@@ -334,3 +335,13 @@ def test_the_in_memory_store_restores_sessions_too():
     with Session.open("conv", store=store, model=ScriptedModel(["again"])) as s:
         assert dump(s.model_messages()) == dump(before)
         assert s.revision == len(s.events)
+
+
+@pytest.mark.parametrize("bad", ["../../etc", "a/b", "..", "x\n"])
+def test_session_open_refuses_a_path_as_session_id_before_touching_the_store(tmp_path, bad):
+    root = tmp_path / "store"
+    with pytest.raises(ConfigurationError, match="invalid session id"):
+        Session.open(bad, store=FileEventStore(root))
+    with pytest.raises(ConfigurationError, match="invalid session id"):
+        Session(session_id=bad, store=FileEventStore(root))
+    assert list(tmp_path.iterdir()) == []  # no store directory, nothing above it
