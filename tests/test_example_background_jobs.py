@@ -21,6 +21,8 @@ def test_background_jobs_example_runs():
     assert out.count("'state': 'running'") == 3
     report = re.search(r"model: Job report: (job_\w+) exited (\d+); still running: (.+)", out)
     assert report, out
+    unit = re.search(r"'execution_id': '(job_\w+)', 'state': 'running', 'command': \"bash -c 'echo unit", out)
+    assert unit and report.group(1) == unit.group(1) and report.group(2) == "0"  # the first to finish
     assert "job-finished" in out and "job-output" in out
     final = re.search(r"after abort_session\(abort_jobs=True\): (.+)", out).group(1)
     states = dict(item.split("=") for item in final.split(", "))
