@@ -158,3 +158,9 @@ def test_tools_only_talk_to_the_context_so_hosts_can_supply_their_own(tmp_path):
     assert host.asked == ["write", "read", "list", "delete", "read"]
     with pytest.raises(ConfigurationError, match="'shell' capability"):
         shell_tools(host)
+
+
+def test_an_os_error_names_the_path_it_concerns(root):
+    with LocalExecutionContext(root) as c:
+        out = call(filesystem_tools(c), "read_file", path="n" * 300)
+    assert out.is_error and "File name too long" in out.value and "n" * 300 in out.value

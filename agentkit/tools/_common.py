@@ -39,7 +39,8 @@ def guarded(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         except FileNotFoundError as exc:
             return ToolOutput.error(f"{name}: not found: {exc.filename or exc}")
         except OSError as exc:
-            return ToolOutput.error(f"{name}: {exc.strerror or exc}")
+            where = f": {exc.filename}" if exc.filename and str(exc.filename) not in str(exc.strerror) else ""
+            return ToolOutput.error(f"{name}: {exc.strerror or exc}{where}")
 
     call.__name__ = name
     return call
@@ -59,6 +60,7 @@ def require(context: Any, capability: str, factory: str) -> Any:
 
 
 def check_limits(max_lines: int, max_bytes: int) -> None:
+    """Raise ConfigurationError unless both truncation limits are positive ints."""
     for label, value in (("max_lines", max_lines), ("max_bytes", max_bytes)):
         if not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{label} must be a positive int, got {value!r}")
