@@ -463,3 +463,15 @@ def test_close_from_several_threads_at_once_returns_only_when_all_is_down():
         for t in threads:
             t.join(60)
         assert alive_after == [False] * 4
+
+
+def test_a_shutdown_started_on_the_loop_thread_still_stops_everything():
+    """A toolset whose last reference goes away on its own loop thread (say, inside a
+    tools/list_changed rebuild) is finalized there; that must neither deadlock nor leak."""
+    with no_leaks():
+        toolset = connect_mcp({"demo": stdio(DEMO)})
+        pid = int(by_name(toolset)["pid"]().as_text())
+        runtime = toolset._rt
+        runtime.loop.portal.call(runtime.shutdown)  # what a finalizer run there does
+        assert runtime.shut_down.wait(60)
+        assert not alive(pid) and toolset.closed

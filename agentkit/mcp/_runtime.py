@@ -118,10 +118,18 @@ class Runtime:
         """Set once :meth:`shutdown` has finished (servers, loop and notifier stopped)."""
 
     def shutdown(self) -> None:
+        """Stop everything. Idempotent; from the loop thread itself (a toolset collected
+        there) the work is handed to a short-lived thread, since it needs the loop."""
         with self.lock:
             if self.closed:
                 return
             self.closed = True
+        if self.loop.in_loop_thread():
+            threading.Thread(target=self._finish, name="agentkit-mcp-close").start()
+        else:
+            self._finish()
+
+    def _finish(self) -> None:
         try:
             self._shutdown()
         finally:
