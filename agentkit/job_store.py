@@ -94,6 +94,10 @@ class InMemoryJobStore:
 class FileJobStore:
     """A :class:`JobStore` in one JSON file (``path``), safe across processes.
 
+    One live execution context per file: a context opened over the file treats every job
+    recorded as running as left behind by a host that died. Give each process that runs
+    jobs (each web-server worker, say) its own file.
+
     Every write takes an exclusive ``portalocker`` lock on ``path + ".lock"`` (waiting at
     most ``lock_timeout`` seconds; a lock is never stolen), re-reads the file, checks
     the revision, and replaces the file atomically (temp file, fsync, rename, fsync of
@@ -181,10 +185,16 @@ class FileJobStore:
     def load(self) -> list[StoredJob]:
         """Every stored job, oldest first (read under the lock)."""
         with self._transaction() as jobs:
-            out = [
-                StoredJob(state=JobState.from_dict(rec["state"]), revision=int(rec["revision"]))
-                for rec in jobs.values()
-            ]
+            try:
+                out = [
+                    StoredJob(state=JobState.from_dict(rec["state"]), revision=int(rec["revision"]))
+                    for rec in jobs.values()
+                ]
+            except (KeyError, TypeError, ValueError, AttributeError, ConfigurationError) as exc:
+                raise StoreCorruptionError(
+                    f"job store file {self.path!r} holds a malformed job record "
+                    f"({type(exc).__name__}: {exc}); restore it from a backup or remove it"
+                ) from None
         out.sort(key=lambda s: s.state.started_at)
         return out
 

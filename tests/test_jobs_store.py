@@ -170,3 +170,43 @@ def test_a_lock_held_by_another_process_times_out_without_being_stolen(tmp_path)
         holder.kill()
         holder.wait()
     assert FileJobStore(path).put(job(), expected_revision=0) == 1
+
+
+class _RacedStore(InMemoryJobStore):
+    """A real store in which another runner settles the orphan just before ours does."""
+
+    def put(self, state, *, expected_revision):
+        if state.state != "running" and expected_revision == 1 and not getattr(self, "raced", False):
+            self.raced = True
+            super().put(replace(state, state="aborted", error="settled by the other runner"),
+                        expected_revision=1)
+        return super().put(state, expected_revision=expected_revision)
+
+
+def test_two_runners_restoring_one_store_agree_on_the_first_verdict(tmp_path):
+    store = _RacedStore()
+    store.put(job(), expected_revision=0)
+    with LocalExecutionContext(tmp_path, job_store=store) as c:
+        restored = c.jobs.get("job_1")
+    assert restored.state == "aborted" and restored.error == "settled by the other runner"
+    [stored] = store.load()
+    assert stored.state == restored and stored.revision == 2
+
+
+def test_restore_applies_retention(tmp_path):
+    store = InMemoryJobStore()
+    for i in range(5):
+        store.put(job(f"job_{i}", state="finished", exit_code=0, finished_at=float(i)), expected_revision=0)
+    with LocalExecutionContext(tmp_path, job_store=store, max_retained_jobs=2) as c:
+        assert [s.execution_id for s in c.jobs.list()] == ["job_3", "job_4"]
+    assert sorted(s.state.execution_id for s in store.load()) == ["job_3", "job_4"]
+
+
+def test_a_malformed_record_is_reported_as_corruption(tmp_path):
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps({"format": 1, "jobs": {"job_1": {"revision": 1, "state": {"state": "odd"}}}}))
+    with pytest.raises(StoreCorruptionError, match="malformed job record"):
+        FileJobStore(path).load()
+    path.write_text(json.dumps({"format": 1, "jobs": {"job_1": {"state": job().to_dict()}}}))
+    with pytest.raises(StoreCorruptionError, match="malformed job record"):
+        FileJobStore(path).load()

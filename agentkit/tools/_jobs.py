@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StoreConflictError
 from . import _process
 from .context import JobEvent, JobListener, JobNotFoundError, JobState, JobStatus, _display
 
@@ -43,6 +43,29 @@ logger = logging.getLogger("agentkit")
 Launcher = Callable[..., "tuple[Any, list[str], str]"]
 _TERMINAL: tuple[JobStatus, ...] = ("finished", "failed", "aborted")
 _STOP = object()
+
+
+def _orphan_verdict(state: JobState, settle: Callable[[JobState], JobState | None] | None) -> JobState:
+    """The terminal state of an orphaned job: ``settle(state)``'s, or failed."""
+    settled = settle(state) if settle is not None else None
+    now = time.time()
+    if settled is None:
+        return replace(
+            state, state="failed", updated_at=now, finished_at=now,
+            error="the host restarted while this job was running; its process is no "
+                  "longer owned by this runner (it was not necessarily terminated)",
+        )
+    if not isinstance(settled, JobState) or settled.execution_id != state.execution_id:
+        raise ConfigurationError(
+            f"settle_orphaned_job must return a JobState for job "
+            f"{state.execution_id!r} (same execution_id) or None, got {settled!r}"
+        )
+    if settled.state not in _TERMINAL:
+        raise ConfigurationError(
+            f"settle_orphaned_job returned state {settled.state!r} for job "
+            f"{state.execution_id!r}; return finished, failed or aborted"
+        )
+    return replace(settled, updated_at=now, finished_at=settled.finished_at or now)
 
 
 class _Job:
@@ -187,32 +210,25 @@ class JobRunner:
         for stored in self._store.load():
             state, revision = stored.state, stored.revision
             if state.state == "running":
-                settled = settle(state) if settle is not None else None
-                if settled is not None:
-                    if not isinstance(settled, JobState) or settled.execution_id != state.execution_id:
-                        raise ConfigurationError(
-                            f"settle_orphaned_job must return a JobState for job "
-                            f"{state.execution_id!r} (same execution_id) or None, got {settled!r}"
-                        )
-                    if settled.state not in _TERMINAL:
-                        raise ConfigurationError(
-                            f"settle_orphaned_job returned state {settled.state!r} for job "
-                            f"{state.execution_id!r}; return finished, failed or aborted"
-                        )
-                    new = replace(settled, updated_at=time.time(),
-                                  finished_at=settled.finished_at or time.time())
-                else:
-                    now = time.time()
-                    new = replace(
-                        state, state="failed", updated_at=now, finished_at=now,
-                        error="the host restarted while this job was running; its process is no "
-                              "longer owned by this runner (it was not necessarily terminated)",
-                    )
-                revision = self._store.put(new, expected_revision=revision)
-                state = new
+                state, revision = self._settle_orphan(state, revision, settle)
             job = _Job(state, revision)
             job.done.set()
             self._jobs[state.execution_id] = job
+        self._prune()
+
+    def _settle_orphan(self, state: JobState, revision: int,
+                       settle: Callable[[JobState], JobState | None] | None) -> tuple[JobState, int]:
+        """Record the terminal state of a job a previous host left running."""
+        new = _orphan_verdict(state, settle)
+        try:
+            return new, self._store.put(new, expected_revision=revision)
+        except StoreConflictError:
+            # another runner restoring the same store settled it first: keep its verdict
+            current = next((s for s in self._store.load()
+                            if s.state.execution_id == state.execution_id), None)
+            if current is None or current.state.state == "running":
+                raise
+            return current.state, current.revision
 
     # -- queries -------------------------------------------------------------------------
 
