@@ -146,3 +146,29 @@ def test_subscribing_where_the_server_offers_no_subscriptions_is_a_clear_error()
     with no_leaks(), connect_mcp({"s": Client(_legacy_server(resources=False), mode="legacy")}) as toolset:
         with pytest.raises(McpError, match="does not offer resource subscriptions"):
             toolset.subscribe_resource("s", "note://x")
+
+
+def test_a_tool_listed_twice_keeps_its_first_listing_and_an_unusable_schema_is_skipped():
+    def tool(name: str, description: str, schema: dict) -> types.Tool:
+        return types.Tool(name=name, description=description, input_schema=schema)
+
+    async def list_tools(ctx, params):
+        return types.ListToolsResult(tools=[
+            tool("dup", "first listing", {"type": "object"}),
+            tool("bad", "broken schema", {"type": "object", "properties": {"x": {"type": 5}}}),
+            tool("dup", "second listing", {"type": "object"}),
+            tool("ok", "fine", {"type": "object"}),
+        ])
+
+    async def call_tool(ctx, params):
+        return types.CallToolResult(content=[types.TextContent(type="text", text=params.name)])
+
+    server = Server("odd", on_list_tools=list_tools, on_call_tool=call_tool)
+    with no_leaks(), connect_mcp({"odd": Client(server)}) as toolset:
+        tools = {t.name: t for t in toolset.tools}
+        assert list(tools) == ["dup", "ok"]
+        assert tools["dup"].description == "first listing"
+        warnings = toolset.servers["odd"].warnings
+        assert any("'dup' is listed twice" in w for w in warnings)
+        assert any("'bad' was skipped" in w and "not a valid JSON Schema" in w for w in warnings)
+        assert toolset.servers["odd"].tool_count == 3  # distinct tools listed, the skipped one too
