@@ -158,3 +158,30 @@ def test_many_outputs_cost_one_summary(tmp_path):
         visible = [m.text for m in session.model_messages()]
         assert len(visible) == 1 and job.execution_id in visible[0] and "line50" in visible[0]
         assert threading.active_count() < 50
+
+
+def test_a_job_finishing_during_a_tool_call_is_shown_after_the_results(tmp_path):
+    """The summary of a job that ends while a tool call is still open is committed
+    between the call and its result; the model sees it only after the results."""
+    model = ScriptedModel([
+        [ToolCall("start_shell", {"command": "bash", "args": ["-c", "echo quick"]}),
+         # the second call returns only once the job's completion is committed
+         ToolCall("run_command", {"command": "while [ ! -f committed ]; do sleep 0.02; done"})],
+        "done",
+    ])
+    ctx = LocalExecutionContext(tmp_path)
+    with ctx, Session(model, tools=shell_tools(ctx), execution_context=ctx) as session:
+        def on_event(event):
+            if isinstance(event, RuntimeEvent) and event.runtime_type == "job-finished":
+                (tmp_path / "committed").touch()
+
+        session.subscribe(on_event)
+        session.push_user_message("go")
+        assert session.generate().text == "done"
+        kinds = [getattr(e, "runtime_type", e.type) for e in session.events]
+        assert kinds.index("job-finished") < len(kinds) - 1 - kinds[::-1].index("tool-result")
+        messages = list(model.requests[1].messages)
+        roles = [m.role for m in messages]
+        assert roles == ["user", "assistant", "tool", "user"]
+        assert 'type="job-finished"' in messages[3].text and "quick" in messages[3].text
+        assert_tool_calls_followed_by_results(messages)
