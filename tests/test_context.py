@@ -262,6 +262,11 @@ def test_raw_shell_reports_exit_code_and_streams(ctx):
 def test_unknown_executable_is_a_clear_error_before_anything_runs(ctx):
     with pytest.raises(ConfigurationError, match="not found on PATH"):
         ctx.shell.run_structured("no-such-program-xyz", [])
+    with pytest.raises(ConfigurationError, match=r"command='git', args=\['status', '-s'\]"):
+        ctx.shell.run_structured("git status -s")
+    with pytest.raises(ConfigurationError, match="no separate args"):
+        ctx.jobs.start("echo hi", ["ignored"], raw=True)
+    assert ctx.jobs.list() == []
 
 
 def test_output_flood_is_capped_and_the_process_terminated(root):

@@ -445,6 +445,8 @@ class LocalExecutionContext:
 
     def _command_argv(self, executable: str, args: Sequence[str], raw: bool, workdir: str) -> list[str]:
         if raw:
+            if args:
+                raise ConfigurationError("raw shell text takes no separate args; put them in the text")
             return [self._shell_executable, "-lc", executable]
         if not isinstance(executable, str) or not executable:
             raise ConfigurationError("give the executable to run as a non-empty string")
@@ -459,9 +461,10 @@ class LocalExecutionContext:
                     f"give an existing program, or a command name found on PATH"
                 )
         elif shutil.which(executable, path=self._path()) is None:
-            raise ConfigurationError(
-                f"executable {executable!r} was not found on PATH; give an installed command"
-            )
+            hint = (f"; pass arguments separately, e.g. command={executable.split()[0]!r}, "
+                    f"args={executable.split()[1:]!r}" if " " in executable.strip() else
+                    "; give an installed command")
+            raise ConfigurationError(f"executable {executable!r} was not found on PATH{hint}")
         return [executable, *args]
 
     def _path(self) -> str | None:
