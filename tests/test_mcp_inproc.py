@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import logging
 
+import anyio
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.server import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_servers.helpers import no_leaks, wait_for
@@ -172,3 +173,29 @@ def test_a_tool_listed_twice_keeps_its_first_listing_and_an_unusable_schema_is_s
         assert any("'dup' is listed twice" in w for w in warnings)
         assert any("'bad' was skipped" in w and "not a valid JSON Schema" in w for w in warnings)
         assert toolset.servers["odd"].tool_count == 3  # distinct tools listed, the skipped one too
+
+
+def test_refresh_failures_are_mcp_errors_and_keep_the_previous_listing():
+    from agentkit import McpError
+
+    calls = {"n": 0}
+
+    async def list_tools(ctx, params):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise MCPError(-32603, "listing broke")
+        if calls["n"] >= 3:
+            await anyio.sleep(60)
+        return types.ListToolsResult(tools=[types.Tool(name="t", input_schema={"type": "object"})])
+
+    async def call_tool(ctx, params):
+        return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
+
+    server = Server("flaky", on_list_tools=list_tools, on_call_tool=call_tool)
+    with no_leaks(), connect_mcp({"flaky": Client(server)}) as toolset:
+        with pytest.raises(McpError, match="'flaky' could not list its tools again .*listing broke"):
+            toolset.refresh()
+        with pytest.raises(McpError, match="'flaky' did not list its tools within 1s"):
+            toolset.refresh(timeout=1)
+        assert list(toolset.tool_name_map) == ["t"]
+        assert toolset.tools[0]().as_text() == "ok"

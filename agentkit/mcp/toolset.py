@@ -237,12 +237,28 @@ class McpToolset:
 
     def refresh(self, *, timeout: float | None = None) -> None:
         """List every connected server's tools again now (normally a server's
-        ``tools/list_changed`` notification does this by itself)."""
+        ``tools/list_changed`` notification does this by itself). Each server gets
+        ``timeout`` seconds (default: the ``connect_timeout``). Raises
+        :class:`~agentkit.errors.McpError` naming the first server that failed to answer;
+        its previous listing stays."""
+        from ._portal import CallTimeout
+        from ._server import describe_error
+
         if self._rt.closed:
             raise McpError("the MCP toolset is closed; connect again with connect_mcp()")
         for conn in list(self._rt.conns.values()):
-            if conn.status == "connected":
+            if conn.status != "connected":
+                continue
+            try:
                 self._rt.loop.run(conn.refresh, timeout=timeout)
+            except CallTimeout:
+                raise McpError(f"MCP server {conn.name!r} did not list its tools within {timeout:g}s; "
+                               f"its previous listing stays") from None
+            except McpError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a server error or a lost connection
+                raise McpError(f"MCP server {conn.name!r} could not list its tools again "
+                               f"({describe_error(exc)}); its previous listing stays") from None
 
     def subscribe_resource(self, server: str, uri: str, *, timeout: float | None = 30.0) -> None:
         """Ask ``server`` to send ``notifications/resources/updated`` whenever the resource
