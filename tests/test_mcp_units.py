@@ -77,6 +77,14 @@ def test_connect_mcp_validates_everything_before_starting_anything():
         connect_mcp({"ok": {"command": sys.executable}}, authorize_tool_call="yes")
     with pytest.raises(ConfigurationError, match="dict of server name"):
         connect_mcp([{"command": "x"}])  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="fail_on_no_tools must be True or False"):
+        connect_mcp({"ok": {"command": sys.executable}}, fail_on_no_tools="no")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="prefix_tool_names must be True, False or None"):
+        connect_mcp({"ok": {"command": sys.executable}}, prefix_tool_names="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="log_level must be one of"):
+        connect_mcp({"ok": {"command": sys.executable}}, log_level="loud")
+    with pytest.raises(ConfigurationError, match="call_timeout"):
+        connect_mcp({"ok": {"command": sys.executable}}, call_timeout=-1)
     assert set(threading.enumerate()) == before
 
 

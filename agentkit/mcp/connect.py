@@ -61,6 +61,11 @@ def connect_mcp(
         raise ConfigurationError(f"max_list_pages must be an integer >= 1, not {max_list_pages!r}")
     if authorize_tool_call is not None and not callable(authorize_tool_call):
         raise ConfigurationError("authorize_tool_call must be a callable (server, tool, arguments, call_id)")
+    if not isinstance(fail_on_no_tools, bool):
+        raise ConfigurationError(f"fail_on_no_tools must be True or False, not {fail_on_no_tools!r}")
+    if prefix_tool_names is not None and not isinstance(prefix_tool_names, bool):
+        raise ConfigurationError(f"prefix_tool_names must be True, False or None (prefix only with "
+                                 f"several servers), not {prefix_tool_names!r}")
     if log_level is not None and log_level not in _LEVELS:
         raise ConfigurationError(f"log_level must be one of {', '.join(_LEVELS)} or None, not {log_level!r}")
     specs = validate_servers(servers)
