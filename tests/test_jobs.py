@@ -107,9 +107,14 @@ def test_raising_subscriber_is_removed_with_a_warning_and_its_job_terminated(ctx
 
 def test_stalled_subscriber_is_removed_and_its_job_terminated(tmp_path):
     release = threading.Event()
+    seen = []
+    delivery = {}
 
     def stalled(event):
-        release.wait(60)
+        seen.append(event.type)
+        delivery["thread"] = threading.current_thread()
+        if event.type == "output":
+            release.wait(60)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -119,9 +124,11 @@ def test_stalled_subscriber_is_removed_and_its_job_terminated(tmp_path):
             state = c.jobs.start("bash", ["-c", "while true; do echo tick; sleep 0.01; done"])
             wait_for(lambda: not c.jobs.get(state.execution_id).running, what="stalled job ended")
             final = c.jobs.get(state.execution_id)
-        release.set()
+            release.set()
+            wait_for(lambda: not delivery["thread"].is_alive(), what="delivery thread to end")
     assert final.state == "failed" and "stalled" in final.error
     assert any("stalled" in str(w.message) for w in caught)
+    assert seen == ["started", "output"]  # what was queued is not delivered after removal
     wait_for(lambda: not alive(state.pid), what="process gone")
 
 
@@ -193,30 +200,6 @@ def test_closing_the_context_aborts_its_jobs(tmp_path):
     wait_for(lambda: not alive(state.pid))
     with pytest.raises(ConfigurationError, match="closed"):
         c.jobs.start("true")
-
-
-def test_a_stalled_subscriber_gets_nothing_more_and_its_thread_ends(tmp_path):
-    release = threading.Event()
-    seen = []
-    delivery = {}
-
-    def stalled(event):
-        seen.append(event.type)
-        delivery["thread"] = threading.current_thread()
-        if event.type == "output":
-            release.wait(60)
-
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
-        with LocalExecutionContext(tmp_path, job_listener_timeout=0.5, job_listener_queue_size=1,
-                                   kill_grace=0.3) as c:
-            c.jobs.subscribe(stalled)
-            state = c.jobs.start("bash", ["-c", "while true; do echo tick; sleep 0.01; done"])
-            wait_for(lambda: not c.jobs.get(state.execution_id).running, what="stalled job ended")
-            assert seen == ["started", "output"]
-            release.set()
-            wait_for(lambda: not delivery["thread"].is_alive(), what="delivery thread to end")
-    assert seen == ["started", "output"]  # the queued events were not delivered after removal
 
 
 def test_a_context_closed_while_a_job_starts_runs_nothing(tmp_path):

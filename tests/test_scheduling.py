@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from _procs import wait_for
 
 from agentkit import (
     CancelledError,
@@ -151,10 +152,7 @@ def test_a_call_after_the_generation_started_schedules_the_next_one():
     with Session(FunctionModel(reply)) as session:
         session.push_user_message("job A finished")
         first = session.schedule_generate("jobs", debounce=0.01)
-        deadline = time.monotonic() + 20
-        while not seen and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert seen, "the scheduled generation did not start"
+        wait_for(lambda: seen, what="the scheduled generation to start")
         session.push_user_message("job B finished")  # after the first snapshot was read
         second = session.schedule_generate("jobs", debounce=0.01)
         assert second is not first
@@ -170,9 +168,7 @@ def test_cancel_reaches_every_schedule_of_a_key():
     with Session(clock.model) as session:
         session.push_user_message("hi")
         running = session.schedule_generate("k", debounce=0.01)
-        deadline = time.monotonic() + 20
-        while not clock.started and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: clock.started, what="the scheduled generation to start")
         waiting = session.schedule_generate("k", debounce=5)
         assert session.cancel_scheduled_generation("k") is True
         assert waiting.cancelled()
