@@ -110,10 +110,10 @@ def decode_record(line: bytes, *, where: str) -> Record:
         )
     if not line.startswith(_PREFIX) or len(line) <= _BODY_START or line[_BODY_START - 2 : _BODY_START] != b'",':
         raise DamagedRecord(f"{where}: no checksum")
-    try:
-        stored = int(line[len(_PREFIX) : _BODY_START - 2], 16)
-    except ValueError:
-        raise DamagedRecord(f"{where}: unreadable checksum") from None
+    digits = line[len(_PREFIX) : _BODY_START - 2]
+    if digits.strip(b"0123456789abcdef"):  # exactly as written: int() would also take "AB"
+        raise DamagedRecord(f"{where}: unreadable checksum")
+    stored = int(digits, 16)
     if zlib.crc32(line[_BODY_START:]) != stored:
         raise DamagedRecord(f"{where}: checksum mismatch")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -122,3 +122,20 @@ def decode_record(line: bytes, *, where: str) -> Record:
     if not isinstance(kind, str):
         raise DamagedRecord(f"{where}: record has no kind")
     return Record(kind=kind, version=version, data=obj)
+
+
+def holds_intact_record(line: bytes) -> bool:
+    """True when a damaged line still contains a whole, checksum-valid record: at its
+    start (the record lost its line ending) or after it (two records merged into one
+    line). A torn append never does: it is a cut-short prefix of a single record, so
+    such a line is damage to acknowledged data, not a crash remnant."""
+    start = line.find(_PREFIX, 1)
+    while start != -1:
+        for part in (line[:start], line[start:]):
+            try:
+                decode_record(part, where="")
+                return True
+            except (DamagedRecord, SchemaVersionError):
+                pass
+        start = line.find(_PREFIX, start + 1)
+    return False

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigurationError, StoreCorruptionError
 from ..events import Event, event_from_dict
-from ._records import DamagedRecord, decode_record
+from ._records import DamagedRecord, decode_record, holds_intact_record
 
 
 @dataclass
@@ -31,11 +31,11 @@ class ScanResult:
     torn: bool = False
 
 
-def _corrupt(path: str, line_no: int, why: str) -> StoreCorruptionError:
+def _corrupt(path: str, line_no: int, why: str, because: str = "more data follows it") -> StoreCorruptionError:
     return StoreCorruptionError(
-        f"{path} line {line_no} is damaged ({why}) and more data follows it, so it is not "
-        f"the torn tail of an interrupted append. agentkit will not skip it. Restore the "
-        f"file from a backup, or move it aside to start the session anew."
+        f"{path} line {line_no} is damaged ({why}) and {because}, so it is not the torn "
+        f"tail of an interrupted append. agentkit will not skip it. Restore the file from "
+        f"a backup, or move it aside to start the session anew."
     )
 
 
@@ -68,6 +68,10 @@ def scan(
                 # something follows the damaged line: intact records mean corruption in
                 # the middle; more damage cannot come from one interrupted append either.
                 raise _corrupt(path, line_no, str(exc).split(": ", 1)[-1]) from None
+            if holds_intact_record(line):
+                # e.g. a flipped line ending merged an acknowledged record with the last
+                why = str(exc).split(": ", 1)[-1]
+                raise _corrupt(path, line_no, why, "it holds a whole record run together with more") from None
             out.torn = True
             break
         # a compacted log starts with one "compacted" record: the events that replaced the
