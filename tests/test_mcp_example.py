@@ -7,7 +7,27 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mcp_servers.helpers import wait_for
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _processes_running(script: str) -> list[int]:
+    """Live processes whose command line names ``script``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                args = fh.read().decode(errors="replace").split("\0")
+            with open(f"/proc/{entry}/stat", encoding="ascii") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if script in args and state != "Z":
+            found.append(int(entry))
+    return found
 
 
 def test_mcp_stdio_example_runs_as_documented(tmp_path):
@@ -18,6 +38,8 @@ def test_mcp_stdio_example_runs_as_documented(tmp_path):
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
+    server = str(ROOT / "examples" / "mcp_server_demo.py")
+    wait_for(lambda: not _processes_running(server), what="the example's MCP server to exit")
     lines = out.stdout.splitlines()
     assert lines[0] == "server notes: connected, 4 tools"
     assert "  list_notes (read-only): The titles of all saved notes, one per line." in lines
