@@ -280,7 +280,7 @@ def test_fail_on_no_tools_raises_and_leaves_nothing_running():
     servers = {"stuck": stdio(HANG), "missing": {"command": "/nonexistent/mcp-server"},
                "exits": {"command": sys.executable, "args": ["-c", "pass"]}}
     with no_leaks(), pytest.raises(McpError, match="no MCP server mounted any tool") as info:
-        connect_mcp(servers, connect_timeout=3, fail_on_no_tools=True)
+        connect_mcp(servers, connect_timeout=5, fail_on_no_tools=True)
     text = str(info.value)
     assert "stuck:" in text and "connect_timeout" in text
     assert "missing: failed to connect: FileNotFoundError" in text
