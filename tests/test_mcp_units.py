@@ -8,6 +8,7 @@ import sys
 from types import SimpleNamespace as NS
 
 import pytest
+from mcp_servers.helpers import wait_for
 
 from agentkit import ConfigurationError, FilePart, ImagePart, TextPart
 from agentkit.mcp import (
@@ -278,3 +279,28 @@ def test_a_slow_listener_cannot_grow_the_notification_backlog_without_limit(capl
     assert [r.message for r in caplog.records].count(
         "MCP notification listeners fell 3 notifications behind; dropping new notifications until they "
         "catch up") == 1
+
+
+def test_a_listener_closing_the_notifier_behind_a_full_backlog_does_not_stall():
+    import threading
+
+    from agentkit.mcp._runtime import Notifier
+
+    notifier = Notifier(max_pending=2)
+    backlog_full = threading.Event()
+    got: list[int] = []
+
+    def closes_on_first(note: dict) -> None:
+        got.append(note["n"])
+        backlog_full.wait(30)
+        notifier.close()  # as toolset.close() from a listener does
+
+    notifier.add(closes_on_first)
+    notifier.put({"n": 0})
+    wait_for(lambda: got == [0], what="the first delivery")
+    notifier.put({"n": 1})
+    notifier.put({"n": 2})  # the backlog is full now
+    backlog_full.set()
+    thread = notifier._thread
+    thread.join(5)  # well under close()'s 10 s put timeout
+    assert not thread.is_alive() and got == [0]

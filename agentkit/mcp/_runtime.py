@@ -37,6 +37,7 @@ class Notifier:
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=max_pending)
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._abandoned = False
         self.dropped = 0
         """How many notifications were dropped because the backlog was full."""
 
@@ -75,7 +76,7 @@ class Notifier:
     def _deliver(self) -> None:
         while True:
             note = self._queue.get()
-            if note is None:
+            if note is None or self._abandoned:
                 return
             with self._lock:
                 listeners = list(self._listeners)
@@ -94,12 +95,19 @@ class Notifier:
                 return
             self._closed = True
             thread = self._thread
+        if thread is threading.current_thread():  # closed by a listener: nothing more is delivered
+            self._abandoned = True
+            try:
+                self._queue.put_nowait(None)  # wakes the loop when the queue was empty
+            except queue.Full:
+                pass
+            return
         try:
             self._queue.put(None, timeout=timeout)
         except queue.Full:  # a listener is stuck: leave its (daemon) thread behind
             log.warning("an MCP notification listener did not return within %gs", timeout)
             return
-        if thread is not None and thread is not threading.current_thread():
+        if thread is not None:
             thread.join(timeout)
 
 
