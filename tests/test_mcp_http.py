@@ -36,7 +36,8 @@ def test_run_agent_over_streamable_http_with_headers():
 def test_stdio_and_http_servers_together_get_prefixed_names():
     with http_server() as url, no_leaks():
         servers = {"local": stdio(DEMO), "web": HttpServer(url=url)}
-        with connect_mcp(servers) as toolset:
+        asked: list[tuple[str, str]] = []
+        with connect_mcp(servers, authorize_tool_call=lambda s, t, a, c: asked.append((s, t))) as toolset:
             m = toolset.tool_name_map
             assert m["local__add"] == McpToolRef(server="local", tool="add")
             assert m["web__add"] == McpToolRef(server="web", tool="add")
@@ -45,6 +46,7 @@ def test_stdio_and_http_servers_together_get_prefixed_names():
                 lambda r: ",".join(o.as_text() for o in last_results(r)),
             ])
             assert run_agent(model, "both", tools=toolset.tools).text == "3,echo: hi"
+        assert sorted(asked) == [("local", "add"), ("web", "echo")]  # server and original name
 
 
 def test_http_notifications_and_list_changed():
