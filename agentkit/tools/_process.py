@@ -126,19 +126,28 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _reader(stream_name: str, pipe: object, out: queue.Queue[object]) -> None:
+def _reader(stream_name: str, pipe: object, out: queue.Queue[object], stop: threading.Event) -> None:
+    """Read one pipe into ``out`` until EOF, or until ``stop`` is set while ``out`` is
+    full (the supervisor gave up on the pipe)."""
     fd = pipe.fileno()  # type: ignore[attr-defined]
-    try:
-        while True:
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
             try:
-                data = os.read(fd, _READ_SIZE)
-            except OSError:
-                break
-            if not data:
-                break
-            out.put((stream_name, data))
-    finally:
-        out.put((stream_name, _EOF))
+                out.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    while True:
+        try:
+            data = os.read(fd, _READ_SIZE)
+        except OSError:
+            break
+        if not data or not put((stream_name, data)):
+            break
+    put((stream_name, _EOF))
 
 
 def supervise(
@@ -164,9 +173,10 @@ def supervise(
     """
     started = time.monotonic()
     chunks: queue.Queue[object] = queue.Queue(maxsize=16)
+    stop = threading.Event()
     readers = [
-        threading.Thread(target=_reader, args=("stdout", proc.stdout, chunks), daemon=True),
-        threading.Thread(target=_reader, args=("stderr", proc.stderr, chunks), daemon=True),
+        threading.Thread(target=_reader, args=("stdout", proc.stdout, chunks, stop), daemon=True),
+        threading.Thread(target=_reader, args=("stderr", proc.stderr, chunks, stop), daemon=True),
     ]
     for t in readers:
         t.start()
@@ -244,6 +254,7 @@ def supervise(
                 exited_at = now
             elif now - exited_at > drain_after_exit:
                 group.terminate()  # descendants hold the pipes open: end them
+    stop.set()  # a reader blocked on the full queue (the pipes were abandoned) ends
     if group.terminating or _group_alive(proc.pid):
         group.finish()  # no descendant outlives a command
     exit_code = proc.wait()
