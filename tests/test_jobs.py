@@ -216,11 +216,15 @@ def test_a_context_closed_while_a_job_starts_runs_nothing(tmp_path):
     assert c.jobs.list() == []
 
 
-def test_close_leaves_no_job_threads_behind(tmp_path):
+def test_close_leaves_no_threads_or_processes_behind(tmp_path):
+    delivery = set()
     c = LocalExecutionContext(tmp_path, kill_grace=0.3)
-    c.jobs.subscribe(lambda event: None)
-    states = [c.jobs.start("sleep", ["60"]) for _ in range(3)]
+    c.jobs.subscribe(lambda event: delivery.add(threading.current_thread()))
+    states = [c.jobs.start("bash", ["-c", "sleep 60 & sleep 60"]) for _ in range(3)]
+    wait_for(lambda: delivery, what="an event delivered")
     c.close()
     names = {t.name for t in threading.enumerate()}
     assert not [s for s in states if f"agentkit-job-{s.execution_id}" in names]
+    assert not [t for t in delivery if t.is_alive()]
     assert all(c.jobs.get(s.execution_id).state == "aborted" for s in states)
+    assert not [s.pid for s in states if alive(s.pid)]
