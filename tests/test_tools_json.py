@@ -71,3 +71,11 @@ def test_json_path_syntax(path, expected):
 def test_json_path_on_a_scalar_names_the_problem():
     with pytest.raises(KeyError, match="a.b"):
         json_path({"a": 3}, "a.b")
+
+
+def test_unresolvable_references_and_deep_nesting_are_explained():
+    out = call("json_validate", json="{}", schema={"$ref": "https://schemas.example.test/s.json"})
+    assert out.is_error and "remote references are not fetched" in out.value
+    assert "https://schemas.example.test/s.json" in out.value
+    out = call("json_validate", json="[" * 100_000 + "]" * 100_000)
+    assert out.is_error and "nested too deeply" in out.value

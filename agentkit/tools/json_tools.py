@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
+from referencing.exceptions import Unresolvable
 
 from ..errors import ConfigurationError
 from ..messages import ToolOutput
@@ -83,6 +84,8 @@ def _parse(text: str) -> Any:
         raise ConfigurationError(
             f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:
+        raise ConfigurationError("the JSON is nested too deeply to be read; flatten it") from None
 
 
 def json_tools(*, max_lines: int = DEFAULT_MAX_LINES, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Tool]:
@@ -104,7 +107,14 @@ def json_tools(*, max_lines: int = DEFAULT_MAX_LINES, max_bytes: int = DEFAULT_M
                 validator.check_schema(schema)
             except SchemaError as exc:
                 return ToolOutput.error(f"json_validate: the schema itself is invalid: {exc.message}")
-            for err in sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))[:20]:
+            try:
+                errors = list(validator.iter_errors(document))
+            except Unresolvable as exc:
+                return ToolOutput.error(
+                    f"json_validate: the schema refers to {getattr(exc, 'ref', str(exc))!r}, which "
+                    f"cannot be resolved (remote references are not fetched); inline that schema"
+                )
+            for err in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])[:20]:
                 where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
                 problems.append(f"{where}: {err.message}")
         for path in required_fields or []:
