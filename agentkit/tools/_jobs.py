@@ -91,6 +91,7 @@ class _Subscriber:
         self.timeout = timeout
         self.active = True
         self.failed = False
+        self.state_lock = threading.Lock()
         self.busy_since: float | None = None
         self.queue: queue.Queue[object] = queue.Queue(maxsize=size)
         self.thread = threading.Thread(target=self._run, name="agentkit-job-listener", daemon=True)
@@ -112,10 +113,11 @@ class _Subscriber:
     def fail(self, why: str, event: JobEvent) -> None:
         """Remove this subscriber (it receives nothing more) and terminate the job of
         ``event``, with a warning."""
-        if not self.active:
-            return
-        self.active = False
-        self.failed = True
+        with self.state_lock:  # several job threads may detect the stall at once
+            if not self.active:
+                return
+            self.active = False
+            self.failed = True
         msg = (f"agentkit: removed job listener {self.listener!r}: {why}; "
                f"terminating job {event.execution_id}")
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
@@ -128,9 +130,11 @@ class _Subscriber:
             pass
 
     def close(self, timeout: float = 5.0) -> None:
-        if not self.active:
-            return
-        self.active = False
+        """Deliver what is queued, then stop the delivery thread."""
+        with self.state_lock:
+            if not self.active:
+                return
+            self.active = False
         try:
             self.queue.put(_STOP, timeout=timeout)
         except queue.Full:
