@@ -210,3 +210,56 @@ def test_a_malformed_record_is_reported_as_corruption(tmp_path):
     path.write_text(json.dumps({"format": 1, "jobs": {"job_1": {"state": job().to_dict()}}}))
     with pytest.raises(StoreCorruptionError, match="malformed job record"):
         FileJobStore(path).load()
+
+
+_INCREMENTER = textwrap.dedent("""
+    import sys
+    from dataclasses import replace
+    from agentkit import FileJobStore, StoreConflictError
+    store, done = FileJobStore(sys.argv[1]), 0
+    while done < int(sys.argv[2]):
+        [current] = store.load()
+        state = replace(current.state, output_bytes=current.state.output_bytes + 1)
+        try:
+            store.put(state, expected_revision=current.revision)
+            done += 1
+        except StoreConflictError:
+            pass  # another process wrote first: reload and retry
+""")
+
+
+def test_compare_and_swap_holds_across_processes(tmp_path):
+    path = tmp_path / "jobs.json"
+    FileJobStore(path).put(job("job_x"), expected_revision=0)
+    children = [subprocess.Popen([sys.executable, "-c", _INCREMENTER, str(path), "25"]) for _ in range(3)]
+    for child in children:
+        assert child.wait(timeout=120) == 0
+    [stored] = FileJobStore(path).load()
+    assert stored.state.output_bytes == 75 and stored.revision == 76  # no lost update
+
+
+_WRITER = textwrap.dedent("""
+    import sys, time
+    from agentkit import FileJobStore, JobState
+    store = FileJobStore(sys.argv[1])
+    revision = 0
+    while True:
+        state = JobState(execution_id="job_big", command="x", argv=("x",), state="running",
+                         started_at=time.time(), output_tail="y" * 200_000, output_bytes=revision)
+        revision = store.put(state, expected_revision=revision)
+        print(revision, flush=True)
+""")
+
+
+def test_a_writer_killed_mid_write_leaves_a_readable_file(tmp_path):
+    path = tmp_path / "jobs.json"
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        for _ in range(20):  # let it get well into its stream of whole-file rewrites
+            assert writer.stdout.readline()
+    finally:
+        writer.kill()
+        writer.wait()
+    [stored] = FileJobStore(path).load()
+    assert stored.revision >= 20 and stored.state.output_bytes == stored.revision - 1
+    assert len(stored.state.output_tail) == 200_000
