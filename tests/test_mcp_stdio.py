@@ -259,6 +259,21 @@ def test_a_server_crashing_mid_call_gives_an_error_result_and_the_session_goes_o
         wait_for(lambda: not alive(pid), what="the crashed server to be gone")
 
 
+def test_a_server_that_dies_while_idle_is_reported_and_its_tools_leave():
+    import signal
+
+    with no_leaks(), connect_mcp({"demo": stdio(DEMO), "other": stdio(DEMO)}) as toolset:
+        pid = int(by_name(toolset)["demo__pid"]().as_text())
+        demo_add = by_name(toolset)["demo__add"]
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: toolset.servers["demo"].status == "failed", what="the dead server to be reported")
+        assert "lost its connection" in toolset.servers["demo"].error
+        assert not any(n.startswith("demo__") for n in toolset.tool_name_map)
+        assert toolset.servers["other"].connected and "other__add" in toolset.tool_name_map
+        out = demo_add(a=1, b=1)  # a Session built earlier still holds this tool
+        assert out.is_error and "MCP server 'demo' is not connected (lost its connection" in out.value
+
+
 def test_a_server_that_hangs_on_connect_is_reported_while_the_others_mount():
     with no_leaks():
         start = time.monotonic()

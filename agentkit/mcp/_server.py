@@ -26,6 +26,11 @@ log = logging.getLogger("agentkit.mcp")
 
 Notify = Callable[[dict[str, Any]], None]
 
+_RELISTEN_AFTER = 2.0
+"""Pause before listening again after a stream dropped while the server still answers."""
+_MAX_QUICK_RELISTENS = 5
+"""Streams that drop soon after opening, in a row, before agentkit stops re-listening."""
+
 
 def error_leaves(exc: BaseException) -> list[BaseException]:
     """``exc`` itself, or the leaf exceptions of an exception group, in order."""
@@ -262,15 +267,45 @@ class ServerConnection:
         want_resources = bool(caps and caps.resources and caps.resources.list_changed)
         if not (want_tools or want_resources):
             return
-        try:
-            async with client.listen(tools_list_changed=want_tools,
-                                     resources_list_changed=want_resources) as sub:
-                async for _event in sub:
-                    # Listen-stream events are also teed to the message handler, which
-                    # refreshes and forwards them; here they only need consuming.
-                    pass
-        except Exception as exc:  # noqa: BLE001 - notifications are best effort
-            log.debug("MCP server %r: subscriptions/listen ended: %s", self.name, describe_error(exc))
+        quick_failures = 0
+        while True:
+            opened = anyio.current_time()
+            try:
+                async with client.listen(tools_list_changed=want_tools,
+                                         resources_list_changed=want_resources) as sub:
+                    async for _event in sub:
+                        # Listen-stream events are also teed to the message handler, which
+                        # refreshes and forwards them; here they only need consuming.
+                        pass
+                return  # the server closed the stream on purpose
+            except Exception as exc:  # noqa: BLE001 - decided below
+                log.debug("MCP server %r: subscriptions/listen ended: %s", self.name, describe_error(exc))
+            # The stream dropped. A dead server is reported now, not at the next call; a
+            # live one (an HTTP stream cut by a proxy or a read timeout) is listened to again.
+            # (2026-era servers have no ping: listing the tools again is the probe, and it
+            # catches changes missed while no stream was open.)
+            await anyio.sleep(_RELISTEN_AFTER)
+            try:
+                await self.refresh()
+            except Exception as exc:  # noqa: BLE001 - decided here
+                if _answered(exc):
+                    self.warn(f"refreshing the tool list failed: {describe_error(exc)}")
+                else:
+                    if not self._stop_requested:
+                        self._connection_lost(exc)
+                    return
+            quick_failures = quick_failures + 1 if anyio.current_time() - opened < _RELISTEN_AFTER * 5 else 0
+            if quick_failures > _MAX_QUICK_RELISTENS:
+                self.warn("the subscriptions/listen stream keeps failing; tools/list_changed is no "
+                          "longer followed (call refresh() to list the tools again)")
+                return
+
+    def _connection_lost(self, exc: BaseException) -> None:
+        """The server went away while idle: fail it, drop its tools, disconnect."""
+        self.fail(f"lost its connection: {describe_error(exc)}")
+        self._announce_tools_changed()
+        if self._stop is not None:
+            self._stop.set()
 
     async def subscribe_resource(self, uri: str) -> None:
         """Ask the server for ``notifications/resources/updated`` about ``uri`` (loop
@@ -363,6 +398,15 @@ def _connect_hint(spec: Any, exc: BaseException) -> str:
                                             type(e).__name__ == "ConnectError" for e in leaves):
         return f" (check that the server is running and that 'url' {spec.url!r} is right)"
     return ""
+
+
+def _answered(exc: BaseException) -> bool:
+    """True when ``exc`` is an error the server sent back (so it is still there), not a
+    closed connection, a transport failure or a timeout."""
+    from mcp import MCPError
+
+    leaves = error_leaves(exc)
+    return all(isinstance(e, MCPError) and e.error.code != -32000 for e in leaves)  # CONNECTION_CLOSED
 
 
 class NotConnected(Exception):
