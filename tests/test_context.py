@@ -348,7 +348,10 @@ def test_failing_output_listener_terminates_the_command(ctx):
     assert time.monotonic() - started < 30
 
 
-def test_a_process_that_leaves_the_group_cannot_hang_the_command(ctx):
+def test_a_process_that_leaves_the_group_cannot_hang_the_command(ctx, monkeypatch):
+    from agentkit.tools import _process
+
+    monkeypatch.setattr(_process, "_ABANDON_AFTER", 1.0)  # the idle wait before giving up
     # setsid moves sleep into its own session; it keeps our stdout pipe open
     started = time.monotonic()
     result = ctx.shell.run("setsid sleep 60 & echo escaped=$!")

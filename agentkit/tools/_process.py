@@ -194,6 +194,7 @@ def supervise(
     exited_at: float | None = None
     deadline = None if timeout is None else started + timeout
     last_item = started
+    abandoned = False
 
     def deliver(name: str, text: str) -> None:
         nonlocal listener_error
@@ -241,6 +242,7 @@ def supervise(
             if group.killed_at is not None and (
                 now - max(group.killed_at, last_item) > _ABANDON_AFTER or after_kill > _RESIDUE_BYTES
             ):
+                abandoned = True
                 break  # something that left the process group holds the pipes: stop waiting
             continue
         if cancel is not None and cancel.cancelled:
@@ -259,7 +261,7 @@ def supervise(
         group.finish()  # no descendant outlives a command
     exit_code = proc.wait()
     for t, pipe in zip(readers, (proc.stdout, proc.stderr), strict=True):
-        t.join(timeout=1.0)
+        t.join(timeout=0.3 if abandoned else 1.0)
         # a reader still blocked in read() keeps its pipe: closing the fd under it could
         # let a reused descriptor be read; it ends when the last writer goes away
         if not t.is_alive() and pipe is not None:
