@@ -285,6 +285,8 @@ class LocalExecutionContext:
     * Paths (relative to ``cwd``, or absolute) must stay inside ``root_dir`` both
       lexically and after resolving symlinks; ``additional_read_only_roots`` allow
       ``read_file`` and ``list_directory`` of absolute paths inside them, nothing else.
+      File operations then act through descriptors opened component by component
+      without following symlinks, so a symlink swapped in after the check is refused.
     * ``permission(request)`` answers :meth:`request_permission` (the built-in tools ask
       before every operation); ``before_operation(request)`` runs right before each side
       effect (read, list, write, delete, command spawn, job start) and vetoes it by
