@@ -199,3 +199,34 @@ def test_refresh_failures_are_mcp_errors_and_keep_the_previous_listing():
             toolset.refresh(timeout=1)
         assert list(toolset.tool_name_map) == ["t"]
         assert toolset.tools[0]().as_text() == "ok"
+
+
+def test_a_cut_listen_stream_is_opened_again_while_the_server_still_answers():
+    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+
+    bus = InMemorySubscriptionBus()
+    real_listen = ListenHandler(bus)
+    listens = {"n": 0}
+    names = ["grow"]
+
+    async def listen(ctx, params):
+        listens["n"] += 1
+        if listens["n"] == 1:
+            raise MCPError(-32603, "stream cut")  # the first stream fails; the server lives on
+        return await real_listen(ctx, params)
+
+    async def list_tools(ctx, params):
+        return types.ListToolsResult(tools=[types.Tool(name=n, input_schema={"type": "object"}) for n in names])
+
+    async def call_tool(ctx, params):
+        names.append("extra")
+        await bus.publish(ToolsListChanged())
+        return types.CallToolResult(content=[types.TextContent(type="text", text="grown")])
+
+    server = Server("relisten", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=listen)
+    with no_leaks(), connect_mcp({"s": Client(server)}) as toolset:
+        wait_for(lambda: listens["n"] >= 2, what="a second listen stream")
+        assert toolset.servers["s"].connected
+        assert {t.name: t for t in toolset.tools}["grow"]().as_text() == "grown"
+        wait_for(lambda: "extra" in toolset.tool_name_map, what="list_changed on the new stream")
+        assert toolset.servers["s"].connected and toolset.servers["s"].warnings == ()
