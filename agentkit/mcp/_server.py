@@ -324,15 +324,19 @@ class ServerConnection:
                 f"MCP server {self.name!r} does not offer resource subscriptions "
                 f"(no resources.subscribe capability)"
             )
-        if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            await tg.start(self._listen_resource, uri)
-        else:  # the request itself: the SDK's wrapper warns that 2026-era servers dropped it
-            import mcp_types as types
+        self._resource_uris.add(uri)  # before awaiting: a concurrent subscribe is a no-op
+        try:
+            if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                await tg.start(self._listen_resource, uri)
+            else:  # the request itself: the SDK's wrapper warns that 2026-era servers dropped it
+                import mcp_types as types
 
-            await client.session.send_request(
-                types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
-            )
-        self._resource_uris.add(uri)
+                await client.session.send_request(
+                    types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+                )
+        except BaseException:
+            self._resource_uris.discard(uri)
+            raise
 
     async def _listen_resource(self, uri: str, *, task_status: Any) -> None:
         """Hold one listen stream for ``uri``; its events reach :meth:`_on_message`."""
