@@ -228,3 +228,23 @@ def test_close_leaves_no_threads_or_processes_behind(tmp_path):
     assert not [t for t in delivery if t.is_alive()]
     assert all(c.jobs.get(s.execution_id).state == "aborted" for s in states)
     assert not [s.pid for s in states if alive(s.pid)]
+
+
+def test_a_listener_may_abort_the_job_it_is_hearing(tmp_path):
+    """abort() from a delivery thread must not wait for events queued behind itself."""
+    box = {}
+
+    def listener(event):
+        if event.type == "output" and "returned" not in box:
+            started = time.monotonic()
+            box["returned"] = c.jobs.abort(event.execution_id, "saw enough")
+            box["took"] = time.monotonic() - started
+        elif event.type == "finished":
+            box["finished"] = event.state
+
+    with LocalExecutionContext(tmp_path, job_listener_queue_size=1, kill_grace=0.3) as c:
+        c.jobs.subscribe(listener)
+        c.jobs.start("bash", ["-c", "while true; do echo line; done"])
+        final = wait_for(lambda: box.get("finished"), what="the finished event")
+    assert final.state == "aborted" and final.error == "saw enough"
+    assert box["took"] < 5  # it did not sit out the ten-second wait for its own queue

@@ -410,10 +410,17 @@ class JobRunner:
 
     def abort(self, execution_id: str, reason: str = "aborted") -> JobState:
         """Terminate a running job's process group and wait for its final state.
-        Aborting a job that already ended returns its state unchanged."""
+        Aborting a job that already ended returns its state unchanged.
+
+        Called from a job listener, it does not wait (the job's last events queue up
+        for that very listener): the state returned may still be ``running``, and the
+        ``finished`` event follows."""
         job = self._job(execution_id)
         self._terminate(execution_id, reason, status="aborted")
-        job.done.wait(self._grace + 10.0)
+        with self._lock:
+            delivering = any(sub.thread is threading.current_thread() for sub in self._subs)
+        if not delivering:
+            job.done.wait(self._grace + 10.0)
         return job.state
 
     def _terminate(self, execution_id: str, reason: str, status: JobStatus = "failed") -> None:
