@@ -164,3 +164,10 @@ def test_an_os_error_names_the_path_it_concerns(root):
     with LocalExecutionContext(root) as c:
         out = call(filesystem_tools(c), "read_file", path="n" * 300)
     assert out.is_error and "File name too long" in out.value and "n" * 300 in out.value
+
+
+def test_a_binary_file_is_refused_rather_than_shown_as_noise(root):
+    (root / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 40)
+    with LocalExecutionContext(root) as c:
+        out = call(filesystem_tools(c), "read_file", path="image.png")
+    assert out.is_error and "binary" in out.value and len(out.value) < 200

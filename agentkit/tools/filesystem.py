@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..messages import ToolOutput
 from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ._common import ask, check_limits, guarded, require, visible
 from .base import Tool, ToolContext
@@ -32,9 +33,13 @@ def filesystem_tools(
     fs = require(context, "fs", "filesystem_tools")
     check_limits(max_lines, max_bytes)
 
-    def read_file(path: str, ctx: ToolContext) -> str:
+    def read_file(path: str, ctx: ToolContext) -> str | ToolOutput:
         ask(context, ctx, "read", path)
-        return visible(fs.read_file(path, tool_call_id=ctx.tool_call_id), max_lines, max_bytes)
+        text = fs.read_file(path, tool_call_id=ctx.tool_call_id)
+        if "\x00" in text[:8192]:  # a binary file would cost tokens and say nothing
+            return ToolOutput.error(f"read_file: {path} looks like a binary file (it contains NUL "
+                                    f"bytes); read_file shows text files only")
+        return visible(text, max_lines, max_bytes)
 
     def write_file(path: str, content: str, ctx: ToolContext) -> str:
         ask(context, ctx, "write", path, bytes=len(content.encode("utf-8")))
