@@ -157,3 +157,12 @@ def test_a_body_without_a_charset_is_read_as_utf8():
                   content_type="text/plain; charset=ISO-8859-1")
     assert call(http_tools(), "http_get", url="https://api.example.test/text").value.endswith("héllo €")
     assert call(http_tools(), "http_get", url="https://api.example.test/latin").value.endswith("héllo")
+
+
+@responses.activate
+def test_a_binary_body_is_described_not_dumped():
+    responses.get("https://api.example.test/logo.png", body=b"\x89PNG\r\n\x1a\n\x00\x00" + bytes(4000),
+                  content_type="image/png")
+    out = call(http_tools(), "http_get", url="https://api.example.test/logo.png")
+    assert not out.is_error and "content-type: image/png" in out.value
+    assert out.value.endswith("[binary body of 4010 bytes, not shown]")

@@ -134,10 +134,13 @@ def http_tools(
             return ToolOutput.error(f"{method} {url}: reading the response failed: {exc}")
         finally:
             resp.close()
-        try:
-            text = bytes(body).decode(_charset(resp.headers.get("content-type")), errors="replace")
-        except LookupError:
-            text = bytes(body).decode("utf-8", errors="replace")
+        if b"\x00" in body[:8192]:  # binary: its bytes would cost tokens and say nothing
+            text = f"[binary body of {len(body)} bytes, not shown]"
+        else:
+            try:
+                text = bytes(body).decode(_charset(resp.headers.get("content-type")), errors="replace")
+            except LookupError:
+                text = bytes(body).decode("utf-8", errors="replace")
         lines = [f"HTTP {resp.status_code} {resp.reason or ''}".rstrip()]
         if url != first_url:
             lines.append(f"(redirected to {url})")
