@@ -414,7 +414,7 @@ def test_output_printed_on_sigterm_is_drained_during_the_grace_period(root):
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
     )
-    with LocalExecutionContext(root, kill_grace=3.0, max_shell_output_bytes=8_000_000) as c:
+    with LocalExecutionContext(root, kill_grace=10.0, max_shell_output_bytes=8_000_000) as c:
         result = c.shell.run_structured(sys.executable, ["-c", code], timeout=1.0)
     assert result.timed_out
     assert result.exit_code == 3  # it exited by itself, not by SIGKILL
@@ -440,12 +440,12 @@ def test_a_process_that_closed_its_output_is_still_bound_by_the_timeout(ctx):
 def test_a_slow_listener_gets_all_output_of_a_process_that_already_exited(ctx, monkeypatch):
     from agentkit.tools import _process
 
-    monkeypatch.setattr(_process, "_ABANDON_AFTER", 0.5)  # far below the delivery time
+    monkeypatch.setattr(_process, "_ABANDON_AFTER", 1.0)  # well below the delivery time
     chunks: list[str] = []
 
     def slow(stream, chunk):
         chunks.append(chunk)
-        time.sleep(0.1)
+        time.sleep(0.15)
 
     result = ctx.shell.run("for i in $(seq 1 20); do echo line$i; sleep 0.01; done", on_output=slow)
     assert result.exit_code == 0
