@@ -145,8 +145,11 @@ def _reader(stream_name: str, pipe: object, out: queue.Queue[object], stop: thre
             data = os.read(fd, _READ_SIZE)
         except OSError:
             break
-        if not data or not put((stream_name, data)):
+        if not data:
             break
+        if not put((stream_name, data)):
+            pipe.close()  # type: ignore[attr-defined]  # abandoned: the writer gets SIGPIPE
+            return
     put((stream_name, _EOF))
 
 
