@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .errors import SessionClosedError, SessionError
+from .errors import SessionClosedError, SessionError, StoreError
 from .tools._jobs import JobRunner
 from .tools.context import JobEvent
 from .truncate import truncate_output
@@ -72,9 +72,12 @@ def bridge_job_events(session: Any, context: Any) -> Callable[[], None]:
             session.push_runtime_event(runtime_type, data)
         except SessionClosedError:
             stopped.set()  # the session went away; the job keeps running
-        except SessionError as exc:
-            logger.warning("agentkit: could not record %s for job %s: %s",
-                           runtime_type, event.execution_id, exc)
+        except (SessionError, StoreError) as exc:
+            # the session failed (e.g. another writer won a store conflict) and refuses
+            # further events: stop recording; the job keeps running
+            stopped.set()
+            logger.warning("agentkit: stopped recording job events in the session: could not "
+                           "record %s for job %s: %s", runtime_type, event.execution_id, exc)
 
     unsubscribe = jobs.subscribe(listener)
 

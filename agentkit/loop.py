@@ -58,7 +58,7 @@ class LoopHost(Protocol):
     session_id: str | None
 
     def _commit(self, events: Sequence[Event]) -> list[Event]: ...
-    def _project(self) -> tuple[list[Message], dict[str, str]]: ...
+    def _project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str]]: ...
     def _executor(self) -> Executor: ...
 
 
@@ -255,7 +255,8 @@ class _Loop:
                 if opts.on_context_overflow is None or overflow_attempts >= opts.max_context_overflow_retries:
                     raise
                 overflow_attempts += 1
-                replacement = opts.on_context_overflow(list(messages), self.cancel)
+                conversation, _ = self.host._project(for_model=False)  # without job status
+                replacement = opts.on_context_overflow(conversation, self.cancel)
                 self._replace_context(replacement)
                 continue
             self.usage = self.usage + inference.usage
@@ -301,7 +302,7 @@ class _Loop:
         return self._result(last_text, finish)
 
     def _result(self, text: str, finish: str) -> RunResult:
-        messages, _ = self.host._project()
+        messages, _ = self.host._project(for_model=False)
         return RunResult(
             text=text,
             finish_reason=finish,

@@ -13,6 +13,10 @@ Rules:
 * a new user or assistant message that arrives while tool calls are open closes them
   with an "interrupted" error result, so providers always see a valid conversation.
 * a ``context-replaced`` event restarts the projection from the messages it carries.
+* background jobs: ``job-output`` chunks are not shown one by one. While jobs run, the
+  view an inference gets ends with one status message per request summarising each
+  running job and the tail of its output (:mod:`agentkit.job_status`); a job's
+  ``job-finished`` / ``job-failed`` / ``job-aborted`` event reports its end.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from .events import (
     ToolResultEvent,
     UserMessageEvent,
 )
+from .job_status import RunningJobs
 from .messages import Message, TextPart, ToolOutput, ToolResultPart
 
 __all__ = [
@@ -69,7 +74,7 @@ class Projector:
     """Incremental projection state. Feed events in commit order with :meth:`extend`;
     read :attr:`messages`."""
 
-    __slots__ = ("_messages", "_pending", "_pending_names", "_deferred", "_count", "_render")
+    __slots__ = ("_messages", "_pending", "_pending_names", "_deferred", "_count", "_render", "_jobs")
 
     def __init__(self, render_runtime: RuntimeRenderer | None = None) -> None:
         self._messages: list[Message] = []
@@ -78,6 +83,8 @@ class Projector:
         self._deferred: list[Message] = []
         self._count = 0
         self._render = render_runtime or render_runtime_event
+        # the default rendering hides job output; a status message stands in for it
+        self._jobs = RunningJobs() if render_runtime is None else None
 
     @property
     def count(self) -> int:
@@ -86,7 +93,15 @@ class Projector:
 
     @property
     def messages(self) -> list[Message]:
-        """A copy of the projected messages."""
+        """A copy of the projected conversation (what ``RunResult.messages`` holds)."""
+        return list(self._messages)
+
+    def model_view(self) -> list[Message]:
+        """What the next inference sees: :attr:`messages` plus, while background jobs run
+        (and no tool call is waiting for its result), one status message summarising
+        them. The status message is recomputed each time and never becomes history."""
+        if self._jobs and not self._pending:
+            return [*self._messages, self._jobs.status_message()]
         return list(self._messages)
 
     @property
@@ -122,6 +137,8 @@ class Projector:
             self._close_pending()
             self._messages.append(Message(role="user", content=ev.content))
         elif isinstance(ev, RuntimeEvent):
+            if self._jobs is not None:
+                self._jobs.observe(ev)
             msg = self._render(ev)
             if msg is None:
                 return
@@ -187,7 +204,7 @@ def build_model_messages(
     """Project events to the messages a model sees (see the module docstring)."""
     projector = Projector(render_runtime)
     projector.extend(events)
-    return projector.messages
+    return projector.model_view()
 
 
 def events_from_messages(messages: Iterable[Message]) -> list[Event]:

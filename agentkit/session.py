@@ -234,10 +234,13 @@ class Session:
                 sub.offer(committed)
             return committed
 
-    def _project(self) -> tuple[list[Message], dict[str, str]]:
+    def _project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str]]:
+        """The messages (the model's view, or the plain conversation) and the tool calls
+        still waiting for results."""
         with self._lock:
-            self._projector.catch_up(self._events)
-            return self._projector.messages, self._projector.pending_tool_calls
+            p = self._projector
+            p.catch_up(self._events)
+            return (p.model_view() if for_model else p.messages), p.pending_tool_calls
 
     def _executor(self) -> Executor:
         with self._lock:

@@ -143,3 +143,34 @@ def test_incremental_projection_equals_the_pure_function():
 def test_events_from_messages_round_trips_through_the_projection():
     history = build_model_messages([user("go"), calls("a", "b"), result("a"), result("b"), user("more")])
     assert build_model_messages(events_from_messages(history)) == history
+
+
+def test_running_jobs_get_one_current_summary_that_never_becomes_history():
+    p = Projector()
+    p.extend(
+        [
+            user("start two jobs"),
+            runtime("job-started", execution_id="j1", command=["make"], tool_call_id=None),
+            runtime("job-started", execution_id="j2", command=["sleep", "9"], tool_call_id=None),
+        ]
+    )
+    p.extend(
+        [runtime("job-output", execution_id="j1", seq=i, stream="stdout", chunk=f"line {i}\n") for i in range(500)]
+    )
+    view = p.model_view()
+    assert view[:-1] == p.messages  # the status is an extra message at the end only
+    status = view[-1].text
+    assert status.startswith("<running-jobs") and '"execution_id": "j1"' in status and '"j2"' in status
+    assert "line 499" in status and "line 0\\n" not in status  # the tail, bounded
+    assert all("job-output" not in m.text for m in p.messages)  # chunks are never shown one by one
+    p.extend([runtime("job-finished", execution_id="j1", exit_code=0, output_tail="line 499")])
+    status = p.model_view()[-1].text
+    assert '"j1"' not in status and '"j2"' in status
+    assert 'type="job-finished"' in p.messages[-1].text
+    p.extend([calls("c1")])  # an open tool call: nothing may come between it and its result
+    assert p.model_view()[-1].role == "assistant"
+    p.extend([result("c1"), runtime("job-aborted", execution_id="j2", reason="stop")])
+    assert p.model_view() == p.messages  # no job running: no status message
+    assert build_model_messages([runtime("job-started", execution_id="x", command="c")])[-1].text.startswith(
+        "<running-jobs"
+    )
