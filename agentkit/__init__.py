@@ -83,7 +83,6 @@ from .tools import (
     ToolContext,
     ToolRegistry,
     filesystem_tools,
-    http_tools,
     json_tools,
     shell_tools,
     tool,
@@ -92,6 +91,15 @@ from .truncate import TruncatedOutput, truncate_output
 from .usage import Usage
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # http_tools imports requests; it is loaded on first use
+    if name == "http_tools":
+        from .tools.http import http_tools
+
+        return http_tools
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "AccessDenied",

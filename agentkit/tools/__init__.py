@@ -18,9 +18,18 @@ from .context import (
 )
 from .decorator import tool
 from .filesystem import filesystem_tools
-from .http import http_tools
 from .json_tools import json_path, json_tools
 from .shell import format_shell_result, shell_tools
+
+
+def __getattr__(name: str) -> object:
+    # http_tools imports requests; load it on first use so `import agentkit` stays light
+    if name == "http_tools":
+        from .http import http_tools
+
+        return http_tools
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DirEntry",
