@@ -31,7 +31,7 @@ def test_public_dataclasses_are_keyword_only_and_frozen():
 def test_importing_agentkit_imports_no_optional_sdk():
     code = (
         "import sys, agentkit, agentkit.models, agentkit.tools, agentkit.stores;"
-        "bad = [m for m in ('openai', 'anthropic', 'mcp', 'langchain_core') if m in sys.modules];"
+        "bad = [m for m in ('openai', 'anthropic', 'mcp', 'langchain_core', 'requests') if m in sys.modules];"
         "print(','.join(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
