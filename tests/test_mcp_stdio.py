@@ -170,7 +170,7 @@ def test_cancelling_the_token_stops_the_call(demo):
 
 
 @pytest.mark.parametrize("how", ["token", "call_timeout", "ctrl_c"])
-def test_an_abandoned_call_is_cancelled_on_the_server(tmp_path, how):
+def test_an_abandoned_call_is_cancelled_on_the_server(tmp_path, how, request):
     """Whatever ends the wait in the calling thread (its CancelToken, call_timeout, or
     Ctrl-C), the request on the server is cancelled too, and the server stays usable."""
     import _thread
@@ -191,6 +191,13 @@ def test_an_abandoned_call_is_cancelled_on_the_server(tmp_path, how):
         elif how == "ctrl_c":
             _thread.interrupt_main()
 
+    if how == "ctrl_c":
+        # interrupt_main() acts like SIGINT only where Python handles SIGINT; a process
+        # started in the background by a shell (as CI may be) inherits SIGINT ignored
+        import signal
+
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     cfg = stdio(DEMO, env={"AGENTKIT_MCP_TEST_LOG": str(log)})
     with no_leaks(), connect_mcp({"demo": cfg}, call_timeout=5 if how == "call_timeout" else 120) as toolset:
         slow = by_name(toolset)["slow"]
