@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 
 from .errors import CancelledError
 
@@ -19,12 +20,13 @@ class CancelToken:
     with its parent but can also be cancelled alone.
     """
 
-    __slots__ = ("_event", "_reason", "_children", "_lock", "__weakref__")
+    __slots__ = ("_event", "_reason", "_children", "_callbacks", "_lock", "__weakref__")
 
     def __init__(self) -> None:
         self._event = threading.Event()
         self._reason: str | None = None
         self._children: weakref.WeakSet[CancelToken] = weakref.WeakSet()
+        self._callbacks: list[Callable[[], object]] = []
         self._lock = threading.Lock()
 
     @property
@@ -47,8 +49,29 @@ class CancelToken:
             self._reason = reason or "cancelled"
             self._event.set()
             children = list(self._children)
+            callbacks, self._callbacks = self._callbacks, []
+        # no lock is held here: a callback may take its own locks
+        for callback in callbacks:
+            callback()
         for child in children:
             child.cancel(reason)
+
+    def _on_cancel(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call ``callback()`` once when this token is cancelled (at once when it already
+        is); returns a function that forgets it. Private: the runtime uses it to wake
+        waits that must end on cancellation."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+
+                def remove() -> None:
+                    with self._lock:
+                        if callback in self._callbacks:
+                            self._callbacks.remove(callback)
+
+                return remove
+        callback()
+        return lambda: None
 
     def raise_if_cancelled(self) -> None:
         """Raise :class:`CancelledError` when cancelled."""

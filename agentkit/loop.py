@@ -7,6 +7,8 @@ so a retried or resumed generation never re-runs a finished tool.
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
@@ -347,37 +349,45 @@ class _Loop:
         return run_tool_call(tool, call, self._context(call), self.tool_names)
 
     def _run_tools(self, calls: list[ToolCallPart]) -> list[ToolCallRecord]:
+        """Run one assistant message's tool calls and commit their results in the order
+        the model wrote them. On cancellation, stop waiting at once: calls that finished
+        keep their real results, the others get error results saying they were cancelled
+        (so the conversation stays valid and honest), then CancelledError is raised."""
         opts = self.opts
-        plan: list[tuple[ToolCallPart, str, ToolOutput | Future[ToolOutput] | None]] = []
         parallel = opts.tool_execution == "parallel" and len(calls) > 1
-        executor = self.host._executor() if parallel else None
-        for call in calls:
-            action, ready = self.ledger.check(call)
-            if action == "run":
-                if opts.on_tool_call_start is not None:
-                    opts.on_tool_call_start(call)
-                if executor is not None:
-                    plan.append((call, action, executor.submit(self._execute, call)))
-                else:
-                    plan.append((call, action, None))
-            else:
-                plan.append((call, action, ready))
-        records: list[ToolCallRecord] = []
-        try:
-            for call, action, value in plan:
+        plan = [(call, *self.ledger.check(call)) for call in calls]
+        futures: dict[int, Future[ToolOutput]] = {}
+        if parallel:
+            executor = self.host._executor()
+            for i, (call, action, _) in enumerate(plan):
+                self._started(call)
                 if action == "run":
-                    if isinstance(value, Future):
-                        output = value.result()
-                    else:
-                        self.cancel.raise_if_cancelled()
-                        output = self._execute(call)
-                    self.ledger.record(call, output)
-                elif action == "wait":
-                    output = self.ledger.result(call)  # its twin earlier in this batch ran
-                    assert output is not None
+                    # each call gets a copy of the caller's context (contextvars)
+                    futures[i] = executor.submit(contextvars.copy_context().run, self._execute, call)
+        records: list[ToolCallRecord] = []
+        stopped: CancelledError | None = None
+        try:
+            for i, (call, action, ready) in enumerate(plan):
+                future = futures.get(i)
+                if not parallel:
+                    self._started(call)
+                if stopped is None and future is None and action == "run" and self.cancel.cancelled:
+                    stopped = CancelledError(self.cancel.reason)
+                    output = self._cancelled_output(call, None, stopped, started=False)
+                elif stopped is None:
+                    try:
+                        output = self._outcome(call, action, ready, future)
+                    except CancelledError as exc:
+                        stopped = exc
+                        output = self._cancelled_output(call, future, exc, started=future is None)
+                elif action in ("reuse", "reject"):
+                    assert ready is not None
+                    output = ready
                 else:
-                    assert isinstance(value, ToolOutput)
-                    output = value
+                    done = self.ledger.result(call) if action == "wait" else None
+                    output = done or self._cancelled_output(call, future, stopped, started=False)
+                if action == "run" and stopped is None:
+                    self.ledger.record(call, output)
                 self.host._commit(
                     [ToolResultEvent(tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output)]
                 )
@@ -393,7 +403,59 @@ class _Loop:
                 if opts.on_tool_call_finish is not None:
                     opts.on_tool_call_finish(record)
         finally:
-            for _, _, value in plan:
-                if isinstance(value, Future):
-                    value.cancel()
+            for future in futures.values():
+                future.cancel()
+        if stopped is not None:
+            raise stopped
         return records
+
+    def _started(self, call: ToolCallPart) -> None:
+        if self.opts.on_tool_call_start is not None:
+            self.opts.on_tool_call_start(call)
+
+    def _outcome(
+        self, call: ToolCallPart, action: str, ready: ToolOutput | None, future: Future[ToolOutput] | None
+    ) -> ToolOutput:
+        if action == "run":
+            if future is None:
+                return self._execute(call)
+            return _wait_for(future, self.cancel)
+        if action == "wait":  # its twin earlier in this message ran
+            output = self.ledger.result(call)
+            if output is None:
+                raise CancelledError(self.cancel.reason)
+            return output
+        assert ready is not None
+        return ready
+
+    @staticmethod
+    def _cancelled_output(
+        call: ToolCallPart, future: Future[ToolOutput] | None, exc: CancelledError, *, started: bool
+    ) -> ToolOutput:
+        if future is not None and future.done() and not future.cancelled() and future.exception() is None:
+            return future.result()  # it finished: its effect happened, so say what it was
+        if future is not None and not future.cancel():
+            started = True  # running (or stopped by the cancellation) in a worker thread
+        reason = exc.reason or "cancelled"
+        if started:
+            return ToolOutput.error(
+                f"the generation was cancelled ({reason}) while this tool call was running; "
+                f"it may or may not have taken effect"
+            )
+        return ToolOutput.error(f"the generation was cancelled ({reason}) before this tool call ran; it did not run")
+
+
+def _wait_for(future: Future[ToolOutput], cancel: CancelToken) -> ToolOutput:
+    """The future's result, or CancelledError as soon as ``cancel`` is set (a tool that
+    ignores its token must not hold the generation)."""
+    if not future.done():
+        wake = threading.Event()
+        forget = cancel._on_cancel(wake.set)
+        future.add_done_callback(lambda _: wake.set())
+        try:
+            wake.wait()
+        finally:
+            forget()
+        if not future.done():
+            raise CancelledError(cancel.reason)
+    return future.result()

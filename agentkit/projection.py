@@ -8,10 +8,13 @@ Rules:
 * user and assistant events become user and assistant messages; tool results of one
   assistant message are gathered into one ``tool`` message, in the order they arrive.
 * runtime events become user-visible context (a user message with a tagged text part),
-  never fake tool results. One that arrives while tool calls are still open is held back
-  until their results are in, so a tool call is always followed by its results.
-* a new user or assistant message that arrives while tool calls are open closes them
-  with an "interrupted" error result, so providers always see a valid conversation.
+  never fake tool results.
+* a user message or runtime event that arrives while tool calls are still open (another
+  thread pushed it while tools ran) is held back until their results are in, so a tool
+  call is always followed by its results. When the results never came (an aborted or
+  crashed generation), the view shows the open calls closed with an "interrupted" error
+  result before the held-back messages; a new assistant message closes them for good.
+  Either way providers always see a valid conversation.
 * a ``context-replaced`` event restarts the projection from the messages it carries.
 * background jobs: ``job-output`` chunks are not shown one by one. While jobs run, the
   view an inference gets ends with one status message per request summarising each
@@ -96,11 +99,23 @@ class Projector:
         """A copy of the projected conversation (what ``RunResult.messages`` holds)."""
         return list(self._messages)
 
-    def model_view(self) -> list[Message]:
-        """What the next inference sees: :attr:`messages` plus, while background jobs run
-        (and no tool call is waiting for its result), one status message summarising
-        them. The status message is recomputed each time and never becomes history."""
-        if self._jobs and not self._pending:
+    def model_view(self, *, job_status: bool = True) -> list[Message]:
+        """What the next inference sees: :attr:`messages`, then -- when messages are held
+        back behind tool calls without results -- those calls closed as interrupted and
+        the held-back messages; or, while background jobs run and no tool call is open,
+        one status message summarising them (``job_status=False`` leaves it out). These
+        tails are recomputed each time and never become history."""
+        if self._pending:
+            if not self._deferred:
+                return list(self._messages)
+            head = self._messages
+            last = head[-1] if head and head[-1].role == "tool" else None
+            closing = tuple(self._interrupted_parts())
+            if last is not None:
+                tool_msg = Message(role="tool", content=last.content + closing)
+                return [*head[:-1], tool_msg, *self._deferred]
+            return [*head, Message(role="tool", content=closing), *self._deferred]
+        if job_status and self._jobs:
             return [*self._messages, self._jobs.status_message()]
         return list(self._messages)
 
@@ -134,8 +149,11 @@ class Projector:
                     self._pending[call.tool_call_id] += 1
                     self._pending_names[call.tool_call_id] = call.tool_name
         elif isinstance(ev, UserMessageEvent):
-            self._close_pending()
-            self._messages.append(Message(role="user", content=ev.content))
+            msg = Message(role="user", content=ev.content)
+            if self._pending:
+                self._deferred.append(msg)  # after the open calls' results
+            else:
+                self._messages.append(msg)
         elif isinstance(ev, RuntimeEvent):
             if self._jobs is not None:
                 self._jobs.observe(ev)
@@ -176,17 +194,19 @@ class Projector:
         if not self._pending:
             self._flush_deferred()
 
+    def _interrupted_parts(self) -> Iterable[ToolResultPart]:
+        for call_id, n in self._pending.items():
+            for _ in range(n):
+                yield ToolResultPart(
+                    tool_call_id=call_id,
+                    tool_name=self._pending_names[call_id],
+                    output=ToolOutput.error(INTERRUPTED_RESULT),
+                )
+
     def _close_pending(self) -> None:
         if self._pending:
-            for call_id, n in list(self._pending.items()):
-                for _ in range(n):
-                    self._add_result(
-                        ToolResultPart(
-                            tool_call_id=call_id,
-                            tool_name=self._pending_names[call_id],
-                            output=ToolOutput.error(INTERRUPTED_RESULT),
-                        )
-                    )
+            for part in list(self._interrupted_parts()):
+                self._add_result(part)
             self._pending.clear()
         self._flush_deferred()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import uuid
 from collections import deque
@@ -13,6 +14,7 @@ from .cancel import CancelToken
 from .errors import (
     ConfigurationError,
     SessionClosedError,
+    SessionError,
     SessionFailedError,
     StoreConflictError,
 )
@@ -32,6 +34,12 @@ from .tools.context import JobControl, JobState
 __all__ = ["Session"]
 
 _UNSET: Any = object()
+
+# The sessions whose generation the current thread (or a tool thread started by it) is
+# serving: generate() on one of them from there would wait for itself forever.
+_GENERATING: contextvars.ContextVar[tuple[Session, ...]] = contextvars.ContextVar(
+    "agentkit_generating", default=()
+)
 
 
 def _resolve_model(model: ChatModel | str | None) -> ChatModel | None:
@@ -116,7 +124,7 @@ class Session:
         self._aborted: str | None = None
         self._root_cancel = CancelToken()
         self._current_cancel: CancelToken | None = None
-        self._gate = threading.Condition(threading.Lock())
+        self._gate = threading.Condition(threading.RLock())
         self._queue: deque[object] = deque()
         self._pool: ThreadPoolExecutor | None = None
         self._max_workers = max_tool_workers
@@ -240,10 +248,11 @@ class Session:
         with self._lock:
             p = self._projector
             p.catch_up(self._events)
-            return (p.model_view() if for_model else p.messages), p.pending_tool_calls
+            return p.model_view(job_status=for_model), p.pending_tool_calls
 
     def _executor(self) -> Executor:
         with self._lock:
+            self._check_usable()  # a pool made after close() would never be shut down
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="agentkit-tool")
             return self._pool
@@ -335,48 +344,85 @@ class Session:
             execution_context=d.execution_context,
         )
         opts.check()
+        if self in _GENERATING.get():
+            raise SessionError(
+                "generate() was called from inside a generation of this same session (from "
+                "a tool, a callback or validate_completion); it would wait for itself "
+                "forever. Push an event instead; call generate() after this one returns, or "
+                "use schedule_generate()."
+            )
         self._check_usable()
-        ticket = object()
-        with self._gate:
-            self._queue.append(ticket)
-            while self._queue[0] is not ticket:
-                if self._closed or self._aborted:
-                    self._queue.remove(ticket)
-                    self._gate.notify_all()
-                    self._check_usable()
-                    raise SessionClosedError(f"the session was aborted: {self._aborted}")
-                self._gate.wait()
+        ticket, token = self._enter_gate(cancel)
+        generating = _GENERATING.set((*_GENERATING.get(), self))
         try:
-            self._check_usable()
-            if self._aborted:
-                raise SessionClosedError(f"the session was aborted: {self._aborted}")
-            token = self._root_cancel.child()
-            if cancel is not None:
-                cancel.link(token)
-            self._current_cancel = token
             try:
                 result = run_loop(self, opts, token)
             except BaseException as exc:
                 if token.cancelled and not self._closed and self._failed is None:
                     reason = token.reason or str(exc)
-                    self._commit([ControlEvent(action="generation-aborted", data={"reason": reason})])
+                    try:
+                        self._commit([ControlEvent(action="generation-aborted", data={"reason": reason})])
+                    except SessionError:
+                        pass  # closed or failed meanwhile: the original error says more
                 raise
-            finally:
-                self._current_cancel = None
             fields = {f: getattr(result, f) for f in result.__dataclass_fields__}
             return GenerateResult(**fields, events=self.events)
         finally:
+            _GENERATING.reset(generating)
             with self._gate:
-                self._queue.popleft()
+                self._current_cancel = None
+                self._queue.remove(ticket)  # it is first: this generation held the gate
                 self._gate.notify_all()
+
+    def _enter_gate(self, cancel: CancelToken | None) -> tuple[object, CancelToken]:
+        """Wait in FIFO order for the generation gate; return the ticket and the new
+        generation's token. A waiter that is cancelled, interrupted, or finds the session
+        closed, failed or aborted leaves the queue at once and never blocks the others."""
+        ticket = object()
+        with self._gate:
+            self._queue.append(ticket)
+        forget = cancel._on_cancel(self._wake_gate) if cancel is not None else None
+        try:
+            with self._gate:
+                while True:
+                    self._check_usable()
+                    if self._aborted:
+                        raise SessionClosedError(
+                            f"the session was aborted ({self._aborted}); it accepts pushes but "
+                            f"no more generations: continue in a new Session"
+                        )
+                    if cancel is not None:
+                        cancel.raise_if_cancelled()
+                    if self._queue[0] is ticket:
+                        break
+                    self._gate.wait()
+                # under the gate, so abort_session() either is seen above or sees this token
+                token = self._root_cancel.child()
+                if cancel is not None:
+                    cancel.link(token)
+                self._current_cancel = token
+        except BaseException:
+            with self._gate:
+                self._queue.remove(ticket)
+                self._gate.notify_all()
+            raise
+        finally:
+            if forget is not None:
+                forget()
+        return ticket, token
+
+    def _wake_gate(self) -> None:
+        with self._gate:
+            self._gate.notify_all()
 
     def abort_current_generation(self, reason: str = "aborted by the host") -> bool:
         """Cancel the running generation's model call and foreground tools. Returns True
         when a generation was running. Queued generations still run."""
-        token = self._current_cancel
+        with self._gate:
+            token = self._current_cancel
         if token is None:
             return False
-        token.cancel(reason)
+        token.cancel(reason)  # outside the gate: cancel callbacks may take it
         return True
 
     def abort_session(self, reason: str = "session aborted", *, abort_jobs: bool = False) -> None:

@@ -323,3 +323,270 @@ def test_session_seeded_with_events_continues_from_them():
     second.push_user_message("later")
     assert second.generate().text == "saw earlier,later"
     assert [e.seq for e in second.events] == [1, 2, 3, 4]
+
+
+def test_a_user_message_pushed_while_tools_run_comes_after_their_real_results():
+    started, release = threading.Barrier(3, timeout=20), threading.Event()
+
+    @tool
+    def work(n: int) -> str:
+        """Work until released."""
+        started.wait()
+        release.wait(20)
+        return f"done {n}"
+
+    def final(request):
+        return "|".join(
+            f"{m.role}:" + (",".join(p.output.as_text() for p in m.content) if m.role == "tool" else m.text)
+            for m in request.messages
+        )
+
+    model = ScriptedModel([[ToolCall("work", {"n": 1}), ToolCall("work", {"n": 2})], final, final])
+    s = Session(model, tools=[work])
+    s.push_user_message("go")
+    t = threading.Thread(target=s.generate)
+    t.start()
+    started.wait()  # both tools are running
+    s.push_user_message("by the way")
+    release.set()
+    t.join(20)
+    # the real results were shown, not "interrupted", and the user message follows them
+    assert model.requests[1].messages[-2].content[0].output.value == "done 1"
+    seen = final(model.requests[1])
+    assert seen.endswith("tool:done 1,done 2|user:by the way") and "interrupted" not in seen
+    s.close()
+
+
+def test_generate_from_inside_a_tool_of_the_same_session_fails_clearly_instead_of_deadlocking():
+    holder = {}
+
+    @tool
+    def reenter() -> str:
+        """Call generate() on the session running this tool."""
+        return holder["s"].generate().text
+
+    for mode in ("sequential", "parallel"):
+        s = holder["s"] = Session(ScriptedModel([[ToolCall("reenter"), ToolCall("reenter")], "done"]),
+                                  tools=[reenter], tool_execution=mode)
+        s.push_user_message("go")
+        result = {}
+        t = threading.Thread(target=lambda s=s, result=result: result.setdefault("r", s.generate()), daemon=True)
+        t.start()
+        t.join(20)
+        assert not t.is_alive(), f"{mode}: generate() deadlocked"
+        assert result["r"].text == "done"
+        for call in result["r"].tool_calls:
+            assert "SessionError" in call.error and "wait for itself forever" in call.error
+        s.close()
+    other = Session(ScriptedModel(["inner answer"]))
+    other.push_user_message("hi")
+
+    @tool
+    def ask_other() -> str:
+        """Another session may be driven from a tool."""
+        return other.generate().text
+
+    assert run_agent_text([ToolCall("ask_other"), "ok"], [ask_other]) == ["inner answer"]
+
+
+def run_agent_text(script, tools):
+    from agentkit import run_agent
+
+    return [c.output.value for c in run_agent(ScriptedModel(script), "go", tools=tools).tool_calls]
+
+
+def test_a_queued_generate_whose_token_is_cancelled_leaves_the_queue_at_once():
+    running, release = threading.Event(), threading.Event()
+
+    def reply(request):
+        if not running.is_set():
+            running.set()
+            release.wait(20)
+        return "ok"
+
+    s = Session(FunctionModel(reply))
+    s.push_user_message("x")
+    first = threading.Thread(target=s.generate)
+    first.start()
+    assert running.wait(20)
+    token, outcome = CancelToken(), {}
+
+    def queued():
+        try:
+            s.generate(cancel=token)
+        except CancelledError as exc:
+            outcome["error"] = exc
+
+    waiter = threading.Thread(target=queued)
+    waiter.start()
+    assert wait_for(lambda: len(s._queue) == 2)
+    token.cancel("no longer needed")
+    waiter.join(20)
+    assert not waiter.is_alive() and "no longer needed" in str(outcome["error"])
+    assert first.is_alive() and list(s._queue) != [] and len(s._queue) == 1  # the first still runs
+    release.set()
+    first.join(20)
+    assert s.generate().text == "ok"  # nothing was left behind in the queue
+    assert not any(isinstance(e, ControlEvent) for e in s.events)  # it never started
+    s.close()
+
+
+def test_ctrl_c_while_waiting_for_the_gate_does_not_block_later_generations():
+    import signal
+
+    running, release = threading.Event(), threading.Event()
+
+    def reply(request):
+        if not running.is_set():
+            running.set()
+            release.wait(20)
+        return "ok"
+
+    s = Session(FunctionModel(reply))
+    s.push_user_message("x")
+    first = threading.Thread(target=s.generate)
+    first.start()
+    assert running.wait(20)
+    main = threading.main_thread().ident
+
+    def interrupt():
+        if wait_for(lambda: len(s._queue) == 2):
+            signal.pthread_kill(main, signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt).start()
+        with pytest.raises(KeyboardInterrupt):
+            s.generate()  # queued behind the first, in the main thread
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert len(s._queue) == 1
+    release.set()
+    first.join(20)
+    assert s.generate().text == "ok"
+    s.close()
+
+
+def test_abort_returns_at_once_while_a_parallel_tool_ignores_its_token():
+    release = threading.Event()
+    started = threading.Event()
+
+    @tool
+    def stubborn() -> str:
+        """Ignore cancellation."""
+        started.set()
+        release.wait(30)
+        return "late"
+
+    @tool
+    def quick() -> str:
+        """Finish at once."""
+        return "quick result"
+
+    s = Session(ScriptedModel([[ToolCall("stubborn"), ToolCall("quick"), ToolCall("quick")], "next"]),
+                tools=[stubborn, quick], max_tool_workers=2)  # the third call waits for a worker
+    s.push_user_message("go")
+    errors = []
+    t = threading.Thread(target=lambda: errors.append(pytest.raises(CancelledError, s.generate).value))
+    t.start()
+    assert started.wait(20) and wait_for(lambda: len(s.events) == 2)
+    s.abort_current_generation("user pressed stop")
+    t.join(20)
+    assert not t.is_alive() and "user pressed stop" in str(errors[0])  # did not wait for stubborn
+    results = [e.output for e in s.events if isinstance(e, ToolResultEvent)]
+    assert len(results) == 3  # one per call, in the order the model wrote them
+    assert "while this tool call was running; it may or may not have taken effect" in results[0].value
+    assert results[1].value == "quick result"
+    assert results[2].value == "quick result" or "before this tool call ran" in results[2].value
+    release.set()
+    assert s.generate().text == "next"  # a valid conversation goes on
+    s.close()
+
+
+def test_abort_does_not_wait_out_a_tool_timeout():
+    release = threading.Event()
+
+    @tool(timeout=60)
+    def hang() -> str:
+        """Ignore cancellation for a long time."""
+        release.wait(30)
+        return "late"
+
+    s = Session(ScriptedModel([ToolCall("hang"), "after"]), tools=[hang])
+    s.push_user_message("go")
+    t = threading.Thread(target=lambda: pytest.raises(CancelledError, s.generate))
+    t.start()
+    assert wait_for(lambda: len(s.events) == 2)
+    s.abort_current_generation("stop")
+    t.join(20)
+    assert not t.is_alive()
+    release.set()
+    s.close()
+
+
+def test_tools_in_worker_threads_see_the_callers_context_variables():
+    import contextvars
+
+    request_id = contextvars.ContextVar("request_id", default=None)
+    seen = []
+
+    @tool
+    def where() -> str:
+        """Report the request id."""
+        seen.append(request_id.get())
+        return "ok"
+
+    @tool(timeout=10)
+    def where_timed() -> str:
+        """Report the request id from a timed call."""
+        seen.append(request_id.get())
+        return "ok"
+
+    request_id.set("req-7")
+    s = Session(ScriptedModel([[ToolCall("where"), ToolCall("where"), ToolCall("where_timed")], "done"]),
+                tools=[where, where_timed])
+    s.push_user_message("go")
+    s.generate()
+    assert seen == ["req-7"] * 3
+    s.close()
+
+
+def test_threads_pushing_and_generating_at_once_keep_seq_order_and_lose_nothing():
+    s = Session(echo_model())
+    pushers, generators, per_thread = 4, 3, 50
+    errors = []
+
+    def pusher(k):
+        try:
+            for i in range(per_thread):
+                s.push_user_message(f"p{k}-{i}")
+        except Exception as exc:
+            errors.append(exc)
+
+    def generator():
+        try:
+            for _ in range(5):
+                s.generate()
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=pusher, args=(k,)) for k in range(pushers)]
+    threads += [threading.Thread(target=generator) for _ in range(generators)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    events = s.events
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    answers = [e for e in events if isinstance(e, AssistantMessageEvent)]
+    assert len(answers) == generators * 5
+    for k in range(pushers):  # every push is there, each thread's in its own order
+        mine = [e.content[0].text for e in events if isinstance(e, UserMessageEvent)
+                and e.content[0].text.startswith(f"p{k}-")]
+        assert mine == [f"p{k}-{i}" for i in range(per_thread)]
+    # each answer saw exactly the user messages committed before it
+    for ans in answers:
+        before = [e.content[0].text for e in events if isinstance(e, UserMessageEvent) and e.seq < ans.seq]
+        assert ans.content[0].text == "saw " + ",".join(before)
+    s.close()

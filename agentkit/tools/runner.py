@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from dataclasses import replace
 from typing import Any
@@ -59,17 +60,29 @@ def _invoke(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 def _invoke_with_timeout(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext,
                          timeout: float) -> ToolOutput:
     box: list[ToolOutput | BaseException] = []
+    finished = threading.Event()
 
     def target() -> None:
         try:
             box.append(_invoke(tool, kwargs, ctx))
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
             box.append(exc)
+        finally:
+            finished.set()
 
-    worker = threading.Thread(target=target, name=f"agentkit-tool-{tool.name}", daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
+    # the worker runs in a copy of the caller's context (contextvars), like pool threads
+    worker = threading.Thread(
+        target=contextvars.copy_context().run, args=(target,), name=f"agentkit-tool-{tool.name}", daemon=True
+    )
+    forget = ctx.cancel._on_cancel(finished.set)  # a cancelled run stops waiting at once
+    try:
+        worker.start()
+        finished.wait(timeout)
+    finally:
+        forget()
+    if not box:
+        if ctx.cancel.cancelled:  # the run was cancelled: the tool was told through its token
+            raise CancelledError(ctx.cancel.reason)
         # Threads cannot be killed: tell the tool to stop through its token and move on.
         ctx.cancel.cancel(f"tool {tool.name!r} timed out")
         return ToolOutput.error(
