@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -34,6 +35,8 @@ from .tools.context import JobControl, JobState
 __all__ = ["Session"]
 
 _UNSET: Any = object()
+_LISTENER_JOIN_SECONDS = 5.0
+"""How long close() waits, in all, for listeners to take what is queued for them."""
 
 # The sessions whose generation the current thread (or a tool thread started by it) is
 # serving: generate() on one of them from there would wait for itself forever.
@@ -86,8 +89,12 @@ class Session:
     ) -> None:
         if session_id is not None:
             validate_session_id(session_id)
-        if max_tool_workers < 1:
-            raise ConfigurationError("max_tool_workers must be at least 1")
+        if not isinstance(max_tool_workers, int) or max_tool_workers < 1:
+            raise ConfigurationError(f"max_tool_workers must be an int >= 1, got {max_tool_workers!r}")
+        if not isinstance(listener_queue_size, int) or listener_queue_size < 1:
+            raise ConfigurationError(f"listener_queue_size must be an int >= 1, got {listener_queue_size!r}")
+        if not isinstance(listener_timeout, (int, float)) or not listener_timeout > 0:
+            raise ConfigurationError(f"listener_timeout must be a number of seconds > 0, got {listener_timeout!r}")
         self.session_id: str | None = session_id or (uuid.uuid4().hex if store else None)
         self._model = _resolve_model(model)
         self._registry = ToolRegistry(tools)
@@ -103,8 +110,7 @@ class Session:
             cache=cache,
             execution_context=execution_context,
         )
-        if self._model is not None:
-            self._defaults.check()
+        self._defaults.check()  # a placeholder stands in for a missing model
         initial = list(events or ())
         for ev in initial:
             if not isinstance(ev, Event):
@@ -282,7 +288,8 @@ class Session:
 
         def unsubscribe() -> None:
             remove(sub)
-            sub.close()
+            sub.close(drain=False)  # not called again, not even for events already queued
+            sub.join(time.monotonic() + _LISTENER_JOIN_SECONDS)  # let a call in flight end
 
         return unsubscribe
 
@@ -487,6 +494,10 @@ class Session:
             self._gate.notify_all()
         for sub in subs:
             sub.close()
+        # one shared bound, so stalled listeners cannot make close() take long
+        deadline = time.monotonic() + _LISTENER_JOIN_SECONDS
+        for sub in subs:
+            sub.join(deadline)
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 

@@ -590,3 +590,69 @@ def test_threads_pushing_and_generating_at_once_keep_seq_order_and_lose_nothing(
         before = [e.content[0].text for e in events if isinstance(e, UserMessageEvent) and e.seq < ans.seq]
         assert ans.content[0].text == "saw " + ",".join(before)
     s.close()
+
+
+def test_a_removed_listener_is_never_called_again_not_even_for_events_queued_before():
+    s = Session(echo_model(), listener_timeout=0.2)
+    calls, release = [], threading.Event()
+
+    def slow(event):
+        calls.append(event.seq)
+        if event.seq == 1:
+            release.wait(20)
+
+    s.subscribe(slow)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        s.push_user_message("1")
+        assert wait_for(lambda: calls == [1])
+        s.push_user_message("2")  # queued behind the stalled call
+        assert wait_for(lambda: (s.push_runtime_event("tick") and False) or s._subs == [])
+    assert any("stalled" in str(w.message) for w in caught)
+    release.set()
+    time.sleep(0.1)  # give a wrongly-alive delivery thread the chance to misbehave
+    assert calls == [1]
+    s.close()
+
+
+def test_a_listener_that_unsubscribes_itself_hears_nothing_more():
+    s = Session(echo_model())
+    calls, gate = [], threading.Event()
+    holder = {}
+
+    def once(event):
+        calls.append(event.seq)
+        gate.wait(20)  # let more events queue up behind this call
+        holder["unsubscribe"]()
+
+    holder["unsubscribe"] = s.subscribe(once)
+    for i in range(5):
+        s.push_user_message(str(i))
+    gate.set()
+    assert wait_for(lambda: s._subs == [])
+    s.push_user_message("after")
+    time.sleep(0.1)
+    assert calls == [1]
+    s.close()
+
+
+def test_close_waits_for_stalled_listeners_within_one_shared_bound(monkeypatch):
+    import agentkit.session as session_module
+
+    monkeypatch.setattr(session_module, "_LISTENER_JOIN_SECONDS", 0.5)
+    s = Session(echo_model())
+    release = threading.Event()
+    for _ in range(6):
+        s.subscribe(lambda e: release.wait(30))
+    s.push_user_message("x")
+    start = time.monotonic()
+    s.close()
+    elapsed = time.monotonic() - start
+    release.set()
+    assert elapsed < 2.5  # 6 x 0.5 s if each listener had its own bound
+
+
+def test_listener_options_and_session_defaults_are_checked_without_a_model():
+    for bad in ({"listener_queue_size": 0}, {"listener_timeout": 0}, {"max_steps": 0}, {"max_tool_workers": 0}):
+        with pytest.raises(ConfigurationError):
+            Session(**bad)
