@@ -101,6 +101,14 @@ class LoopOptions:
             raise ConfigurationError(
                 f"tool_execution must be 'parallel' or 'sequential', got {self.tool_execution!r}"
             )
+        choice = self.tool_choice
+        if choice not in ("auto", "none", "required") and choice not in self.tools:
+            raise ConfigurationError(
+                f"tool_choice {choice!r} is neither 'auto', 'none', 'required' nor the name of "
+                f"one of the tools ({', '.join(self.tools) or 'none given'})"
+            )
+        if choice == "required" and not len(self.tools):
+            raise ConfigurationError("tool_choice='required' needs at least one tool in tools=")
         for name in ("max_validation_retries", "max_context_overflow_retries"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
@@ -133,44 +141,52 @@ def _infer(model: ChatModel, request: ModelRequest, opts: LoopOptions) -> _Infer
             parts.append(ReasoningPart(text="".join(reasoning)))
             reasoning.clear()
 
-    for ev in model.stream(request):
-        if cancel.cancelled:
-            raise CancelledError(cancel.reason)
-        if isinstance(ev, TextDelta):
-            if reasoning:
+    stream = model.stream(request)
+    try:
+        for ev in stream:
+            if cancel.cancelled:
+                raise CancelledError(cancel.reason)
+            if isinstance(ev, TextDelta):
+                if reasoning:
+                    flush_reasoning()
+                text.append(ev.text)
+                if on_token is not None:
+                    on_token(ev.text)
+            elif isinstance(ev, ToolCallEvent):
                 flush_reasoning()
-            text.append(ev.text)
-            if on_token is not None:
-                on_token(ev.text)
-        elif isinstance(ev, ToolCallEvent):
-            flush_reasoning()
-            flush_text()
-            parts.append(
-                ToolCallPart(
-                    tool_call_id=ev.tool_call_id,
-                    tool_name=ev.tool_name,
-                    input=ev.input,
-                    input_error=ev.input_error,
+                flush_text()
+                parts.append(
+                    ToolCallPart(
+                        tool_call_id=ev.tool_call_id,
+                        tool_name=ev.tool_name,
+                        input=ev.input,
+                        input_error=ev.input_error,
+                    )
                 )
-            )
-        elif isinstance(ev, UsageEvent):
-            usage = usage + ev.usage
-        elif isinstance(ev, FinishEvent):
-            finish = ev.reason
-        elif isinstance(ev, ReasoningDelta):
-            flush_text()
-            reasoning.append(ev.text)
-            if on_reasoning is not None:
-                on_reasoning(ev.text)
-        elif isinstance(ev, ReasoningDone):
-            flush_text()
-            part = ev.part
-            if not part.text and reasoning:
-                part = ReasoningPart(
-                    text="".join(reasoning), signature=part.signature, redacted_data=part.redacted_data
-                )
-            reasoning.clear()
-            parts.append(part)
+            elif isinstance(ev, UsageEvent):
+                usage = usage + ev.usage
+            elif isinstance(ev, FinishEvent):
+                finish = ev.reason
+            elif isinstance(ev, ReasoningDelta):
+                flush_text()
+                reasoning.append(ev.text)
+                if on_reasoning is not None:
+                    on_reasoning(ev.text)
+            elif isinstance(ev, ReasoningDone):
+                flush_text()
+                part = ev.part
+                if not part.text and reasoning:
+                    part = ReasoningPart(
+                        text="".join(reasoning), signature=part.signature, redacted_data=part.redacted_data
+                    )
+                reasoning.clear()
+                parts.append(part)
+    finally:
+        # an abandoned provider stream (cancelled, or a callback raised) releases its
+        # connection now, not whenever the garbage collector gets to it
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
     if cancel.cancelled:
         raise CancelledError(cancel.reason)
     flush_reasoning()
@@ -289,6 +305,11 @@ class _Loop:
             finish = inference.finish_reason
             if opts.validate_completion is not None:
                 feedback = opts.validate_completion(self._result(last_text, finish))
+                if feedback is not None and not isinstance(feedback, str):
+                    raise ConfigurationError(
+                        f"validate_completion must return None (accept) or a str (feedback for "
+                        f"the model), not {type(feedback).__name__}"
+                    )
                 if feedback:
                     if validation_attempts >= opts.max_validation_retries:
                         raise CompletionValidationError(
@@ -315,9 +336,12 @@ class _Loop:
         )
 
     def _replace_context(self, replacement: Sequence[Message]) -> None:
-        msgs = tuple(replacement)
-        if not all(isinstance(m, Message) for m in msgs):
-            raise ConfigurationError("on_context_overflow must return a list of Message objects")
+        msgs = tuple(replacement or ())
+        if not all(isinstance(m, Message) and m.role != "system" for m in msgs) or not msgs:
+            raise ConfigurationError(
+                "on_context_overflow must return a non-empty list of user, assistant and tool "
+                "Message objects (the system prompt is sent separately; keep it out)"
+            )
         self.host._commit([ContextReplacedEvent(messages=msgs, reason="context-overflow")])
 
     def _close_orphans(self, pending: dict[str, str]) -> None:

@@ -346,3 +346,74 @@ def test_run_agent_works_inside_a_thread_that_already_runs_an_event_loop():
         return run_agent(model, "go", tools=[add]).text
 
     assert asyncio.run(handler()) == "42"
+
+
+def test_invalid_input_never_reaches_the_function_and_a_timeout_does_not_stop_the_loop():
+    release = threading.Event()
+
+    @tool(timeout=0.2)
+    def hang() -> str:
+        """Hang past the timeout."""
+        release.wait(20)
+        return "late"
+
+    CALLS.clear()
+    model = ScriptedModel(
+        [
+            [ToolCall("add", {"a": 1}), ToolCall("hang")],
+            lambda r: " | ".join(p.output.value for p in r.messages[-1].content),
+        ]
+    )
+    result = run_agent(model, "go", tools=[add, hang])
+    release.set()
+    assert CALLS == []  # validated before the function ran
+    assert "'b' is a required property (rule: required)" in result.text
+    assert "tool 'hang' timed out after 0.2s" in result.text and result.finish_reason == "stop"
+
+
+def test_tool_choice_is_checked_before_any_model_call():
+    model = ScriptedModel(["never"])
+    with pytest.raises(ConfigurationError, match="tool_choice 'nosuch'"):
+        run_agent(model, "go", tools=[add], tool_choice="nosuch")
+    with pytest.raises(ConfigurationError, match="needs at least one tool"):
+        run_agent(model, "go", tool_choice="required")
+    assert model.requests == []
+    run_agent(ScriptedModel([ToolCall("add", {"a": 1, "b": 1}), "ok"]), "go", tools=[add], tool_choice="add")
+
+
+def test_validate_completion_must_return_none_or_a_string():
+    with pytest.raises(ConfigurationError, match="validate_completion must return None"):
+        run_agent(ScriptedModel(["x"]), "go", validate_completion=lambda r: True)
+
+
+def test_on_context_overflow_must_return_usable_messages():
+    for bad in ([], [Message.system("rules"), Message.user("hi")], ["text"]):
+        with pytest.raises(ConfigurationError, match="on_context_overflow must return"):
+            run_agent(Overflowing(0), "x", on_context_overflow=lambda m, c, bad=bad: bad)
+
+
+def test_a_cancelled_model_stream_is_closed_at_once():
+    token = CancelToken()
+    closed = []
+
+    class SdkStream:  # like an SDK's response stream: an iterator holding a connection
+        def __init__(self, request):
+            self._events = ScriptedModel(["a long answer " * 20], chunk_size=2).stream(request)
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            return next(self._events)
+
+        def close(self):
+            closed.append(True)
+
+    class Streaming:
+        def stream(self, request):
+            return SdkStream(request)
+
+    with pytest.raises(CancelledError):
+        run_agent(Streaming(), "go", on_token=lambda text: token.cancel("stop"), cancel=token)
+    assert closed == [True]  # the connection is released now, not left to the garbage collector
+    assert run_agent(Streaming(), "go").text.startswith("a long answer") and closed == [True, True]

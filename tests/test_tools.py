@@ -228,3 +228,25 @@ def test_plain_functions_are_wrapped_and_tool_options_apply():
 
     assert (orig.name, orig.description, orig.read_only) == ("renamed", "custom", True)
     assert orig.spec.name == "renamed" and orig() == 1
+
+
+def test_parameters_named_like_pydantic_attributes_work_without_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pydantic warns when a field shadows BaseModel
+
+        @tool
+        def pick(model_name: str, schema: Optional[str] = None, json: list[int] = [], _hidden: int = 1) -> str:  # noqa: B006
+            """Pick one.
+
+            Args:
+                schema: Which schema.
+            """
+            return f"{model_name}|{schema}|{json}|{_hidden}"
+
+    props = pick.input_schema["properties"]
+    assert list(props) == ["model_name", "schema", "json", "_hidden"]
+    assert props["schema"]["description"] == "Which schema." and pick.input_schema["required"] == ["model_name"]
+    out = call(pick, {"model_name": "m", "schema": "s", "json": [1, 2], "_hidden": 3})
+    assert out == ToolOutput.text("m|s|[1, 2]|3")

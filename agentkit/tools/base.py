@@ -99,7 +99,11 @@ class Tool:
         validator: jsonschema.Draft202012Validator = self._validator  # type: ignore[attr-defined]
         if validator.is_valid(data):
             return None
-        errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+        # paths mix ints (array items) and strs (keys): sort on comparable pairs
+        errors = sorted(
+            validator.iter_errors(data),
+            key=lambda e: [(isinstance(p, str), p if isinstance(p, int) else str(p)) for p in e.absolute_path],
+        )
         parts = []
         for err in errors[:5]:
             path = "$" + "".join(

@@ -91,16 +91,21 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None,
             context_param = pname
             continue
         default = ... if param.default is inspect.Parameter.empty else param.default
+        # pydantic fields get neutral names with the parameter as alias, so parameters
+        # named like BaseModel attributes (schema, json, copy, model_*) or starting with
+        # an underscore neither warn nor break
         fields[pname] = (
             annotation,
-            pydantic.Field(default, description=arg_docs.get(pname) or None),
+            pydantic.Field(default, alias=pname, description=arg_docs.get(pname) or None),
         )
     model_name = name or fn.__name__
+    internal = {f"f{i}": spec for i, spec in enumerate(fields.values())}
+    params = dict(zip(fields, internal, strict=True))
     try:
         args_model = pydantic.create_model(  # type: ignore[call-overload]
-            f"{model_name}_input", __config__=pydantic.ConfigDict(extra="forbid"), **fields
+            f"{model_name}_input", __config__=pydantic.ConfigDict(extra="forbid"), **internal
         )
-        schema = _strip_titles(args_model.model_json_schema())
+        schema = _strip_titles(args_model.model_json_schema(by_alias=True))
     except Exception as exc:  # noqa: BLE001 - pydantic raises several types here
         raise ToolDefinitionError(
             f"tool {model_name!r}: cannot derive a JSON Schema from its type hints: {exc}"
@@ -110,7 +115,7 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None,
 
     def prepare(data: dict[str, Any]) -> dict[str, Any]:
         validated = args_model.model_validate(data)
-        return {k: getattr(validated, k) for k in fields}
+        return {k: getattr(validated, f) for k, f in params.items()}
 
     simple = all(_is_plain(f[0]) for f in fields.values())
     return Tool(
