@@ -319,9 +319,13 @@ class Session:
     ) -> GenerateResult:
         """Run the model (and its tool calls) until it answers without calling tools.
 
-        Calls from several threads run one at a time in call order. Per-call arguments
-        override the session's defaults for this call only. Raises
-        :class:`~agentkit.errors.CancelledError` when aborted or cancelled.
+        Calls from several threads run one at a time in call order; a call still waiting
+        for its turn leaves the queue at once when its ``cancel`` token is cancelled.
+        Per-call arguments override the session's defaults for this call only. Raises
+        :class:`~agentkit.errors.CancelledError` when aborted or cancelled,
+        :class:`~agentkit.errors.SessionClosedError` when the session is closed or
+        aborted, and :class:`~agentkit.errors.SessionError` when called from inside a
+        generation of this same session (a tool or callback), which would deadlock.
         """
         d = self._defaults
         resolved = _resolve_model(model) if model is not None else self._model

@@ -25,7 +25,7 @@ def test_public_dataclasses_are_keyword_only_and_frozen():
         if inspect.isclass(obj) and dataclasses.is_dataclass(obj):
             params = dataclasses.fields(obj)
             assert all(f.kw_only for f in params if f.init), f"{name} has positional fields"
-            assert obj.__dataclass_params__.frozen or name == "ToolContext", f"{name} is not frozen"
+            assert obj.__dataclass_params__.frozen, f"{name} is not frozen"
 
 
 def test_importing_agentkit_imports_no_optional_sdk():
@@ -36,3 +36,13 @@ def test_importing_agentkit_imports_no_optional_sdk():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_every_public_name_is_documented():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "README.md").read_text() + "".join(p.read_text() for p in (root / "docs").glob("*.md"))
+    missing = [n for n in agentkit.__all__ if n != "__version__" and not re.search(rf"\b{re.escape(n)}\b", text)]
+    assert missing == [], f"public names no page of docs/ or the README mentions: {missing}"

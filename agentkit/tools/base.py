@@ -22,7 +22,7 @@ __all__ = ["Tool", "ToolContext", "ToolRegistry", "to_tool_output"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class ToolContext:
     """What a running tool may know about its call. A tool function receives it by
     declaring a parameter annotated ``ToolContext``; it is never part of the schema."""
