@@ -216,9 +216,14 @@ class Session:
             self._check_usable()
             seq = self._seq
             committed: list[Event] = []
+            batch: set[str] = set()
             for ev in events:
-                if ev.id in self._ids:
-                    raise ConfigurationError(f"event {ev.id!r} is already committed in this session")
+                if ev.id in self._ids or ev.id in batch:
+                    raise ConfigurationError(
+                        f"event {ev.id!r} is already committed in this session (or given twice); "
+                        f"events are immutable records: create a new event to say something new"
+                    )
+                batch.add(ev.id)
                 seq += 1
                 committed.append(ev.with_seq(seq))
             if self._store is not None:

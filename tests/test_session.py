@@ -15,10 +15,12 @@ from agentkit import (
     ConfigurationError,
     ControlEvent,
     FunctionModel,
+    ImagePart,
     RuntimeEvent,
     ScriptedModel,
     Session,
     SessionClosedError,
+    TextPart,
     ToolCall,
     ToolCallPart,
     ToolResultEvent,
@@ -660,3 +662,37 @@ def test_listener_options_and_session_defaults_are_checked_without_a_model():
     for bad in ({"listener_queue_size": 0}, {"listener_timeout": 0}, {"max_steps": 0}, {"max_tool_workers": 0}):
         with pytest.raises(ConfigurationError):
             Session(**bad)
+
+
+def test_an_event_given_twice_in_one_batch_is_refused_before_anything_is_committed():
+    e = UserMessageEvent(content=(TextPart(text="once"),))
+    with pytest.raises(ConfigurationError, match="given twice"):
+        Session(echo_model(), events=[e, e])
+
+
+def test_multimodal_user_messages_reach_the_model_from_a_session():
+    model = ScriptedModel(["a cat"])
+    img = ImagePart(url="https://example.invalid/cat.png", media_type="image/png")
+    with Session(model) as s:
+        s.push_user_message(["what is this?", img])
+        s.generate()
+    assert model.requests[0].messages[0].content == (TextPart(text="what is this?"), img)
+
+
+def test_the_projection_is_incremental_earlier_messages_are_not_rebuilt():
+    model = FunctionModel(lambda r: ToolCall("add", {"a": 1, "b": 1}) if r.messages[-1].role == "user" else "ok")
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    with Session(model, tools=[add]) as s:
+        for i in range(5):
+            s.push_user_message(f"turn {i}")
+            s.generate()
+        first, last = model.requests[0].messages, model.requests[-1].messages
+        # the same Message objects are handed to every later request: history is never re-projected
+        assert all(a is b for a, b in zip(first, last[: len(first)], strict=True))
+        assert all(a is b for a, b in zip(model.requests[-2].messages, last[:-2], strict=True))
+        assert s._projector.count == len(s.events)
