@@ -696,3 +696,65 @@ def test_the_projection_is_incremental_earlier_messages_are_not_rebuilt():
         assert all(a is b for a, b in zip(first, last[: len(first)], strict=True))
         assert all(a is b for a, b in zip(model.requests[-2].messages, last[:-2], strict=True))
         assert s._projector.count == len(s.events)
+
+
+def test_close_from_a_tool_or_a_listener_does_not_deadlock():
+    holder = {}
+
+    @tool
+    def shut() -> str:
+        """Close the session running this tool."""
+        holder["s"].close()
+        return "closed"
+
+    for mode in ("sequential", "parallel"):
+        s = holder["s"] = Session(ScriptedModel([[ToolCall("shut"), ToolCall("shut")], "never"]),
+                                  tools=[shut], tool_execution=mode)
+        s.push_user_message("go")
+        outcome = {}
+
+        def run(s=s, outcome=outcome):
+            try:
+                s.generate()
+            except (SessionClosedError, CancelledError) as exc:
+                outcome["error"] = exc
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(20)
+        assert not t.is_alive(), f"{mode}: close() from a tool deadlocked"
+        assert "error" in outcome and s.closed
+
+    s = Session(echo_model())
+    heard = []
+
+    def closer(event):
+        heard.append(event.seq)
+        s.close()
+
+    s.subscribe(closer)
+    s.subscribe(heard.append)
+    s.push_user_message("x")
+    assert wait_for(lambda: s.closed and len(heard) == 2)
+
+
+def test_every_tool_call_gets_one_start_and_one_finish_callback_in_order():
+    @tool
+    def echo(x: int) -> int:
+        """Echo."""
+        return x
+
+    script = [
+        [ToolCall("echo", {"x": 1}, id="a"), ToolCall("echo", {"x": 1}, id="a"), ToolCall("nope", id="b")],
+        ToolCall("echo", {"x": 1}, id="a"),  # reused
+        "done",
+    ]
+    for mode in ("parallel", "sequential"):
+        seen = []
+        with Session(ScriptedModel(script), tools=[echo], tool_execution=mode) as s:
+            s.push_user_message("go")
+            s.generate(on_tool_call_start=lambda c, seen=seen: seen.append(("start", c.tool_call_id)),
+                       on_tool_call_finish=lambda r, seen=seen: seen.append(("finish", r.id)))
+        starts = [cid for kind, cid in seen if kind == "start"]
+        finishes = [cid for kind, cid in seen if kind == "finish"]
+        assert starts == finishes == ["a", "a", "b", "a"], mode
