@@ -107,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AgentkitError as exc:
         print(f"agentkit: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: what was committed stays committed; no traceback
+        print("\nagentkit: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -61,3 +61,33 @@ def test_run_and_chat_against_an_openai_compatible_server(tmp_path):
         assert [m["content"] for m in server.bodies[-1]["messages"]] == ["first", "one", "second"]
     events = cli("events", "c-1", "--store", str(tmp_path))
     assert len(events.stdout.splitlines()) == 4
+
+
+def test_ctrl_c_in_chat_exits_quietly_with_130(tmp_path):
+    import signal
+
+    # stdin says "ready" when the chat loop starts reading it, i.e. inside main()
+    code = (
+        "import signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "class Stdin:\n"
+        "    def __iter__(self):\n"
+        "        print('ready', flush=True)\n"
+        "        yield from sys.__stdin__\n"
+        "sys.stdin = Stdin()\n"
+        "from agentkit.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTKIT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    spec = "openai-compatible:m@http://127.0.0.1:9/v1"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "chat", "c-1", "--store", str(tmp_path), "--model", spec],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
