@@ -96,7 +96,8 @@ class Projector:
 
     @property
     def messages(self) -> list[Message]:
-        """A copy of the projected conversation (what ``RunResult.messages`` holds)."""
+        """A copy of the projected history: without the tails :meth:`model_view` adds
+        (``RunResult.messages`` is ``model_view(job_status=False)``)."""
         return list(self._messages)
 
     def model_view(self, *, job_status: bool = True) -> list[Message]:

@@ -174,3 +174,16 @@ def test_running_jobs_get_one_current_summary_that_never_becomes_history():
     assert build_model_messages([runtime("job-started", execution_id="x", command="c")])[-1].text.startswith(
         "<running-jobs"
     )
+
+
+def test_a_user_message_arriving_while_calls_are_open_waits_for_their_real_results():
+    msgs = build_model_messages([user("go"), calls("a", "b"), result("a", "A"), user("mid"), result("b", "B")])
+    assert roles(msgs) == ["user", "assistant", "tool", "user"]
+    assert [p.output.value for p in msgs[2].content] == ["A", "B"] and msgs[3].text == "mid"
+    p = Projector()
+    p.extend([user("go"), calls("a"), user("held")])
+    assert roles(p.messages) == ["user", "assistant"]  # history: the call is still open
+    view = p.model_view()  # a valid conversation: the call closed as interrupted, then the message
+    assert roles(view) == ["user", "assistant", "tool", "user"] and view[2].content[0].output.is_error
+    p.extend([result("a", "late but real")])
+    assert p.model_view()[2].content[0].output.value == "late but real"
