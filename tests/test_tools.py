@@ -250,3 +250,27 @@ def test_parameters_named_like_pydantic_attributes_work_without_warnings():
     assert props["schema"]["description"] == "Which schema." and pick.input_schema["required"] == ["model_name"]
     out = call(pick, {"model_name": "m", "schema": "s", "json": [1, 2], "_hidden": 3})
     assert out == ToolOutput.text("m|s|[1, 2]|3")
+
+
+def test_an_output_that_cannot_be_recorded_becomes_an_error_result_not_a_broken_session(tmp_path):
+    from agentkit import FileEventStore, ScriptedModel, Session, ToolCall
+
+    @tool
+    def bad(kind: str):
+        """Return a broken output."""
+        return {
+            "metadata": ToolOutput(kind="json", value={"x": 1}, metadata={"artifact": object()}),
+            "value": ToolOutput(kind="json", value={"when": object()}),
+            "text": ToolOutput(kind="text", value=42),
+            "kind": ToolOutput(kind="bogus", value="x"),  # type: ignore[arg-type]
+        }[kind]
+
+    for kind in ("metadata", "value", "text", "kind"):
+        out = call(bad, {"kind": kind})
+        assert out.is_error and "cannot be recorded" in out.value, kind
+    model = ScriptedModel([ToolCall("bad", {"kind": "metadata"}), "recovered", "still fine"])
+    with Session.open("s", store=FileEventStore(tmp_path), model=model, tools=[bad]) as s:
+        s.push_user_message("go")
+        assert s.generate().text == "recovered"  # the durable session did not fail
+        s.push_user_message("more")
+        assert s.generate().text == "still fine"

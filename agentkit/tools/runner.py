@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import contextvars
+import json
 import threading
 from dataclasses import replace
 from typing import Any
 
-from ..errors import CancelledError
-from ..messages import ToolCallPart, ToolOutput
+from ..errors import AgentkitError, CancelledError
+from ..messages import ToolCallPart, ToolOutput, content_to_dict
 from .base import Tool, ToolContext, to_tool_output
 
 __all__ = ["run_tool_call"]
+
+_KINDS = ("text", "json", "content", "error-text", "error-json")
 
 
 def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
@@ -46,9 +49,34 @@ def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
     return _invoke_with_timeout(tool, kwargs, ctx, tool.timeout)
 
 
+def _recordable(tool: Tool, out: ToolOutput) -> ToolOutput:
+    """``out`` when it can be stored and sent (a tool built its own ToolOutput), else an
+    error result saying why: a bad output must not fail the session's store append."""
+    try:
+        if out.kind not in _KINDS:
+            raise ValueError(f"unknown output kind {out.kind!r}; use one of {', '.join(_KINDS)}")
+        if out.kind in ("text", "error-text") and not isinstance(out.value, str):
+            raise TypeError(f"a {out.kind} output needs a str value, not {type(out.value).__name__}")
+        if out.kind == "content":
+            content_to_dict(out.value)
+        elif out.kind in ("json", "error-json"):
+            json.dumps(out.value)
+        if out.metadata is not None:
+            json.dumps(out.metadata)
+    except (TypeError, ValueError, AgentkitError) as exc:
+        return ToolOutput.error(
+            f"tool {tool.name!r} returned an output that cannot be recorded: {exc}. "
+            f"Tools must return JSON-ready values."
+        )
+    return out
+
+
 def _invoke(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     try:
-        return to_tool_output(tool.fn(**kwargs))
+        value = tool.fn(**kwargs)
+        if isinstance(value, ToolOutput):
+            return _recordable(tool, value)
+        return to_tool_output(value)
     except CancelledError:
         if ctx.cancel.cancelled:
             raise
