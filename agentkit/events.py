@@ -156,6 +156,17 @@ class ToolResultEvent(Event):
         }
 
 
+def _check_json_object(data: Any, what: str) -> None:
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"{what} data must be a dict, not {type(data).__name__}")
+    try:
+        json.dumps(data)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"{what} data is not JSON-serialisable: {exc}; use plain dicts, lists, strings and numbers"
+        ) from None
+
+
 @dataclass(frozen=True, kw_only=True)
 class RuntimeEvent(Event):
     """Something happened outside the conversation: a job finished, a timer fired, an MCP
@@ -172,16 +183,7 @@ class RuntimeEvent(Event):
     def __post_init__(self) -> None:
         if not isinstance(self.runtime_type, str) or not self.runtime_type:
             raise ConfigurationError("a runtime event needs a non-empty string type")
-        if not isinstance(self.data, dict):
-            raise ConfigurationError(
-                f"runtime event data must be a dict, not {type(self.data).__name__}"
-            )
-        try:
-            json.dumps(self.data)
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(
-                f"runtime event {self.runtime_type!r} data is not JSON-serialisable: {exc}"
-            ) from None
+        _check_json_object(self.data, f"runtime event {self.runtime_type!r}")
 
     def _payload(self) -> dict[str, Any]:
         return {"runtime_type": self.runtime_type, "data": self.data}
@@ -221,6 +223,11 @@ class ControlEvent(Event):
     type: ClassVar[str] = "control"
     action: str
     data: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.action, str) or not self.action:
+            raise ConfigurationError("a control event needs a non-empty string action")
+        _check_json_object(self.data, f"control event {self.action!r}")
 
     def _payload(self) -> dict[str, Any]:
         return {"action": self.action, "data": self.data}

@@ -153,3 +153,10 @@ def test_usage_sums():
     )
     assert total == Usage(input_tokens=11, output_tokens=2, total_tokens=3, cache_read_tokens=4, cache_write_tokens=5)
     assert Usage.from_dict(total.to_dict()) == total
+
+
+def test_control_event_data_must_be_json_before_it_can_reach_a_store():
+    with pytest.raises(ConfigurationError, match="control event 'x' data is not JSON-serialisable"):
+        ControlEvent(action="x", data={"lock": object()})
+    with pytest.raises(ConfigurationError, match="non-empty string action"):
+        ControlEvent(action="")
