@@ -282,13 +282,15 @@ class Session:
                 if sub in self._subs:
                     self._subs.remove(sub)
 
-        sub = Subscription(
-            listener,
-            max_queue=self._listener_queue_size,
-            timeout=self._listener_timeout,
-            on_remove=remove,
-        )
         with self._lock:
+            if self._closed:  # its delivery thread would wait forever for events
+                raise SessionClosedError("the session is closed; subscribe to an open session")
+            sub = Subscription(
+                listener,
+                max_queue=self._listener_queue_size,
+                timeout=self._listener_timeout,
+                on_remove=remove,
+            )
             self._subs.append(sub)
 
         def unsubscribe() -> None:

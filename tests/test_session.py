@@ -758,3 +758,12 @@ def test_every_tool_call_gets_one_start_and_one_finish_callback_in_order():
         starts = [cid for kind, cid in seen if kind == "start"]
         finishes = [cid for kind, cid in seen if kind == "finish"]
         assert starts == finishes == ["a", "a", "b", "a"], mode
+
+
+def test_subscribing_to_a_closed_session_is_refused_without_starting_a_thread():
+    s = Session(echo_model())
+    s.close()
+    before = threading.active_count()
+    with pytest.raises(SessionClosedError):
+        s.subscribe(print)
+    assert threading.active_count() <= before
