@@ -53,6 +53,16 @@ __all__ = ["LoopHost", "LoopOptions", "run_loop"]
 
 ToolExecution = Literal["parallel", "sequential"]
 
+_CALLBACKS = (
+    "on_token",
+    "on_reasoning",
+    "on_tool_call_start",
+    "on_tool_call_update",
+    "on_tool_call_finish",
+    "validate_completion",
+    "on_context_overflow",
+)
+
 
 class LoopHost(Protocol):
     """What the loop needs from its session."""
@@ -109,6 +119,10 @@ class LoopOptions:
             )
         if choice == "required" and not len(self.tools):
             raise ConfigurationError("tool_choice='required' needs at least one tool in tools=")
+        for name in _CALLBACKS:
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise ConfigurationError(f"{name} must be a callable or None, not {type(value).__name__}")
         for name in ("max_validation_retries", "max_context_overflow_retries"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:

@@ -417,3 +417,11 @@ def test_a_cancelled_model_stream_is_closed_at_once():
         run_agent(Streaming(), "go", on_token=lambda text: token.cancel("stop"), cancel=token)
     assert closed == [True]  # the connection is released now, not left to the garbage collector
     assert run_agent(Streaming(), "go").text.startswith("a long answer") and closed == [True, True]
+
+
+def test_a_callback_that_is_not_callable_fails_before_any_model_call():
+    model = ScriptedModel(["never"])
+    for name in ("on_token", "on_tool_call_finish", "validate_completion", "on_context_overflow"):
+        with pytest.raises(ConfigurationError, match=f"{name} must be a callable"):
+            run_agent(model, "go", **{name: "print"})
+    assert model.requests == []
