@@ -395,16 +395,11 @@ class _Loop:
         parallel = opts.tool_execution == "parallel" and len(calls) > 1
         plan = [(call, *self.ledger.check(call)) for call in calls]
         futures: dict[int, Future[ToolOutput]] = {}
-        if parallel:
-            executor = self.host._executor()
-            for i, (call, action, _) in enumerate(plan):
-                self._started(call)
-                if action == "run":
-                    # each call gets a copy of the caller's context (contextvars)
-                    futures[i] = executor.submit(contextvars.copy_context().run, self._execute, call)
         records: list[ToolCallRecord] = []
         stopped: CancelledError | None = None
         try:
+            if parallel:
+                self._submit(plan, futures)
             for i, (call, action, ready) in enumerate(plan):
                 future = futures.get(i)
                 if not parallel:
@@ -446,6 +441,20 @@ class _Loop:
         if stopped is not None:
             raise stopped
         return records
+
+    def _submit(self, plan: list[tuple[ToolCallPart, str, ToolOutput | None]],
+                futures: dict[int, Future[ToolOutput]]) -> None:
+        executor = self.host._executor()
+        for i, (call, action, _) in enumerate(plan):
+            self._started(call)
+            if action == "run":
+                try:
+                    # each call gets a copy of the caller's context (contextvars)
+                    futures[i] = executor.submit(contextvars.copy_context().run, self._execute, call)
+                except RuntimeError:  # the pool was shut down: a tool closed the session
+                    if self.cancel.cancelled:
+                        raise CancelledError(self.cancel.reason) from None
+                    raise
 
     def _started(self, call: ToolCallPart) -> None:
         if self.opts.on_tool_call_start is not None:
