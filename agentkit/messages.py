@@ -243,6 +243,8 @@ Prompt = Union[str, ContentPart, Sequence[Union[str, ContentPart]]]
 def normalize_prompt(prompt: Prompt) -> tuple[ContentPart, ...]:
     """Turn a prompt into a tuple of user content parts, or raise ConfigurationError."""
     if isinstance(prompt, str):
+        if not prompt.strip():
+            raise ConfigurationError("the prompt is empty; pass some text or content parts")
         return (TextPart(text=prompt),)
     if isinstance(prompt, (TextPart, ImagePart, FilePart)):
         return (prompt,)

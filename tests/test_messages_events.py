@@ -131,6 +131,8 @@ def test_prompt_normalisation_accepts_text_and_parts():
     assert normalize_prompt(["see", img]) == (TextPart(text="see"), img)
     with pytest.raises(ConfigurationError, match="prompt is empty"):
         normalize_prompt([])
+    with pytest.raises(ConfigurationError, match="prompt is empty"):
+        normalize_prompt("  \n")
     with pytest.raises(ConfigurationError, match="must be str, TextPart"):
         normalize_prompt(["x", 3])  # type: ignore[list-item]
     with pytest.raises(ConfigurationError):
