@@ -92,13 +92,22 @@ class McpToolset:
         """The agentkit tools of every connected server, in server order then listing
         order. Re-read it after a ``tools/list_changed`` refresh."""
         with self._lock:
-            return self._tools
+            tools, mapping = self._tools, self._map
+        live = self._live_servers()
+        return tuple(t for t in tools if mapping[t.name].server in live)
 
     @property
     def tool_name_map(self) -> Mapping[str, McpToolRef]:
         """Exposed tool name -> :class:`McpToolRef` (server and original tool name)."""
         with self._lock:
-            return dict(self._map)
+            mapping = self._map
+        live = self._live_servers()
+        return {name: ref for name, ref in mapping.items() if ref.server in live}
+
+    def _live_servers(self) -> set[str]:
+        # a server marked failed loses its tools at once, even before the rebuild that
+        # follows its failure has run
+        return {name for name, conn in self._rt.conns.items() if conn.status == "connected"}
 
     @property
     def servers(self) -> Mapping[str, McpServerStatus]:
