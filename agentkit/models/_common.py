@@ -6,6 +6,7 @@ import base64
 import inspect
 import json
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -159,9 +160,10 @@ def make_client(
     return sdk_class(**options)
 
 
-class SDKModel:
+class SDKModel(ABC):
     """The shared ``stream()`` of the SDK-backed adapters: build the body (raising on
-    bad input before any I/O), then run attempts under the retry policy."""
+    bad input before any I/O), then run attempts under the retry policy. Each adapter
+    implements the three abstract methods."""
 
     provider = ""
     model_name = ""
@@ -169,14 +171,17 @@ class SDKModel:
     _retry: Any
     _on_retry: Any
 
-    def build_params(self, request: ModelRequest) -> dict[str, Any]:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The SDK call's keyword arguments for ``request``; raises on bad input."""
 
-    def _create(self) -> Callable[..., Any]:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def _create(self) -> Callable[..., Any]:
+        """The SDK method that starts one attempt."""
 
-    def _events(self, response: Any, kwargs: dict[str, Any], cancel: Any) -> Iterator[Any]:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def _events(self, response: Any, kwargs: dict[str, Any], cancel: Any) -> Iterator[Any]:
+        """Translate one SDK response into agentkit stream events."""
 
     def stream(self, request: ModelRequest) -> Iterator[Any]:
         """Stream the reply. Bad input raises here, before any request is sent."""
