@@ -397,7 +397,8 @@ def run_agent_text(script, tools):
     return [c.output.value for c in run_agent(ScriptedModel(script), "go", tools=tools).tool_calls]
 
 
-def test_a_queued_generate_whose_token_is_cancelled_leaves_the_queue_at_once():
+def _session_with_a_held_gate():
+    """A session whose first generate() runs and holds the gate until ``release`` is set."""
     running, release = threading.Event(), threading.Event()
 
     def reply(request):
@@ -411,6 +412,11 @@ def test_a_queued_generate_whose_token_is_cancelled_leaves_the_queue_at_once():
     first = threading.Thread(target=s.generate)
     first.start()
     assert running.wait(20)
+    return s, first, release
+
+
+def test_a_queued_generate_whose_token_is_cancelled_leaves_the_queue_at_once():
+    s, first, release = _session_with_a_held_gate()
     token, outcome = CancelToken(), {}
 
     def queued():
@@ -436,19 +442,7 @@ def test_a_queued_generate_whose_token_is_cancelled_leaves_the_queue_at_once():
 def test_ctrl_c_while_waiting_for_the_gate_does_not_block_later_generations():
     import signal
 
-    running, release = threading.Event(), threading.Event()
-
-    def reply(request):
-        if not running.is_set():
-            running.set()
-            release.wait(20)
-        return "ok"
-
-    s = Session(FunctionModel(reply))
-    s.push_user_message("x")
-    first = threading.Thread(target=s.generate)
-    first.start()
-    assert running.wait(20)
+    s, first, release = _session_with_a_held_gate()
     main = threading.main_thread().ident
 
     def interrupt():
