@@ -6,7 +6,7 @@ call; :class:`Session` is the thread-safe, event-sourced conversation underneath
 
 from __future__ import annotations
 
-from .agent import run_agent
+from .agent import run_agent, run_agent_stream
 from .cancel import CancelToken
 from .errors import (
     AccessDenied,
@@ -15,6 +15,7 @@ from .errors import (
     CancelledError,
     CompletionValidationError,
     ConfigurationError,
+    HookError,
     ContextOverflowError,
     McpError,
     MissingDependencyError,
@@ -70,6 +71,8 @@ from .projection import Projector, build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
 from .scheduling import GenerationScheduler
 from .session import Session
+from .stream import AgentEvent, AgentStream
+from .hooks import Hooks, ToolDecision
 from .stores import EventStore, FileEventStore, InMemoryEventStore, StoredSession
 from .tools import (
     ExecutionContext,
@@ -102,6 +105,12 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
+    "AgentEvent",
+    "AgentStream",
+    "HookError",
+    "Hooks",
+    "ToolDecision",
+    "run_agent_stream",
     "AccessDenied",
     "AgentkitError",
     "AssistantMessageEvent",

@@ -7,14 +7,16 @@ from typing import Any
 
 from .cancel import CancelToken
 from .errors import ConfigurationError
+from .hooks import Hooks
 from .loop import ToolExecution
 from .messages import Message, Prompt, ToolCallPart
 from .models.base import ChatModel, ModelSettings, ToolChoice
 from .projection import events_from_messages
 from .results import RunResult, ToolCallRecord
 from .session import Session
+from .stream import AgentStream, Emit
 
-__all__ = ["run_agent"]
+__all__ = ["run_agent", "run_agent_stream"]
 
 def run_agent(
     model: ChatModel | str,
@@ -39,6 +41,8 @@ def run_agent(
     settings: ModelSettings | None = None,
     provider_options: dict[str, Any] | None = None,
     execution_context: Any = None,
+    hooks: Hooks | Sequence[Hooks] | None = None,
+    _emit: Emit | None = None,
 ) -> RunResult:
     """Send ``prompt`` to ``model`` and run tool calls until the model answers.
 
@@ -77,6 +81,24 @@ def run_agent(
             max_validation_retries=max_validation_retries,
             on_context_overflow=on_context_overflow,
             max_context_overflow_retries=max_context_overflow_retries,
+            hooks=hooks,
             cancel=cancel,
+            _emit=_emit,
         )
         return RunResult(**{f: getattr(result, f) for f in RunResult.__dataclass_fields__})
+
+
+def run_agent_stream(
+    model: ChatModel | str, prompt: Prompt, *, max_buffer: int = 1000, cancel: CancelToken | None = None,
+    **kwargs: Any,
+) -> AgentStream:
+    """:func:`run_agent` on a worker thread, as an :class:`~agentkit.AgentStream` of its
+    events: iterate it, then read ``.result`` (a :class:`RunResult`). Closing the stream
+    early cancels the run. Takes the same keyword arguments as :func:`run_agent`."""
+    if "_emit" in kwargs:
+        raise ConfigurationError("run_agent_stream() does not take _emit=")
+
+    def run(emit: Emit, token: CancelToken) -> RunResult:
+        return run_agent(model, prompt, cancel=token, _emit=emit, **kwargs)
+
+    return AgentStream(run, max_buffer=max_buffer, cancel=cancel, name="agentkit-run-stream")

@@ -44,7 +44,21 @@ from .models.base import (
     ToolChoice,
     UsageEvent,
 )
+from .hooks import HookChain
 from .results import RunResult, Step, ToolCallRecord
+from .stream import (
+    Emit,
+    ReasoningDeltaEvent,
+    StepEndEvent,
+    StepStartEvent,
+    TextDeltaEvent,
+    ToolCallRequestedEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+    ToolUpdateEvent,
+    callback_sink,
+    fan_out,
+)
 from .tools.base import ToolContext, ToolRegistry
 from .tools.runner import run_tool_call
 from .usage import Usage
@@ -97,6 +111,22 @@ class LoopOptions:
     on_context_overflow: Callable[[list[Message], CancelToken], Sequence[Message]] | None = None
     max_context_overflow_retries: int = 3
     execution_context: Any = None
+    hooks: HookChain = field(default_factory=HookChain)
+    emit: Emit | None = None
+    """Where agent events go besides the callbacks above (an AgentStream's buffer)."""
+
+    def event_sink(self) -> Emit | None:
+        """The one event path: the callbacks and ``emit`` fed by the same events."""
+        return fan_out(
+            callback_sink(
+                on_token=self.on_token,
+                on_reasoning=self.on_reasoning,
+                on_tool_call_start=self.on_tool_call_start,
+                on_tool_call_update=self.on_tool_call_update,
+                on_tool_call_finish=self.on_tool_call_finish,
+            ),
+            self.emit,
+        )
 
     def check(self) -> None:
         """Raise ConfigurationError for invalid values, before any side effect."""
@@ -136,14 +166,13 @@ class _Inference:
     finish_reason: str
 
 
-def _infer(model: ChatModel, request: ModelRequest, opts: LoopOptions) -> _Inference:
+def _infer(model: ChatModel, request: ModelRequest, emit: Emit | None) -> _Inference:
     parts: list[ContentPart] = []
     text: list[str] = []
     reasoning: list[str] = []
     usage = Usage()
     finish = "stop"
     cancel = request.cancel
-    on_token, on_reasoning = opts.on_token, opts.on_reasoning
 
     def flush_text() -> None:
         if text:
@@ -164,19 +193,20 @@ def _infer(model: ChatModel, request: ModelRequest, opts: LoopOptions) -> _Infer
                 if reasoning:
                     flush_reasoning()
                 text.append(ev.text)
-                if on_token is not None:
-                    on_token(ev.text)
+                if emit is not None:
+                    emit(TextDeltaEvent(text=ev.text))
             elif isinstance(ev, ToolCallEvent):
                 flush_reasoning()
                 flush_text()
-                parts.append(
-                    ToolCallPart(
-                        tool_call_id=ev.tool_call_id,
-                        tool_name=ev.tool_name,
-                        input=ev.input,
-                        input_error=ev.input_error,
-                    )
+                call = ToolCallPart(
+                    tool_call_id=ev.tool_call_id,
+                    tool_name=ev.tool_name,
+                    input=ev.input,
+                    input_error=ev.input_error,
                 )
+                parts.append(call)
+                if emit is not None:
+                    emit(ToolCallRequestedEvent(call=call))
             elif isinstance(ev, UsageEvent):
                 usage = usage + ev.usage
             elif isinstance(ev, FinishEvent):
@@ -184,8 +214,8 @@ def _infer(model: ChatModel, request: ModelRequest, opts: LoopOptions) -> _Infer
             elif isinstance(ev, ReasoningDelta):
                 flush_text()
                 reasoning.append(ev.text)
-                if on_reasoning is not None:
-                    on_reasoning(ev.text)
+                if emit is not None:
+                    emit(ReasoningDeltaEvent(text=ev.text))
             elif isinstance(ev, ReasoningDone):
                 flush_text()
                 part = ev.part
@@ -254,6 +284,9 @@ class _Loop:
         self.specs = opts.tools.specs()
         self.tool_names = tuple(opts.tools)
         self.model_name = getattr(opts.model, "model_name", None)
+        self.emit = opts.event_sink()
+        self.hooks = opts.hooks
+        self.gate = self._gate if opts.hooks.before_tool_call else None
 
     def run(self) -> RunResult:
         opts = self.opts
@@ -281,8 +314,12 @@ class _Loop:
                 session_id=self.host.session_id,
                 cache=opts.cache,
             )
+            if self.hooks.before_model_request:
+                request = self.hooks.model_request(request)
+            if self.emit is not None:
+                self.emit(StepStartEvent(index=len(self.steps)))
             try:
-                inference = _infer(opts.model, request, opts)
+                inference = _infer(opts.model, request, self.emit)
             except ContextOverflowError:
                 if opts.on_context_overflow is None or overflow_attempts >= opts.max_context_overflow_retries:
                     raise
@@ -305,15 +342,16 @@ class _Loop:
             calls = [p for p in inference.content if isinstance(p, ToolCallPart)]
             step_records = self._run_tools(calls) if calls else ()
             last_text = text_of(inference.content)
-            self.steps.append(
-                Step(
-                    index=len(self.steps),
-                    text=last_text,
-                    tool_calls=tuple(step_records),
-                    usage=inference.usage,
-                    finish_reason=inference.finish_reason,
-                )
+            step = Step(
+                index=len(self.steps),
+                text=last_text,
+                tool_calls=tuple(step_records),
+                usage=inference.usage,
+                finish_reason=inference.finish_reason,
             )
+            self.steps.append(step)
+            if self.emit is not None:
+                self.emit(StepEndEvent(step=step))
             if calls:
                 continue
             finish = inference.finish_reason
@@ -371,7 +409,7 @@ class _Loop:
     # -- tools -------------------------------------------------------------------------
 
     def _context(self, call: ToolCallPart) -> ToolContext:
-        update = self.opts.on_tool_call_update
+        emit = self.emit
         cid = call.tool_call_id
         return ToolContext(
             tool_call_id=cid,
@@ -379,12 +417,26 @@ class _Loop:
             cancel=self.cancel,
             session_id=self.host.session_id,
             execution_context=self.opts.execution_context,
-            _progress=None if update is None else (lambda u: update(cid, u)),
+            _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
         )
+
+    def _gate(self, call: ToolCallPart, ctx: ToolContext) -> ToolCallPart | ToolOutput:
+        """``before_tool_call`` hooks as the runner's gate."""
+        call, decision = self.hooks.tool_call(call, ctx)
+        if decision is None:
+            return call
+        if decision.action == "block":
+            return ToolOutput.error(f"tool call blocked: {decision.reason}")
+        assert decision.output is not None
+        return decision.output
 
     def _execute(self, call: ToolCallPart) -> ToolOutput:
         tool = self.opts.tools.get(call.tool_name)
-        return run_tool_call(tool, call, self._context(call), self.tool_names)
+        ctx = self._context(call)
+        output = run_tool_call(tool, call, ctx, self.tool_names, self.gate)
+        if self.hooks.after_tool_call:
+            output = self.hooks.tool_result(call, output, ctx)
+        return output
 
     def _run_tools(self, calls: list[ToolCallPart]) -> list[ToolCallRecord]:
         """Run one assistant message's tool calls and commit their results in the order
@@ -433,8 +485,8 @@ class _Loop:
                 )
                 records.append(record)
                 self.records.append(record)
-                if opts.on_tool_call_finish is not None:
-                    opts.on_tool_call_finish(record)
+                if self.emit is not None:
+                    self.emit(ToolEndEvent(record=record))
         finally:
             for future in futures.values():
                 future.cancel()
@@ -457,8 +509,8 @@ class _Loop:
                     raise
 
     def _started(self, call: ToolCallPart) -> None:
-        if self.opts.on_tool_call_start is not None:
-            self.opts.on_tool_call_start(call)
+        if self.emit is not None:
+            self.emit(ToolStartEvent(call=call))
 
     def _outcome(
         self, call: ToolCallPart, action: str, ready: ToolOutput | None, future: Future[ToolOutput] | None

@@ -20,6 +20,7 @@ from .errors import (
     StoreConflictError,
 )
 from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
+from .hooks import HookChain, Hooks
 from .jobs import bridge_job_events
 from .loop import LoopOptions, ToolExecution, run_loop
 from .messages import Message, Prompt, ToolCallPart, normalize_prompt
@@ -27,6 +28,7 @@ from .models.base import ChatModel, ModelSettings, ToolChoice
 from .projection import Projector, RuntimeRenderer
 from .results import GenerateResult, RunResult, ToolCallRecord
 from .scheduling import GenerationScheduler
+from .stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
 from .stores.base import EventStore, validate_session_id
 from .subscriptions import Listener, Subscription
 from .tools.base import ToolRegistry
@@ -85,6 +87,7 @@ class Session:
         max_tool_workers: int = 8,
         listener_queue_size: int = 10_000,
         listener_timeout: float = 30.0,
+        hooks: Hooks | Sequence[Hooks] | None = None,
         _revision: int = 0,
     ) -> None:
         if session_id is not None:
@@ -109,6 +112,7 @@ class Session:
             provider_options=dict(provider_options or {}),
             cache=cache,
             execution_context=execution_context,
+            hooks=HookChain.of(hooks),
         )
         self._defaults.check()  # a placeholder stands in for a missing model
         initial = list(events or ())
@@ -322,7 +326,9 @@ class Session:
         max_validation_retries: int | None = None,
         on_context_overflow: Callable[[list[Message], CancelToken], Sequence[Message]] | None = None,
         max_context_overflow_retries: int | None = None,
+        hooks: Hooks | Sequence[Hooks] | None = None,
         cancel: CancelToken | None = None,
+        _emit: Emit | None = None,
     ) -> GenerateResult:
         """Run the model (and its tool calls) until it answers without calling tools.
 
@@ -360,6 +366,8 @@ class Session:
                 3 if max_context_overflow_retries is None else max_context_overflow_retries
             ),
             execution_context=d.execution_context,
+            hooks=d.hooks + HookChain.of(hooks),
+            emit=_emit,
         )
         opts.check()
         if self in _GENERATING.get():
@@ -372,25 +380,70 @@ class Session:
         self._check_usable()
         ticket, token = self._enter_gate(cancel)
         generating = _GENERATING.set((*_GENERATING.get(), self))
+        emit = opts.event_sink()
         try:
+            result: GenerateResult | None = None
+            error: BaseException | None = None
             try:
-                result = run_loop(self, opts, token)
+                if emit is not None:
+                    emit(GenerationStartEvent(session_id=self.session_id))
+                run = run_loop(self, opts, token)
+                fields = {f: getattr(run, f) for f in run.__dataclass_fields__}
+                result = GenerateResult(**fields, events=self.events)
             except BaseException as exc:
+                error = exc
                 if token.cancelled and not self._closed and self._failed is None:
                     reason = token.reason or str(exc)
                     try:
                         self._commit([ControlEvent(action="generation-aborted", data={"reason": reason})])
                     except SessionError:
                         pass  # closed or failed meanwhile: the original error says more
-                raise
-            fields = {f: getattr(result, f) for f in result.__dataclass_fields__}
-            return GenerateResult(**fields, events=self.events)
+            error = self._end_generation(opts, emit, result, error)
+            if error is not None:
+                raise error
+            assert result is not None
+            return result
         finally:
             _GENERATING.reset(generating)
             with self._gate:
                 self._current_cancel = None
                 self._queue.remove(ticket)  # it is first: this generation held the gate
                 self._gate.notify_all()
+
+    @staticmethod
+    def _end_generation(
+        opts: LoopOptions, emit: Emit | None, result: GenerateResult | None, error: BaseException | None
+    ) -> BaseException | None:
+        """Call ``on_generation_end`` hooks once and emit ``generation-end``; returns the
+        generation's error (a failing hook's error when it succeeded)."""
+        if opts.hooks.on_generation_end:
+            try:
+                opts.hooks.generation_end(result, error)
+            except BaseException as exc:  # noqa: BLE001 - the generation's outcome
+                if error is None:
+                    error, result = exc, None
+        if emit is not None:
+            try:
+                emit(GenerationEndEvent(result=result, error=error))
+            except BaseException as exc:  # noqa: BLE001 - a raising callback
+                if error is None:
+                    error = exc
+        return error
+
+    def stream(self, *, max_buffer: int = 1000, cancel: CancelToken | None = None,
+               **generate_kwargs: Any) -> AgentStream:
+        """Run :meth:`generate` on a worker thread and return an :class:`AgentStream`
+        of its events (iterate it; ``.result`` for the result; closing it early cancels
+        the generation). Takes the same keyword arguments as :meth:`generate`."""
+        self._check_usable()
+        for key in ("_emit",):
+            if key in generate_kwargs:
+                raise ConfigurationError(f"stream() does not take {key}=")
+
+        def run(emit: Emit, token: CancelToken) -> GenerateResult:
+            return self.generate(cancel=token, _emit=emit, **generate_kwargs)
+
+        return AgentStream(run, max_buffer=max_buffer, cancel=cancel, name=f"agentkit-stream-{self.session_id}")
 
     def _enter_gate(self, cancel: CancelToken | None) -> tuple[object, CancelToken]:
         """Wait in FIFO order for the generation gate; return the ticket and the new

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -17,11 +18,17 @@ __all__ = ["run_tool_call"]
 _KINDS = ("text", "json", "content", "error-text", "error-json")
 
 
+Gate = Callable[[ToolCallPart, ToolContext], "ToolCallPart | ToolOutput"]
+"""Runs after the input passed its schema: returns the call to run (the same one, or one
+with a rewritten input, validated again) or a ToolOutput that answers the call instead."""
+
+
 def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
-                  available: tuple[str, ...] = ()) -> ToolOutput:
+                  available: tuple[str, ...] = (), gate: Gate | None = None) -> ToolOutput:
     """Validate and run ``call`` with ``tool``. Never raises for model-produced problems
     (unknown tool, unparsable or invalid input, exceptions, timeouts): those come back as
-    error outputs the model reads. Raises CancelledError only when ``ctx.cancel`` is set."""
+    error outputs the model reads. Raises CancelledError only when ``ctx.cancel`` is set;
+    whatever ``gate`` raises propagates."""
     name = call.tool_name
     if call.input_error is not None:
         return ToolOutput.error(
@@ -31,10 +38,19 @@ def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
     if tool is None:
         names = ", ".join(available) or "(none)"
         return ToolOutput.error(f"unknown tool {name!r}; available tools: {names}")
-    data = call.input
-    problem = tool.validation_error(data)
+    problem = tool.validation_error(call.input)
     if problem is not None:
         return ToolOutput.error(problem)
+    if gate is not None:
+        gated = gate(call, ctx)
+        if isinstance(gated, ToolOutput):
+            return _recordable(tool, gated)
+        if gated is not call:
+            problem = tool.validation_error(gated.input)
+            if problem is not None:
+                return ToolOutput.error(f"the rewritten input was refused: {problem}")
+            call = gated
+    data = call.input
     try:
         kwargs: dict[str, Any] = tool.prepare_input(data) if tool.prepare_input else dict(data)
     except Exception as exc:  # noqa: BLE001 - conversion of nested types
