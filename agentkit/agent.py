@@ -8,6 +8,7 @@ from typing import Any
 from .cancel import CancelToken
 from .errors import ConfigurationError
 from .hooks import Hooks
+from .invariants import check_messages
 from .loop import ToolExecution
 from .messages import Message, Prompt, ToolCallPart
 from .models.base import ChatModel, ModelSettings, ToolChoice
@@ -56,6 +57,7 @@ def run_agent(
     if system_texts:
         system = "\n\n".join(([system] if system else []) + system_texts)
         history = [m for m in history if not (isinstance(m, Message) and m.role == "system")]
+    check_messages(history, what="messages")
     if not isinstance(prompt, str) and isinstance(prompt, Message):
         raise ConfigurationError("prompt must be text or content parts; pass Message history as messages=")
     with Session(

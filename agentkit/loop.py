@@ -45,6 +45,7 @@ from .models.base import (
     UsageEvent,
 )
 from .hooks import HookChain
+from .invariants import check_messages
 from .results import RunResult, Step, ToolCallRecord
 from .stream import (
     Emit,
@@ -84,7 +85,8 @@ class LoopHost(Protocol):
     session_id: str | None
 
     def _commit(self, events: Sequence[Event]) -> list[Event]: ...
-    def _project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str]]: ...
+    def _project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]: ...
+    def _follow_up_waiting(self) -> bool: ...
     def _executor(self) -> Executor: ...
 
 
@@ -299,10 +301,10 @@ class _Loop:
                 finish = "max-steps"
                 break
             self.cancel.raise_if_cancelled()
-            messages, pending = self.host._project()
+            messages, pending, request_seq = self.host._project()
             if pending:
                 self._close_orphans(pending)
-                messages, _ = self.host._project()
+                messages, _, request_seq = self.host._project()
             request = ModelRequest(
                 messages=tuple(messages),
                 system=opts.system,
@@ -324,7 +326,7 @@ class _Loop:
                 if opts.on_context_overflow is None or overflow_attempts >= opts.max_context_overflow_retries:
                     raise
                 overflow_attempts += 1
-                conversation, _ = self.host._project(for_model=False)  # without job status
+                conversation = self.host._project(for_model=False)[0]  # without job status
                 replacement = opts.on_context_overflow(conversation, self.cancel)
                 self._replace_context(replacement)
                 continue
@@ -336,6 +338,7 @@ class _Loop:
                         usage=inference.usage,
                         finish_reason=inference.finish_reason,
                         model=self.model_name,
+                        request_seq=request_seq or None,
                     )
                 ]
             )
@@ -352,8 +355,8 @@ class _Loop:
             self.steps.append(step)
             if self.emit is not None:
                 self.emit(StepEndEvent(step=step))
-            if calls:
-                continue
+            if calls or self.host._follow_up_waiting():
+                continue  # tool results, or a follow-up pushed while the model answered
             finish = inference.finish_reason
             if opts.validate_completion is not None:
                 feedback = opts.validate_completion(self._result(last_text, finish))
@@ -377,7 +380,7 @@ class _Loop:
         return self._result(last_text, finish)
 
     def _result(self, text: str, finish: str) -> RunResult:
-        messages, _ = self.host._project(for_model=False)
+        messages = self.host._project(for_model=False)[0]
         return RunResult(
             text=text,
             finish_reason=finish,
@@ -394,6 +397,7 @@ class _Loop:
                 "on_context_overflow must return a non-empty list of user, assistant and tool "
                 "Message objects (the system prompt is sent separately; keep it out)"
             )
+        check_messages(msgs, what="the on_context_overflow result")
         self.host._commit([ContextReplacedEvent(messages=msgs, reason="context-overflow")])
 
     def _close_orphans(self, pending: dict[str, str]) -> None:

@@ -21,6 +21,7 @@ from .errors import (
 )
 from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
 from .hooks import HookChain, Hooks
+from .invariants import check_events
 from .jobs import bridge_job_events
 from .loop import LoopOptions, ToolExecution, run_loop
 from .messages import Message, Prompt, ToolCallPart, normalize_prompt
@@ -142,6 +143,7 @@ class Session:
         if _revision:  # restored from a store: events are already durable
             self._load_committed(initial)
         elif initial:
+            check_events(initial)
             self._commit(initial)
         self._scheduler = GenerationScheduler(self.generate)
         self._stop_job_events = bridge_job_events(self, execution_context)
@@ -194,6 +196,18 @@ class Session:
     def push_user_message(self, content: Prompt) -> Event:
         """Commit a user message (text, or text plus image/file parts)."""
         return self._commit([UserMessageEvent(content=normalize_prompt(content))])[0]
+
+    def steer(self, content: Prompt) -> Event:
+        """Commit a user message that the running generation reads at its next model step
+        (after the tool calls in flight finish); with no generation running, the next one
+        reads it. Works from any thread."""
+        return self.push_user_message(content)
+
+    def follow_up(self, content: Prompt) -> Event:
+        """Commit a user message that the running generation answers before it ends: when
+        the model would stop, the loop runs another step for it. With no generation
+        running, the next one answers it. Works from any thread."""
+        return self._commit([UserMessageEvent(content=normalize_prompt(content), follow_up=True)])[0]
 
     def push_runtime_event(self, type: str, data: dict[str, Any] | None = None) -> Event:
         """Commit a runtime event (``job-finished``, ``timer-fired``...) with JSON data."""
@@ -257,13 +271,19 @@ class Session:
                 sub.offer(committed)
             return committed
 
-    def _project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str]]:
-        """The messages (the model's view, or the plain conversation) and the tool calls
-        still waiting for results."""
+    def _project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]:
+        """The messages (the model's view, or the plain conversation), the tool calls
+        still waiting for results and the seq of the last event they were built from."""
         with self._lock:
             p = self._projector
             p.catch_up(self._events)
-            return p.model_view(job_status=for_model), p.pending_tool_calls
+            return p.model_view(job_status=for_model), p.pending_tool_calls, p.last_seq
+
+    def _follow_up_waiting(self) -> bool:
+        """True when a follow-up message comes after the last answer."""
+        with self._lock:
+            self._projector.catch_up(self._events)
+            return self._projector.follow_up_waiting
 
     def _executor(self) -> Executor:
         with self._lock:

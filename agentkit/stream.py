@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .cancel import CancelToken
-from .errors import CancelledError, ConfigurationError
+from .errors import ConfigurationError
 from .messages import ToolCallPart, _output_to_dict, content_to_dict
 from .results import RunResult, Step, ToolCallRecord
 
