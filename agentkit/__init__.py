@@ -15,8 +15,8 @@ from .errors import (
     CancelledError,
     CompletionValidationError,
     ConfigurationError,
-    HookError,
     ContextOverflowError,
+    HookError,
     McpError,
     MissingDependencyError,
     ModelError,
@@ -44,6 +44,7 @@ from .events import (
     UserMessageEvent,
     event_from_dict,
 )
+from .hooks import Hooks, ToolDecision
 from .job_store import FileJobStore, InMemoryJobStore, JobStore, StoredJob
 from .jobs import JobRunner
 from .messages import (
@@ -71,9 +72,8 @@ from .projection import Projector, build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
 from .scheduling import GenerationScheduler
 from .session import Session
-from .stream import AgentEvent, AgentStream
-from .hooks import Hooks, ToolDecision
 from .stores import EventStore, FileEventStore, InMemoryEventStore, StoredSession
+from .stream import AgentEvent, AgentStream
 from .tools import (
     ExecutionContext,
     JobEvent,

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ConfigurationError, HookError
 from .messages import ToolCallPart, ToolOutput
 from .models.base import ModelRequest
-from .tools.base import ToolContext, to_tool_output
+from .tools.base import ToolContext, ToolDecision, to_tool_output
 
 if TYPE_CHECKING:
     from .results import RunResult
@@ -40,44 +40,6 @@ BeforeModelRequest = Callable[[ModelRequest], "ModelRequest | None"]
 BeforeToolCall = Callable[[ToolCallPart, ToolContext], "ToolDecision | None"]
 AfterToolCall = Callable[[ToolCallPart, ToolOutput, ToolContext], "ToolOutput | Any | None"]
 OnGenerationEnd = Callable[["RunResult | None", "BaseException | None"], Any]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ToolDecision:
-    """What a ``before_tool_call`` hook decided about one tool call.
-
-    Build it with :meth:`allow`, :meth:`block`, :meth:`rewrite` or :meth:`respond`.
-    """
-
-    action: Literal["allow", "block", "rewrite", "respond"]
-    reason: str | None = None
-    """Why the call was blocked (the model reads it)."""
-    input: Any = None
-    """The replacement input of a rewrite."""
-    output: ToolOutput | None = None
-    """The result of a respond."""
-
-    @classmethod
-    def allow(cls) -> ToolDecision:
-        """Run the call as the model wrote it."""
-        return cls(action="allow")
-
-    @classmethod
-    def block(cls, reason: str) -> ToolDecision:
-        """Do not run the tool; the model reads an error result with ``reason``."""
-        if not isinstance(reason, str) or not reason.strip():
-            raise ConfigurationError("ToolDecision.block needs a non-empty reason the model can read")
-        return cls(action="block", reason=reason)
-
-    @classmethod
-    def rewrite(cls, input: Any) -> ToolDecision:
-        """Run the tool with ``input`` instead (validated against the schema again)."""
-        return cls(action="rewrite", input=input)
-
-    @classmethod
-    def respond(cls, output: Any) -> ToolDecision:
-        """Do not run the tool; use ``output`` (anything a tool may return) as its result."""
-        return cls(action="respond", output=to_tool_output(output))
 
 
 @dataclass(frozen=True, kw_only=True)

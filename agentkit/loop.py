@@ -23,6 +23,8 @@ from .events import (
     ToolResultEvent,
     UserMessageEvent,
 )
+from .hooks import HookChain
+from .invariants import check_messages
 from .messages import (
     ContentPart,
     Message,
@@ -44,8 +46,6 @@ from .models.base import (
     ToolChoice,
     UsageEvent,
 )
-from .hooks import HookChain
-from .invariants import check_messages
 from .results import RunResult, Step, ToolCallRecord
 from .stream import (
     Emit,
@@ -60,8 +60,8 @@ from .stream import (
     callback_sink,
     fan_out,
 )
-from .tools.base import ToolContext, ToolRegistry
-from .tools.runner import run_tool_call
+from .tools.base import ToolContext, ToolDecision, ToolRegistry
+from .tools.runner import decision_gate, run_tool_call
 from .usage import Usage
 
 __all__ = ["LoopHost", "LoopOptions", "run_loop"]
@@ -288,7 +288,7 @@ class _Loop:
         self.model_name = getattr(opts.model, "model_name", None)
         self.emit = opts.event_sink()
         self.hooks = opts.hooks
-        self.gate = self._gate if opts.hooks.before_tool_call else None
+        self.gate = decision_gate(self._decide) if opts.hooks.before_tool_call else None
 
     def run(self) -> RunResult:
         opts = self.opts
@@ -424,15 +424,12 @@ class _Loop:
             _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
         )
 
-    def _gate(self, call: ToolCallPart, ctx: ToolContext) -> ToolCallPart | ToolOutput:
-        """``before_tool_call`` hooks as the runner's gate."""
-        call, decision = self.hooks.tool_call(call, ctx)
-        if decision is None:
-            return call
-        if decision.action == "block":
-            return ToolOutput.error(f"tool call blocked: {decision.reason}")
-        assert decision.output is not None
-        return decision.output
+    def _decide(self, call: ToolCallPart, ctx: ToolContext) -> ToolDecision | None:
+        """``before_tool_call`` hooks as one decision (a rewrite comes back as one)."""
+        rewritten, decision = self.hooks.tool_call(call, ctx)
+        if decision is None and rewritten is not call:
+            return ToolDecision.rewrite(rewritten.input)
+        return decision
 
     def _execute(self, call: ToolCallPart) -> ToolOutput:
         tool = self.opts.tools.get(call.tool_name)

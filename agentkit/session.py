@@ -29,8 +29,8 @@ from .models.base import ChatModel, ModelSettings, ToolChoice
 from .projection import Projector, RuntimeRenderer
 from .results import GenerateResult, RunResult, ToolCallRecord
 from .scheduling import GenerationScheduler
-from .stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
 from .stores.base import EventStore, validate_session_id
+from .stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
 from .subscriptions import Listener, Subscription
 from .tools.base import ToolRegistry
 from .tools.context import JobControl, JobState
@@ -410,7 +410,7 @@ class Session:
                 run = run_loop(self, opts, token)
                 fields = {f: getattr(run, f) for f in run.__dataclass_fields__}
                 result = GenerateResult(**fields, events=self.events)
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - re-raised after the end hooks
                 error = exc
                 if token.cancelled and not self._closed and self._failed is None:
                     reason = token.reason or str(exc)

@@ -128,7 +128,7 @@ def test_closing_the_stream_mid_tool_cancels_the_generation_and_keeps_what_was_c
                     break
         assert stopped.is_set()
         with pytest.raises(CancelledError):
-            stream.result
+            _ = stream.result
         types = [e.type for e in s.events]
         assert types[:2] == ["user-message", "assistant-message"] and "tool-result" in types
         # the session is usable afterwards
@@ -151,7 +151,7 @@ def test_a_generation_that_cannot_start_still_ends_the_stream_with_generation_en
     assert [e.type for e in events] == ["generation-end"]
     assert isinstance(events[0].error, ConfigurationError)
     with pytest.raises(ConfigurationError, match="max_steps"):
-        stream.result
+        _ = stream.result
 
 
 def test_stream_errors_come_back_as_generation_end_and_from_result():
@@ -160,7 +160,7 @@ def test_stream_errors_come_back_as_generation_end_and_from_result():
     assert events[-1].type == "generation-end" and "no turn left" in str(events[-1].error)
     assert events[-1].to_dict()["error"]["type"] == "ScriptExhaustedError"
     with pytest.raises(Exception, match="no turn left"):
-        stream.result
+        _ = stream.result
 
 
 def test_callbacks_and_the_stream_see_the_same_events():

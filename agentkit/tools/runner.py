@@ -11,9 +11,9 @@ from typing import Any
 
 from ..errors import AgentkitError, CancelledError
 from ..messages import ToolCallPart, ToolOutput, content_to_dict
-from .base import Tool, ToolContext, to_tool_output
+from .base import Tool, ToolContext, ToolDecision, to_tool_output
 
-__all__ = ["run_tool_call"]
+__all__ = ["decision_gate", "run_tool_call"]
 
 _KINDS = ("text", "json", "content", "error-text", "error-json")
 
@@ -41,8 +41,10 @@ def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
     problem = tool.validation_error(call.input)
     if problem is not None:
         return ToolOutput.error(problem)
-    if gate is not None:
-        gated = gate(call, ctx)
+    for step in (gate, tool.before_call and _own_gate(tool)):
+        if step is None:
+            continue
+        gated = step(call, ctx)
         if isinstance(gated, ToolOutput):
             return _recordable(tool, gated)
         if gated is not call:
@@ -63,6 +65,28 @@ def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
     if tool.timeout is None:
         return _invoke(tool, kwargs, ctx)
     return _invoke_with_timeout(tool, kwargs, ctx, tool.timeout)
+
+
+def decision_gate(decide: Callable[[ToolCallPart, ToolContext], ToolDecision | None]) -> Gate:
+    """A gate from a function returning a :class:`ToolDecision` (or None to allow)."""
+
+    def gate(call: ToolCallPart, ctx: ToolContext) -> ToolCallPart | ToolOutput:
+        decision = decide(call, ctx)
+        if decision is None or decision.action == "allow":
+            return call
+        if decision.action == "rewrite":
+            return replace(call, input=decision.input, input_error=None)
+        if decision.action == "block":
+            return ToolOutput.error(f"tool call blocked: {decision.reason}")
+        assert decision.output is not None
+        return decision.output
+
+    return gate
+
+
+def _own_gate(tool: Tool) -> Gate:
+    assert tool.before_call is not None
+    return decision_gate(tool.before_call)
 
 
 def _recordable(tool: Tool, out: ToolOutput) -> ToolOutput:
