@@ -7,7 +7,9 @@ during the grace period too, so a process that prints its last words on SIGTERM 
 blocked on a full pipe and killed for it. Output is read by one thread per stream into
 a bounded queue (a slow consumer therefore slows the process down instead of buffering
 without limit) and decoded incrementally, so a UTF-8 code point split across two reads
-is never mangled.
+is never mangled. A descendant that left the group (``setsid``) cannot be killed with
+it, but it cannot hold the call either: the timeout and the cancel token apply while the
+group terminates, and once the group is dead its pipes are closed after a bounded wait.
 """
 
 from __future__ import annotations
@@ -191,7 +193,9 @@ def supervise(
     is gone, its exception propagates. When the leader has exited but a descendant keeps
     the pipes open past ``drain_after_exit`` seconds, the remaining group is terminated
     too, so no orphan outlives a command. Output beyond ``max_output_bytes`` is dropped
-    (an incomplete trailing code point with it) and ends the command.
+    (an incomplete trailing code point with it) and ends the command. A timeout or a
+    cancellation is reported (``timed_out`` / ``cancelled``) whenever it fires before the
+    call ends, and ends it within about ``grace`` + :data:`_ABANDON_AFTER` seconds.
     """
     started = time.monotonic()
     chunks: queue.Queue[object] = queue.Queue(maxsize=16)
