@@ -176,7 +176,9 @@ def _parse_pattern(text: Any, option: str) -> _HostPattern:
         raise bad
     host, port = text.strip(), None
     if host.startswith("["):
-        inside, _, rest = host[1:].partition("]")
+        inside, bracket, rest = host[1:].partition("]")
+        if not bracket:
+            raise bad
         host = inside
         if rest:
             if not rest.startswith(":"):

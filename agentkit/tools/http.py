@@ -16,8 +16,8 @@ credentials are not carried to another host. A status of 400 or more is an error
 from __future__ import annotations
 
 import json
-from email.message import Message
 from collections.abc import Iterable
+from email.message import Message
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
