@@ -158,6 +158,15 @@ def test_bad_urls_are_refused_before_any_request(url):
     assert out.is_error and "http:// or https://" in out.value
 
 
+def test_urls_whose_host_parsers_disagree_on_are_refused(site):
+    # urllib.parse reads the host of the first as evil.example, urllib3 as 127.0.0.1
+    allowed = http_tools(allowed_hosts=["evil.example"], **OPEN)
+    for url in (f"http://127.0.0.1:{site.port}\\@evil.example/", f"http://evil.example\\@127.0.0.1:{site.port}/"):
+        out = call(allowed, "http_get", url=url)
+        assert out.is_error and "makes the host ambiguous" in out.value
+    assert site.seen == []
+
+
 def test_context_permission_is_asked_with_the_url(tmp_path, site):
     asked = []
 

@@ -8,7 +8,7 @@ import ipaddress
 import pytest
 
 from agentkit import ConfigurationError
-from agentkit.tools._netguard import NetworkPolicy, address_refusal, parse_ip
+from agentkit.tools._netguard import AddressRefused, NetworkPolicy, address_refusal, parse_ip, resolve_checked
 
 REFUSED = {
     # loopback, in every IPv4 notation inet_aton and browsers accept
@@ -122,3 +122,14 @@ def test_bad_patterns_are_refused_naming_the_option(bad):
         NetworkPolicy.from_options(allowed_hosts=bad)
     with pytest.raises(ConfigurationError, match="allow_private_networks"):
         NetworkPolicy.from_options(allow_private_networks=bad)
+
+
+def test_resolve_checked_returns_only_allowed_addresses_and_rechecks_the_host():
+    with pytest.raises(AddressRefused, match="localhost resolves to 127.0.0.1, which is a loopback address"):
+        resolve_checked("localhost", 80, NetworkPolicy.from_options())
+    infos = resolve_checked("localhost", 80, NetworkPolicy.from_options(allow_private_networks=True))
+    assert infos and all(address_refusal(info[4][0]) is not None for info in infos)
+    # the host the HTTP client parsed is checked against allowed_hosts again at connect time
+    narrowed = NetworkPolicy.from_options(allowed_hosts=["evil.example"], allow_private_networks=True)
+    with pytest.raises(AddressRefused, match=r"localhost:80 is not in allowed_hosts \(evil.example\)"):
+        resolve_checked("localhost", 80, narrowed)

@@ -240,14 +240,22 @@ class NetworkPolicy:
         except ValueError:
             return f"{url!r} has an invalid port"
         host = _canonical_host(parts.hostname or "")
-        if self.allowed_hosts is not None and not any(p.matches(host, port) for p in self.allowed_hosts):
-            listed = ", ".join(str(p) for p in self.allowed_hosts) or "nothing"
-            return (f"{host}:{port} is not in allowed_hosts ({listed}); add it to "
-                    f"{self.owner}(allowed_hosts=[...]) to allow it")
+        refused = self.check_host(host, port)
+        if refused is not None:
+            return refused
         ip = parse_ip(host)
         if ip is not None:
             return self.check_address(host, port, ip, written=parts.hostname)
         return None
+
+    def check_host(self, host: str, port: int) -> str | None:
+        """Why ``host:port`` is refused by ``allowed_hosts``, or None."""
+        host = _canonical_host(host)
+        if self.allowed_hosts is None or any(p.matches(host, port) for p in self.allowed_hosts):
+            return None
+        listed = ", ".join(str(p) for p in self.allowed_hosts) or "nothing"
+        return (f"{host}:{port} is not in allowed_hosts ({listed}); add it to "
+                f"{self.owner}(allowed_hosts=[...]) to allow it")
 
     def check_address(self, host: str, port: int, ip: IPAddress | str, *,
                       written: str | None = None) -> str | None:
@@ -277,7 +285,11 @@ def resolve_checked(host: str, port: int, policy: NetworkPolicy,
                     family: int = socket.AF_UNSPEC) -> list[tuple[Any, ...]]:
     """Resolve ``host`` once and return the ``getaddrinfo`` entries ``policy`` allows, in
     order; connect to one of these and nothing else. Raises :exc:`AddressRefused` (saying
-    why) when every address is refused, ``socket.gaierror`` when the name does not resolve."""
+    why) when the host is outside ``allowed_hosts`` or every address is refused,
+    ``socket.gaierror`` when the name does not resolve."""
+    refused = policy.check_host(host, port)  # again here, on the host the client parsed
+    if refused is not None:
+        raise AddressRefused(refused)
     infos = socket.getaddrinfo(host.strip("[]"), port, family, socket.SOCK_STREAM)
     allowed, refusals = [], []
     for info in infos:

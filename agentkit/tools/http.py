@@ -43,6 +43,13 @@ def _check_url(url: str) -> None:
         raise ConfigurationError(
             f"invalid URL {url!r}: give an absolute http:// or https:// URL"
         )
+    if any(c == "\\" or ord(c) <= 32 or c == "\x7f" for c in parts.netloc):
+        # parsers disagree on these (a backslash ends the host for some), so the host
+        # checked could differ from the host connected to
+        raise ConfigurationError(
+            f"invalid URL {url!r}: a backslash, space or control character before the path makes "
+            f"the host ambiguous; percent-encode it"
+        )
 
 
 def _check_headers(headers: Any) -> dict[str, str]:
