@@ -133,3 +133,11 @@ def test_resolve_checked_returns_only_allowed_addresses_and_rechecks_the_host():
     narrowed = NetworkPolicy.from_options(allowed_hosts=["evil.example"], allow_private_networks=True)
     with pytest.raises(AddressRefused, match=r"localhost:80 is not in allowed_hosts \(evil.example\)"):
         resolve_checked("localhost", 80, narrowed)
+
+
+def test_international_names_match_in_either_spelling():
+    policy = NetworkPolicy.from_options(allowed_hosts=["bücher.example", "*.xn--caf-dma.example"])
+    assert policy.check_url("https://bücher.example/") is None
+    assert policy.check_host("xn--bcher-kva.example", 443) is None  # what the HTTP client connects to
+    assert policy.check_url("https://menu.café.example/") is None
+    assert policy.check_url("https://buecher.example/") is not None

@@ -161,9 +161,18 @@ class _HostPattern:
 
 
 def _canonical_host(host: str) -> str:
+    """Lower case, no brackets or trailing dot, IP addresses in standard form, and
+    international names in their ASCII (punycode) form, as HTTP clients send them."""
     host = host.strip().strip("[]").lower().rstrip(".")
     ip = parse_ip(host)
-    return str(ip) if ip is not None else host
+    if ip is not None:
+        return str(ip)
+    if not host.isascii():
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            pass
+    return host
 
 
 def _parse_pattern(text: Any, option: str) -> _HostPattern:
