@@ -173,7 +173,7 @@ def _check_json_object(data: Any, what: str) -> None:
     problem = json_problem(data)
     if problem is not None:
         raise ConfigurationError(
-            f"{what} data is not JSON-serialisable: {problem} (in the data). Use plain JSON: "
+            f"{what} data is not JSON-serialisable: {problem}. Use plain JSON: "
             f"dicts with string keys, lists, strings, finite numbers, true, false and null, "
             f"nested at most {MAX_DEPTH} levels."
         )
