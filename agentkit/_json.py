@@ -45,9 +45,10 @@ def _where(path: tuple[Any, ...] | None) -> str:
     return out + ("..." if len(keys) > _SHOWN else "")
 
 
-def json_problem(value: object, *, max_depth: int = MAX_DEPTH) -> str | None:
+def json_problem(value: object, *, max_depth: int = MAX_DEPTH, envelope: int = 0) -> str | None:
     """None when ``value`` is strict JSON nested at most ``max_depth`` levels, else what
-    is wrong and where (``$`` is the value itself)."""
+    is wrong and where (``$`` is the value itself). ``envelope``: levels of wrapping
+    around the data the limit is meant for (an event's own dict), allowed on top."""
     stack: list[tuple[object, tuple[Any, ...] | None, int]] = [(value, None, 0)]
     while stack:
         v, path, depth = stack.pop()
@@ -58,7 +59,7 @@ def json_problem(value: object, *, max_depth: int = MAX_DEPTH) -> str | None:
                 return f"{_where(path)} is {v!r}, which is not a JSON number (NaN and infinities are not JSON)"
             continue
         if isinstance(v, (dict, list)):
-            if depth >= max_depth:
+            if depth >= max_depth + envelope:
                 return f"{_where(path)} is nested deeper than {max_depth} levels (or contains itself)"
             if isinstance(v, dict):
                 for key, item in v.items():

@@ -182,7 +182,7 @@ def _check_json_object(data: Any, what: str) -> None:
 def _storable_problem(event: Event) -> str | None:
     """None when ``event`` is strict JSON that a store gives back unchanged (see
     :func:`agentkit._json.json_problem`), else what is wrong. Internal."""
-    return json_problem(event.to_dict(), max_depth=MAX_DEPTH + _ENVELOPE_DEPTH)
+    return json_problem(event.to_dict(), envelope=_ENVELOPE_DEPTH)
 
 
 @dataclass(frozen=True, kw_only=True)
