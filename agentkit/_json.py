@@ -14,12 +14,15 @@ stack: reading falls back to an iterative parser, writing to a fresh thread.
 from __future__ import annotations
 
 import json
+import json.decoder
 import math
 import re
 import threading
-from json.decoder import scanstring
+from collections.abc import Callable
 from json.scanner import NUMBER_RE
 from typing import Any
+
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 MAX_DEPTH = 500
 """How deeply event data and tool input may nest (arrays and objects)."""
@@ -110,7 +113,7 @@ def _ws(s: str, i: int) -> int:
 def _key(s: str, i: int) -> tuple[str, int]:
     if s[i : i + 1] != '"':
         raise json.JSONDecodeError("Expecting property name enclosed in double quotes", s, i)
-    key, i = scanstring(s, i + 1)
+    key, i = _scanstring(s, i + 1)
     i = _ws(s, i)
     if s[i : i + 1] != ":":
         raise json.JSONDecodeError("Expecting ':' delimiter", s, i)
@@ -119,15 +122,16 @@ def _key(s: str, i: int) -> tuple[str, int]:
 
 def _scalar(s: str, i: int, strict: bool) -> tuple[Any, int]:
     if s[i : i + 1] == '"':
-        return scanstring(s, i + 1)
+        return _scanstring(s, i + 1)
     for word, value in _CONSTANTS if strict else (*_CONSTANTS, *_NON_FINITE):
         if s.startswith(word, i):
             return value, i + len(word)
     m = NUMBER_RE.match(s, i)
     if m is None:
-        if not strict or not any(s.startswith(w, i) for w, _ in _NON_FINITE):
-            raise json.JSONDecodeError("Expecting value", s, i)
-        _not_json(s[i : i + 3])
+        for word, _ in _NON_FINITE if strict else ():
+            if s.startswith(word, i):
+                _not_json(word)
+        raise json.JSONDecodeError("Expecting value", s, i)
     integer, frac, exp = m.groups()
     if frac or exp:
         return float(integer + (frac or "") + (exp or "")), m.end()

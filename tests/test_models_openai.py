@@ -164,7 +164,8 @@ def test_tool_arguments_that_are_not_plain_json_become_an_input_error_with_the_r
     first, second = [e for e in model(server).stream(req(tools=(ADD,))) if isinstance(e, ToolCallEvent)]
     assert first.input == deep and "not plain JSON: $.a[0][0]" in first.input_error
     assert "nested deeper than 500 levels" in first.input_error
-    assert second.input == '{"a": NaN, "b": 2}' and second.input_error == "the arguments are not valid JSON (NaN is not JSON)"
+    assert second.input == '{"a": NaN, "b": 2}'
+    assert second.input_error == "the arguments are not valid JSON (NaN is not JSON)"
 
 
 def test_non_object_tool_arguments_become_an_input_error(server):

@@ -799,7 +799,8 @@ def test_data_that_is_not_strict_json_is_refused_before_anything_is_committed(tm
     with pytest.raises(ConfigurationError, match=r"cannot commit runtime event .*\$\.data\.k\[0\] is a tuple"):
         s.push_event(slipped)
     call = ToolCallPart(tool_call_id="c1", tool_name="t", input={"x": float("nan")})
-    with pytest.raises(ConfigurationError, match=r"cannot commit assistant-message event .*is nan.*Nothing was committed"):
+    expected = r"cannot commit assistant-message event .*is nan.*Nothing was committed"
+    with pytest.raises(ConfigurationError, match=expected):
         s.push_event(AssistantMessageEvent(content=(call,)))
     assert s.events == () and s.revision == 0
     data = {"n": [1, {"k": "v", "e": []}], "f": 0.5, "big": 2**70, "t": True, "none": None, "deep": nested(499)}

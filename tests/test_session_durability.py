@@ -361,7 +361,8 @@ def test_constructing_a_session_with_a_stored_id_restores_it(tmp_path, kind):
         assert texts(again.events) == ["one"] and again.revision == 1
         assert again.push_user_message("two").seq == 2
     assert texts(store.load("x")) == ["one", "two"]
-    with pytest.raises(ConfigurationError, match=r"session 'x' already exists .*Session\.open\('x', store=store, events="):
+    expected = r"session 'x' already exists .*Session\.open\('x', store=store, events="
+    with pytest.raises(ConfigurationError, match=expected):
         Session(store=store, session_id="x", events=[user("seed")])
     assert store.load("x").revision == 2  # nothing was written
     with Session(store=store, session_id="fresh", events=[user("seed")]) as new:  # seeds a new one

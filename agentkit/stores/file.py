@@ -7,7 +7,9 @@ Layout under ``root_dir``::
     .locks/<session_id>.lock           the session's lock file (kept after delete)
 
 Appends take the session's exclusive lock (``portalocker`` plus a process-wide thread
-lock), check the revision, write one line and fsync it before returning. Readers take a
+lock), check the revision, write one line and fsync it before returning. A session's
+first append writes its log, header and first record, as one whole file, so a failure
+(a full disk) leaves no session behind. Readers take a
 shared lock. Whole-file writes (a new log, an archive, a compacted log) go through a temp
 file, fsync and an atomic rename. A crash mid-append leaves at most one damaged line at the end; load
 leaves it out (it was never acknowledged) and the next append truncates it first.
