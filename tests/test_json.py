@@ -4,38 +4,15 @@ depend on how deep the caller's stack is."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
+from _deep import depth_of, near_the_recursion_limit
 
 from agentkit._json import MAX_DEPTH, dumps, json_problem, loads
 
 
-def stack_depth() -> int:
-    frame, n = sys._getframe(), 0
-    while frame is not None:
-        frame, n = frame.f_back, n + 1
-    return n
-
-
-def near_the_recursion_limit(fn, headroom: int = 60):
-    """Call ``fn`` with only about ``headroom`` frames left before RecursionError."""
-
-    def down(n):
-        return fn() if n <= 0 else down(n - 1)
-
-    return down(sys.getrecursionlimit() - stack_depth() - headroom)
-
-
 def brackets(levels: int) -> str:
     return "[" * levels + "]" * levels
-
-
-def depth_of(value) -> int:
-    n = 0
-    while isinstance(value, list):
-        value, n = (value[0] if value else None), n + 1
-    return n
 
 
 DOCUMENTS = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from _deep import nested
 
 from agentkit import (
     AssistantMessageEvent,
@@ -162,14 +163,6 @@ def test_control_event_data_must_be_json_before_it_can_reach_a_store():
         ControlEvent(action="x", data={"lock": object()})
     with pytest.raises(ConfigurationError, match="non-empty string action"):
         ControlEvent(action="")
-
-
-def nested(levels: int) -> list:
-    """A list nested ``levels`` deep ([] is one level)."""
-    value: list = []
-    for _ in range(levels - 1):
-        value = [value]
-    return value
 
 
 NOT_STRICT_JSON = [

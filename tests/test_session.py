@@ -7,6 +7,7 @@ import time
 import warnings
 
 import pytest
+from _deep import nested
 
 from agentkit import (
     AssistantMessageEvent,
@@ -766,13 +767,6 @@ def test_subscribing_to_a_closed_session_is_refused_without_starting_a_thread():
 
 
 # -- strict JSON -----------------------------------------------------------------------
-
-
-def nested(levels: int) -> list:
-    value: list = []
-    for _ in range(levels - 1):
-        value = [value]
-    return value
 
 
 @pytest.mark.parametrize("kind", [None, "memory", "file"])

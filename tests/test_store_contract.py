@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 
 import pytest
+from _deep import depth_of, near_the_recursion_limit, nested
 
 from agentkit import (
     ConfigurationError,
@@ -356,20 +356,6 @@ def test_events_are_stored_by_value_and_must_be_json(store):
 
 
 
-def nested(levels: int) -> list:
-    value: list = []
-    for _ in range(levels - 1):
-        value = [value]
-    return value
-
-
-def depth_of(value) -> int:
-    n = 0
-    while isinstance(value, list):
-        value, n = (value[0] if value else None), n + 1
-    return n
-
-
 @pytest.mark.parametrize(
     ("bad", "match"),
     [
@@ -394,22 +380,10 @@ def test_events_that_would_not_come_back_unchanged_are_refused_before_writing(st
     assert store.load_archive("s1", "c1") is None
 
 
-def near_the_recursion_limit(fn, headroom: int = 120):
-    """Call ``fn`` with only about ``headroom`` frames left before RecursionError."""
-    frame, depth = sys._getframe(), 0
-    while frame is not None:
-        frame, depth = frame.f_back, depth + 1
-
-    def down(n):
-        return fn() if n <= 0 else down(n - 1)
-
-    return down(sys.getrecursionlimit() - depth - headroom)
-
-
 def test_appending_and_loading_do_not_depend_on_the_callers_stack_depth(store):
     ev = RuntimeEvent(runtime_type="tick", data={"deep": nested(400)})
-    assert near_the_recursion_limit(lambda: store.append("s1", [ev], expected_revision=0)) == 1
-    loaded = near_the_recursion_limit(lambda: store.load("s1"))
+    assert near_the_recursion_limit(lambda: store.append("s1", [ev], expected_revision=0), 120) == 1
+    loaded = near_the_recursion_limit(lambda: store.load("s1"), 120)
     assert depth_of(loaded.events[0].data["deep"]) == 400
-    assert near_the_recursion_limit(lambda: store.archive("s1", "a1", [ev])) is None
-    assert depth_of(near_the_recursion_limit(lambda: store.load_archive("s1", "a1"))[0].data["deep"]) == 400
+    assert near_the_recursion_limit(lambda: store.archive("s1", "a1", [ev]), 120) is None
+    assert depth_of(near_the_recursion_limit(lambda: store.load_archive("s1", "a1"), 120)[0].data["deep"]) == 400
