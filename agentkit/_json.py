@@ -48,10 +48,44 @@ def _where(path: tuple[Any, ...] | None) -> str:
     return out + ("..." if len(keys) > _SHOWN else "")
 
 
+def _plain(value: object, limit: int) -> bool:
+    """The fast check: True when ``value`` is plain JSON of the exact built-in types,
+    nested at most ``limit`` levels (False may also mean "a subclass": look closer)."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        v, depth = pop()
+        t = type(v)
+        if t is str or t is int or t is bool or v is None:
+            continue
+        if t is float:
+            if v - v != 0.0:  # type: ignore[operator]  # NaN and infinities
+                return False
+            continue
+        if t is dict:
+            if depth >= limit:
+                return False
+            for key, item in v.items():  # type: ignore[attr-defined]
+                if type(key) is not str:
+                    return False
+                push((item, depth + 1))
+            continue
+        if t is list:
+            if depth >= limit:
+                return False
+            for item in v:  # type: ignore[attr-defined]
+                push((item, depth + 1))
+            continue
+        return False
+    return True
+
+
 def json_problem(value: object, *, max_depth: int = MAX_DEPTH, envelope: int = 0) -> str | None:
     """None when ``value`` is strict JSON nested at most ``max_depth`` levels, else what
     is wrong and where (``$`` is the value itself). ``envelope``: levels of wrapping
     around the data the limit is meant for (an event's own dict), allowed on top."""
+    if _plain(value, max_depth + envelope):
+        return None
     stack: list[tuple[object, tuple[Any, ...] | None, int]] = [(value, None, 0)]
     while stack:
         v, path, depth = stack.pop()

@@ -68,3 +68,18 @@ def test_json_problem_names_what_is_wrong_and_where():
     assert json_problem(loads(brackets(MAX_DEPTH))) is None
     assert json_problem(loads(brackets(MAX_DEPTH + 1))).startswith("$[0][0][0][0][0][0][0][0]... is nested deeper")
     assert json_problem(loads(brackets(50)), max_depth=49) is not None
+
+
+def test_json_problem_accepts_subclasses_that_come_back_equal():
+    import collections
+    import enum
+
+    class Key(str):
+        pass
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    value = collections.OrderedDict([(Key("k"), [Level.HIGH, 1.5, Key("v")])])
+    assert json_problem(value) is None and loads(dumps(value)) == value
+    assert "is nan" in json_problem(collections.OrderedDict(x=float("nan")))
