@@ -27,7 +27,6 @@ from ..messages import (
 )
 from ..usage import Usage
 from ._common import (
-    SDKModel,
     b64,
     check_tool_choice,
     is_text_media,
@@ -35,7 +34,9 @@ from ._common import (
     parse_tool_arguments,
     text_of_file,
 )
-from ._retry import RetryInfo, RetryPolicy
+from ._errors import api_failure, connection_failure, invalid_payload, transport_failure
+from ._retry import RetryInfo, RetryPolicy, TranslatedError
+from ._sdk import SDKModel
 from .base import (
     FinishEvent,
     FinishReason,
@@ -127,8 +128,8 @@ class AnthropicModel(SDKModel):
             label="Anthropic",
         )
         self._max_tokens = max_tokens
-        self._retry = retry or RetryPolicy()
-        self._on_retry = on_retry
+        self.retry = retry or RetryPolicy()
+        self.on_retry = on_retry
         self._cache = cache
         self._cache_control: dict[str, Any] = {"type": "ephemeral"}
         if cache_ttl is not None:
@@ -138,7 +139,20 @@ class AnthropicModel(SDKModel):
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model_name!r})"
 
-    # -- the port (stream() comes from SDKModel) ---------------------------------------
+    # -- the port (stream() comes from ProviderModel, prepare() from SDKModel) ---------
+
+    def translate_error(self, exc: Exception) -> TranslatedError | None:
+        """The anthropic SDK's exceptions (and raw transport or JSON errors it lets through)
+        as agentkit errors; None for anything else."""
+        if isinstance(exc, _anthropic.APIConnectionError):  # includes APITimeoutError
+            timed_out = isinstance(exc, _anthropic.APITimeoutError)
+            return connection_failure(exc, "anthropic", "Anthropic", timed_out=timed_out)
+        if isinstance(exc, _anthropic.APIError):
+            return api_failure(exc, "anthropic", "Anthropic")
+        if isinstance(exc, json.JSONDecodeError):  # a garbage event in the stream
+            return invalid_payload(exc, "anthropic", "Anthropic")
+        return transport_failure(exc, "anthropic", "Anthropic")
+
 
     def _create(self) -> Callable[..., Any]:
         return self._client.messages.create  # type: ignore[no-any-return]

@@ -25,7 +25,6 @@ from ..messages import (
 )
 from ..usage import Usage
 from ._common import (
-    SDKModel,
     b64,
     check_tool_choice,
     data_url,
@@ -36,7 +35,9 @@ from ._common import (
     text_of_file,
     tool_result_text,
 )
-from ._retry import RetryInfo, RetryPolicy
+from ._errors import api_failure, connection_failure, invalid_payload, transport_failure
+from ._retry import RetryInfo, RetryPolicy, TranslatedError
+from ._sdk import SDKModel
 from .base import (
     FinishEvent,
     FinishReason,
@@ -132,8 +133,8 @@ class OpenAIChatModel(SDKModel):
         )
         self._max_tokens_param = max_tokens_param or ("max_completion_tokens" if official else "max_tokens")
         self._stream = stream
-        self._retry = retry or RetryPolicy()
-        self._on_retry = on_retry
+        self.retry = retry or RetryPolicy()
+        self.on_retry = on_retry
         self._cache = official if cache is None else bool(cache)
         self._include_usage = include_usage
         self._system_role = system_role
@@ -141,7 +142,20 @@ class OpenAIChatModel(SDKModel):
     def __repr__(self) -> str:
         return f"OpenAIChatModel({self.model_name!r}, base_url={str(self._client.base_url)!r})"
 
-    # -- the port (stream() comes from SDKModel) ---------------------------------------
+    # -- the port (stream() comes from ProviderModel, prepare() from SDKModel) ---------
+
+    def translate_error(self, exc: Exception) -> TranslatedError | None:
+        """The openai SDK's exceptions (and raw transport or JSON errors it lets through)
+        as agentkit errors; None for anything else."""
+        if isinstance(exc, _openai.APIConnectionError):  # includes APITimeoutError
+            timed_out = isinstance(exc, _openai.APITimeoutError)
+            return connection_failure(exc, "openai", "OpenAI", timed_out=timed_out)
+        if isinstance(exc, _openai.APIError):
+            return api_failure(exc, "openai", "OpenAI")
+        if isinstance(exc, json.JSONDecodeError):  # a garbage event in the stream
+            return invalid_payload(exc, "openai", "OpenAI")
+        return transport_failure(exc, "openai", "OpenAI")
+
 
     def _create(self) -> Callable[..., Any]:
         return self._client.chat.completions.create  # type: ignore[no-any-return]

@@ -1,0 +1,69 @@
+"""The shared base of the adapters built on an official SDK (``openai``, ``anthropic``)."""
+
+from __future__ import annotations
+
+import socket
+from abc import abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from ..cancel import CancelToken
+from ._common import sdk_call_kwargs
+from .adapter import ProviderModel
+from .base import ModelRequest, StreamEvent
+
+
+class SDKModel(ProviderModel):
+    """``prepare()`` for an SDK-backed adapter: build the body (raising on bad input
+    before any I/O) and call the SDK method once per attempt. While a streamed response
+    is open, cancelling the request's token shuts its connection down from the
+    cancelling thread, so a read blocked on a server that sends only keep-alives (or
+    nothing) ends at once. Each adapter implements the abstract methods."""
+
+    _client: Any
+
+    @abstractmethod
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The SDK call's keyword arguments for ``request``; raises on bad input."""
+
+    @abstractmethod
+    def _create(self) -> Callable[..., Any]:
+        """The SDK method that starts one attempt."""
+
+    @abstractmethod
+    def _events(self, response: Any, kwargs: dict[str, Any], cancel: CancelToken) -> Iterator[StreamEvent]:
+        """Translate one SDK response into agentkit stream events."""
+
+    def prepare(self, request: ModelRequest) -> Callable[[], Iterator[StreamEvent]]:
+        params = self.build_params(request)
+        create = self._create()
+        kwargs = sdk_call_kwargs(create, params)
+        cancel = request.cancel
+
+        def attempt() -> Iterator[StreamEvent]:
+            response = create(**kwargs)
+            forget = cancel._on_cancel(lambda: _interrupt(response))
+            try:
+                yield from self._events(response, kwargs, cancel)
+            finally:
+                forget()
+
+        return attempt
+
+
+def _interrupt(response: Any) -> None:
+    """Shut down the connection under an SDK stream, from any thread. The reading
+    thread's blocked ``recv`` returns at once; it then closes the response itself (the
+    HTTP client is not safe to close from a second thread mid-read)."""
+    http = getattr(response, "response", None)  # the SDK's Stream wraps the HTTP response
+    extensions = getattr(http, "extensions", None)
+    stream = extensions.get("network_stream") if isinstance(extensions, Mapping) else None
+    get_extra_info = getattr(stream, "get_extra_info", None)
+    sock = get_extra_info("socket") if callable(get_extra_info) else None
+    if isinstance(sock, socket.socket):
+        try:
+            # the plain socket's shutdown, also under TLS: it wakes the reader without
+            # touching the TLS object that thread is using
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed
