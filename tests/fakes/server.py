@@ -23,6 +23,21 @@ ending the chunked body (a server that crashed or a proxy that gave up)."""
 
 
 @dataclass
+class Trickle:
+    """Put ``(None, Trickle(frame))`` among a reply's ``events`` to send ``frame`` (raw
+    SSE bytes, e.g. ``b": keepalive\n\n"``) every ``every`` seconds until the client
+    hangs up, ``stop`` is set or ``limit`` seconds pass, then go on with the events.
+    ``sent`` counts the frames written; ``client_left`` says whether the client hung up."""
+
+    frame: bytes
+    every: float = 0.05
+    limit: float = 30.0
+    stop: threading.Event = field(default_factory=threading.Event)
+    sent: int = 0
+    client_left: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
 class Reply:
     """One scripted HTTP answer.
 
@@ -175,6 +190,10 @@ class FakeServer:
                         if isinstance(data, threading.Event):  # a gate: pause the stream here
                             reply.gates_passed.append(data.wait(30.0))
                             continue
+                        if isinstance(data, Trickle):
+                            if not self._trickle(data):
+                                return
+                            continue
                         if data is DROP:
                             self.close_connection = True
                             self.connection.shutdown(socket.SHUT_RDWR)
@@ -196,6 +215,19 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(payload)
                 self.wfile.flush()
+
+            def _trickle(self, trickle: Trickle) -> bool:
+                deadline = time.monotonic() + trickle.limit
+                while not trickle.stop.is_set() and time.monotonic() < deadline:
+                    try:
+                        self._chunk(trickle.frame)
+                    except OSError:  # the client hung up
+                        trickle.client_left.set()
+                        self.close_connection = True
+                        return False
+                    trickle.sent += 1
+                    trickle.stop.wait(trickle.every)
+                return True
 
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")

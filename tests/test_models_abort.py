@@ -1,0 +1,137 @@
+"""Aborting a model call whose server sends only keep-alives, or nothing at all.
+
+Real SDK clients read from loopback servers that, after the response headers, send
+``: keepalive`` SSE comments (OpenAI-compatible servers), ``event: ping`` (Anthropic) or
+no byte at all. Neither SDK hands those to agentkit, so a check between stream events
+never runs: cancelling must shut the connection down from the cancelling thread. The
+bounds below are generous on purpose (a stuck call would run for 30 s or more).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from fakes import anthropic_wire as aw
+from fakes import openai_wire as ow
+from fakes.server import FakeServer, Trickle
+
+from agentkit import CancelToken, Message, Session
+from agentkit.errors import CancelledError
+from agentkit.models import ModelRequest, RetryPolicy
+from agentkit.models.anthropic import AnthropicModel
+from agentkit.models.openai import OpenAIChatModel
+
+KEEPALIVE = {"openai": b": keepalive\n\n", "anthropic": b'event: ping\ndata: {"type": "ping"}\n\n'}
+
+
+def _model(provider: str, server: FakeServer):
+    # a long client timeout: only cancellation can end the call in time
+    retry = RetryPolicy(max_retries=2, initial_delay=0.001)
+    if provider == "openai":
+        return OpenAIChatModel("gpt-4.1-mini", base_url=server.url + "/v1", timeout=120, retry=retry)
+    return AnthropicModel("claude-fake-1", base_url=server.url, api_key="k", timeout=120, retry=retry)
+
+
+def _idle_reply(provider: str, idle: str):
+    """A stream that, after its headers, only sends keep-alives or nothing, then answers
+    (if anyone is still listening after 30 s)."""
+    reply = ow.text_stream("too late") if provider == "openai" else aw.stream(aw.text("too late", pieces=1))
+    pause: object = Trickle(KEEPALIVE[provider]) if idle == "keep-alives" else threading.Event()
+    reply.events = [(None, pause), *reply.events]
+    return reply, pause
+
+
+def _release(pause: object) -> None:
+    (pause.stop if isinstance(pause, Trickle) else pause).set()  # type: ignore[attr-defined]
+
+
+def _wait_until_idle(server: FakeServer, pause: object) -> None:
+    server.wait_for_requests(1)
+    if isinstance(pause, Trickle):
+        for _ in range(200):
+            if pause.sent >= 3:
+                return
+            threading.Event().wait(0.05)
+        raise AssertionError("the fake never started its keep-alives")
+    threading.Event().wait(0.3)  # the client is now blocked reading the silent stream
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("idle", ["keep-alives", "nothing"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_cancel_ends_a_model_call_on_an_idle_stream(provider, idle):
+    reply, pause = _idle_reply(provider, idle)
+    with FakeServer() as server:
+        server.add(reply)
+        cancel = CancelToken()
+        outcome: dict[str, object] = {}
+
+        def call() -> None:
+            try:
+                outcome["events"] = list(_model(provider, server).stream(
+                    ModelRequest(messages=(Message.user("hi"),), cancel=cancel)
+                ))
+            except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=call, daemon=True)
+        worker.start()
+        try:
+            _wait_until_idle(server, pause)
+            cancel.cancel("user pressed stop")
+            worker.join(timeout=10)
+            assert not worker.is_alive(), f"the model call ran on after cancel while the server sent {idle}"
+            if isinstance(pause, Trickle):  # the server notices: the connection is gone
+                assert pause.client_left.wait(10), "the connection stayed open after the cancel"
+        finally:
+            _release(pause)
+            worker.join(timeout=30)
+    assert isinstance(outcome.get("error"), CancelledError), outcome
+    assert str(outcome["error"]) == "user pressed stop"
+    assert len(server.requests) == 1  # a cancelled call is not retried
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", ["abort_current_generation", "close"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_session_abort_and_close_end_generate_during_keep_alives(provider, how):
+    reply, pause = _idle_reply(provider, "keep-alives")
+    with FakeServer() as server:
+        server.add(reply)
+        session = Session(_model(provider, server))
+        session.push_user_message("hi")
+        outcome: dict[str, object] = {}
+
+        def generate() -> None:
+            try:
+                outcome["result"] = session.generate()
+            except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=generate, daemon=True)
+        worker.start()
+        try:
+            _wait_until_idle(server, pause)
+            getattr(session, how)()
+            worker.join(timeout=10)
+            assert not worker.is_alive(), f"generate() ran on after {how}() during keep-alives"
+        finally:
+            _release(pause)
+            worker.join(timeout=30)
+            session.close()
+    assert isinstance(outcome.get("error"), CancelledError), outcome
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_finished_call_leaves_no_cancel_hook_behind(provider):
+    # the hook that shuts the connection down is dropped once the attempt ends, so a
+    # token reused for many calls does not collect them
+    with FakeServer() as server:
+        for _ in range(3):
+            server.add(ow.text_stream("ok") if provider == "openai" else aw.stream(aw.text("ok", pieces=1)))
+        cancel = CancelToken()
+        model = _model(provider, server)
+        for _ in range(3):
+            list(model.stream(ModelRequest(messages=(Message.user("hi"),), cancel=cancel)))
+    assert cancel._callbacks == []
