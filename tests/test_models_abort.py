@@ -10,6 +10,7 @@ bounds below are generous on purpose (a stuck call would run for 30 s or more).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 from fakes import anthropic_wire as aw
@@ -18,7 +19,7 @@ from fakes.server import FakeServer, Trickle
 
 from agentkit import CancelToken, Message, Session
 from agentkit.errors import CancelledError
-from agentkit.models import ModelRequest, RetryPolicy
+from agentkit.models import ModelRequest, RetryPolicy, TextDelta
 from agentkit.models.anthropic import AnthropicModel
 from agentkit.models.openai import OpenAIChatModel
 
@@ -135,3 +136,43 @@ def test_a_finished_call_leaves_no_cancel_hook_behind(provider):
         for _ in range(3):
             list(model.stream(ModelRequest(messages=(Message.user("hi"),), cancel=cancel)))
     assert cancel._callbacks == []
+
+
+class _HookRecordingToken(CancelToken):
+    """Keeps every cancel hook registered on it, as a cancel racing the end of a call would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hooks: list[Callable[[], object]] = []
+
+    def _on_cancel(self, callback: Callable[[], object]) -> Callable[[], None]:
+        self.hooks.append(callback)
+        return super()._on_cancel(callback)
+
+
+def _two_calls(provider: str, *, fire_late_hooks: bool) -> int:
+    """Two calls on one model; returns how many connections the server saw."""
+    with FakeServer() as server:
+        for _ in range(2):
+            server.add(ow.text_stream("ok") if provider == "openai" else aw.stream(aw.text("ok", pieces=1)))
+        model = _model(provider, server)
+        cancel = _HookRecordingToken()
+        list(model.stream(ModelRequest(messages=(Message.user("hi"),), cancel=cancel)))
+        assert cancel.hooks, "no cancel hook was registered for the streamed response"
+        if fire_late_hooks:
+            for hook in cancel.hooks:
+                hook()  # fires after the response was closed: must do nothing
+        second = list(model.stream(ModelRequest(messages=(Message.user("again"),))))
+    assert [e.text for e in second if isinstance(e, TextDelta)] == ["ok"]
+    return server.connections
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_late_cancel_spares_the_connection_back_in_the_pool(provider):
+    # the generation ended and its connection went back to the client's pool (the
+    # anthropic SDK reads its stream to the end, so it reuses connections): a cancel hook
+    # that fires now must not shut down a connection another call may be using
+    baseline = _two_calls(provider, fire_late_hooks=False)
+    assert _two_calls(provider, fire_late_hooks=True) == baseline
+    if provider == "anthropic":
+        assert baseline == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -42,7 +43,7 @@ class SDKModel(ProviderModel):
 
         def attempt() -> Iterator[StreamEvent]:
             response = create(**kwargs)
-            forget = cancel._on_cancel(lambda: _interrupt(response))
+            forget = cancel._on_cancel(_Interrupter(response))
             try:
                 yield from self._events(response, kwargs, cancel)
             finally:
@@ -51,19 +52,41 @@ class SDKModel(ProviderModel):
         return attempt
 
 
-def _interrupt(response: Any) -> None:
-    """Shut down the connection under an SDK stream, from any thread. The reading
-    thread's blocked ``recv`` returns at once; it then closes the response itself (the
-    HTTP client is not safe to close from a second thread mid-read)."""
-    http = getattr(response, "response", None)  # the SDK's Stream wraps the HTTP response
-    extensions = getattr(http, "extensions", None)
-    stream = extensions.get("network_stream") if isinstance(extensions, Mapping) else None
-    get_extra_info = getattr(stream, "get_extra_info", None)
-    sock = get_extra_info("socket") if callable(get_extra_info) else None
-    if isinstance(sock, socket.socket):
-        try:
-            # the plain socket's shutdown, also under TLS: it wakes the reader without
-            # touching the TLS object that thread is using
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
-        except OSError:
-            pass  # already closed
+class _Interrupter:
+    """Shuts down the connection under an SDK stream, from the cancelling thread. The
+    reading thread's blocked ``recv`` returns at once and that thread closes the
+    response itself (the HTTP client is not safe to close from a second thread).
+
+    Never after the response was closed: its connection may then be back in the pool,
+    serving another request. The response's ``close`` is wrapped to say so under the
+    same lock (the SDK and the HTTP client close it, also when a stream ends)."""
+
+    def __init__(self, response: Any) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+        http: Any = getattr(response, "response", None)  # the SDK's Stream wraps the HTTP response
+        extensions = getattr(http, "extensions", None)
+        stream = extensions.get("network_stream") if isinstance(extensions, Mapping) else None
+        get_extra_info = getattr(stream, "get_extra_info", None)
+        sock = get_extra_info("socket") if callable(get_extra_info) else None
+        self._sock = sock if isinstance(sock, socket.socket) else None
+        if self._sock is not None:
+            original = http.close
+
+            def close() -> None:
+                with self._lock:
+                    self._closed = True
+                original()
+
+            http.close = close
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._sock is None or self._closed:
+                return
+            try:
+                # the plain socket's shutdown, also under TLS: it wakes the reader
+                # without touching the TLS object that thread is using
+                socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed

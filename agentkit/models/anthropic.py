@@ -1,7 +1,7 @@
 """Anthropic Messages API behind the ChatModel port.
 
 Built on the official ``anthropic`` SDK's synchronous client (streaming). Install with
-``pip install 'agentkit[anthropic]'``. Supports extended thinking: reasoning streams as
+``pip install 'sync-agentkit[anthropic]'``. Supports extended thinking: reasoning streams as
 :class:`ReasoningDelta`; each finished thinking block arrives as a :class:`ReasoningDone`
 carrying its signature (or redacted data), which is sent back unchanged next time.
 """

@@ -1,7 +1,7 @@
 """OpenAI Chat Completions (and OpenAI-compatible servers) behind the ChatModel port.
 
 Built on the official ``openai`` SDK's synchronous client. Install with
-``pip install 'agentkit[openai]'``. With ``base_url`` the same adapter serves any
+``pip install 'sync-agentkit[openai]'``. With ``base_url`` the same adapter serves any
 OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio).
 """
 

@@ -87,6 +87,8 @@ class FakeServer:
     def __init__(self, responder: Responder | None = None) -> None:
         self.replies: deque[Reply | Responder] = deque()
         self.requests: list[Recorded] = []
+        self.connections = 0
+        """How many TCP connections clients opened."""
         self.responder = responder
         self.check: Callable[[Recorded], Reply | None] | None = None
         """A validator run before replying; a Reply it returns is sent instead."""
@@ -157,6 +159,11 @@ class FakeServer:
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
+
+            def setup(self) -> None:
+                with fake._lock:
+                    fake.connections += 1
+                super().setup()
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("content-length") or 0)
