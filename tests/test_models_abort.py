@@ -58,6 +58,21 @@ def _wait_until_idle(server: FakeServer, pause: object) -> None:
     threading.Event().wait(0.3)  # the client is now blocked reading the silent stream
 
 
+def _start(fn: Callable[[], object]) -> tuple[threading.Thread, dict[str, object]]:
+    """Run ``fn`` on a thread; the dict gets its "result" or "error"."""
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    return worker, outcome
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("idle", ["keep-alives", "nothing"])
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -66,18 +81,8 @@ def test_cancel_ends_a_model_call_on_an_idle_stream(provider, idle):
     with FakeServer() as server:
         server.add(reply)
         cancel = CancelToken()
-        outcome: dict[str, object] = {}
-
-        def call() -> None:
-            try:
-                outcome["events"] = list(_model(provider, server).stream(
-                    ModelRequest(messages=(Message.user("hi"),), cancel=cancel)
-                ))
-            except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
-                outcome["error"] = exc
-
-        worker = threading.Thread(target=call, daemon=True)
-        worker.start()
+        request = ModelRequest(messages=(Message.user("hi"),), cancel=cancel)
+        worker, outcome = _start(lambda: list(_model(provider, server).stream(request)))
         try:
             _wait_until_idle(server, pause)
             cancel.cancel("user pressed stop")
@@ -102,16 +107,7 @@ def test_session_abort_and_close_end_generate_during_keep_alives(provider, how):
         server.add(reply)
         session = Session(_model(provider, server))
         session.push_user_message("hi")
-        outcome: dict[str, object] = {}
-
-        def generate() -> None:
-            try:
-                outcome["result"] = session.generate()
-            except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
-                outcome["error"] = exc
-
-        worker = threading.Thread(target=generate, daemon=True)
-        worker.start()
+        worker, outcome = _start(session.generate)
         try:
             _wait_until_idle(server, pause)
             getattr(session, how)()

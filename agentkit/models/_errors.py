@@ -104,6 +104,19 @@ def invalid_payload(exc: json.JSONDecodeError, provider: str, label: str) -> Tra
     )
 
 
+def translate_sdk_error(exc: Exception, sdk: Any, provider: str, label: str) -> TranslatedError | None:
+    """``exc`` raised through an official SDK module ``sdk`` (``openai`` or ``anthropic``,
+    which share their exception classes' names and shapes), including the raw transport
+    and JSON errors the SDK lets through; None for anything else."""
+    if isinstance(exc, sdk.APIConnectionError):  # includes APITimeoutError
+        return connection_failure(exc, provider, label, timed_out=isinstance(exc, sdk.APITimeoutError))
+    if isinstance(exc, sdk.APIError):
+        return api_failure(exc, provider, label)
+    if isinstance(exc, json.JSONDecodeError):  # a garbage event in the stream
+        return invalid_payload(exc, provider, label)
+    return transport_failure(exc, provider, label)
+
+
 def api_failure(exc: BaseException, provider: str, label: str) -> TranslatedError:
     """An SDK ``APIError`` (a status error, or an error event inside a stream)."""
     status: int | None = getattr(exc, "status_code", None)

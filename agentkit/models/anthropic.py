@@ -34,7 +34,7 @@ from ._common import (
     parse_tool_arguments,
     text_of_file,
 )
-from ._errors import api_failure, connection_failure, invalid_payload, transport_failure
+from ._errors import translate_sdk_error
 from ._retry import RetryInfo, RetryPolicy, TranslatedError
 from ._sdk import SDKModel
 from .base import (
@@ -144,15 +144,7 @@ class AnthropicModel(SDKModel):
     def translate_error(self, exc: Exception) -> TranslatedError | None:
         """The anthropic SDK's exceptions (and raw transport or JSON errors it lets through)
         as agentkit errors; None for anything else."""
-        if isinstance(exc, _anthropic.APIConnectionError):  # includes APITimeoutError
-            timed_out = isinstance(exc, _anthropic.APITimeoutError)
-            return connection_failure(exc, "anthropic", "Anthropic", timed_out=timed_out)
-        if isinstance(exc, _anthropic.APIError):
-            return api_failure(exc, "anthropic", "Anthropic")
-        if isinstance(exc, json.JSONDecodeError):  # a garbage event in the stream
-            return invalid_payload(exc, "anthropic", "Anthropic")
-        return transport_failure(exc, "anthropic", "Anthropic")
-
+        return translate_sdk_error(exc, _anthropic, "anthropic", "Anthropic")
 
     def _create(self) -> Callable[..., Any]:
         return self._client.messages.create  # type: ignore[no-any-return]

@@ -35,7 +35,7 @@ from ._common import (
     text_of_file,
     tool_result_text,
 )
-from ._errors import api_failure, connection_failure, invalid_payload, transport_failure
+from ._errors import translate_sdk_error
 from ._retry import RetryInfo, RetryPolicy, TranslatedError
 from ._sdk import SDKModel
 from .base import (
@@ -147,15 +147,7 @@ class OpenAIChatModel(SDKModel):
     def translate_error(self, exc: Exception) -> TranslatedError | None:
         """The openai SDK's exceptions (and raw transport or JSON errors it lets through)
         as agentkit errors; None for anything else."""
-        if isinstance(exc, _openai.APIConnectionError):  # includes APITimeoutError
-            timed_out = isinstance(exc, _openai.APITimeoutError)
-            return connection_failure(exc, "openai", "OpenAI", timed_out=timed_out)
-        if isinstance(exc, _openai.APIError):
-            return api_failure(exc, "openai", "OpenAI")
-        if isinstance(exc, json.JSONDecodeError):  # a garbage event in the stream
-            return invalid_payload(exc, "openai", "OpenAI")
-        return transport_failure(exc, "openai", "OpenAI")
-
+        return translate_sdk_error(exc, _openai, "openai", "OpenAI")
 
     def _create(self) -> Callable[..., Any]:
         return self._client.chat.completions.create  # type: ignore[no-any-return]
