@@ -35,16 +35,20 @@ def _model(provider: str, server: FakeServer):
 
 
 def _idle_reply(provider: str, idle: str):
-    """A stream that, after its headers, only sends keep-alives or nothing, then answers
-    (if anyone is still listening after 30 s)."""
+    """A stream that, after its headers, only sends keep-alives or nothing (or that sends
+    not even its headers), then answers if anyone is still listening after 30 s."""
     reply = ow.text_stream("too late") if provider == "openai" else aw.stream(aw.text("too late", pieces=1))
+    if idle == "no headers":
+        reply.hang = 30.0
+        return reply, None
     pause: object = Trickle(KEEPALIVE[provider]) if idle == "keep-alives" else threading.Event()
     reply.events = [(None, pause), *reply.events]
     return reply, pause
 
 
 def _release(pause: object) -> None:
-    (pause.stop if isinstance(pause, Trickle) else pause).set()  # type: ignore[attr-defined]
+    if pause is not None:
+        (pause.stop if isinstance(pause, Trickle) else pause).set()  # type: ignore[attr-defined]
 
 
 def _wait_until_idle(server: FakeServer, pause: object) -> None:
@@ -55,7 +59,7 @@ def _wait_until_idle(server: FakeServer, pause: object) -> None:
                 return
             threading.Event().wait(0.05)
         raise AssertionError("the fake never started its keep-alives")
-    threading.Event().wait(0.3)  # the client is now blocked reading the silent stream
+    threading.Event().wait(0.3)  # the client is now blocked reading the silent server
 
 
 def _start(fn: Callable[[], object]) -> tuple[threading.Thread, dict[str, object]]:
@@ -74,7 +78,7 @@ def _start(fn: Callable[[], object]) -> tuple[threading.Thread, dict[str, object
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("idle", ["keep-alives", "nothing"])
+@pytest.mark.parametrize("idle", ["keep-alives", "nothing", "no headers"])
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_cancel_ends_a_model_call_on_an_idle_stream(provider, idle):
     reply, pause = _idle_reply(provider, idle)
@@ -96,6 +100,25 @@ def test_cancel_ends_a_model_call_on_an_idle_stream(provider, idle):
     assert isinstance(outcome.get("error"), CancelledError), outcome
     assert str(outcome["error"]) == "user pressed stop"
     assert len(server.requests) == 1  # a cancelled call is not retried
+
+
+@pytest.mark.timeout(60)
+def test_cancel_ends_a_plain_completion_the_server_never_answers():
+    # stream=False: the whole answer comes with the headers, so there is nothing to shut
+    # down until then
+    with FakeServer() as server:
+        late = ow.completion("too late")
+        late.hang = 30.0
+        server.add(late)
+        model = OpenAIChatModel("m", base_url=server.url + "/v1", stream=False, timeout=120)
+        cancel = CancelToken()
+        request = ModelRequest(messages=(Message.user("hi"),), cancel=cancel)
+        worker, outcome = _start(lambda: list(model.stream(request)))
+        server.wait_for_requests(1)
+        cancel.cancel("user pressed stop")
+        worker.join(timeout=10)
+        assert not worker.is_alive(), "the plain completion ran on after cancel"
+    assert isinstance(outcome.get("error"), CancelledError), outcome
 
 
 @pytest.mark.timeout(60)
@@ -172,3 +195,27 @@ def test_a_late_cancel_spares_the_connection_back_in_the_pool(provider):
     assert _two_calls(provider, fire_late_hooks=True) == baseline
     if provider == "anthropic":
         assert baseline == 1
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_call_left_behind_by_a_cancel_is_closed_when_the_server_answers(provider):
+    # cancelled before the headers came: once they come, the connection is let go at once,
+    # not held open while the server streams keep-alives
+    reply, _ = _idle_reply(provider, "no headers")
+    reply.hang = 1.0
+    trickle = Trickle(KEEPALIVE[provider])
+    reply.events = [(None, trickle), *reply.events]
+    with FakeServer() as server:
+        server.add(reply)
+        cancel = CancelToken()
+        request = ModelRequest(messages=(Message.user("hi"),), cancel=cancel)
+        worker, outcome = _start(lambda: list(_model(provider, server).stream(request)))
+        try:
+            server.wait_for_requests(1)
+            cancel.cancel("user pressed stop")
+            worker.join(timeout=10)
+            assert isinstance(outcome.get("error"), CancelledError), outcome
+            assert trickle.client_left.wait(20), "the abandoned response was never closed"
+        finally:
+            trickle.stop.set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import socket
 import threading
 from abc import abstractmethod
@@ -9,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..cancel import CancelToken
+from ..errors import CancelledError
 from ._common import sdk_call_kwargs
 from .adapter import ProviderModel
 from .base import ModelRequest, StreamEvent
@@ -42,7 +44,7 @@ class SDKModel(ProviderModel):
         cancel = request.cancel
 
         def attempt() -> Iterator[StreamEvent]:
-            response = create(**kwargs)
+            response = _call_until_cancelled(create, kwargs, cancel)
             forget = cancel._on_cancel(_Interrupter(response))
             try:
                 yield from self._events(response, kwargs, cancel)
@@ -50,6 +52,49 @@ class SDKModel(ProviderModel):
                 forget()
 
         return attempt
+
+
+def _call_until_cancelled(create: Callable[..., Any], kwargs: dict[str, Any], cancel: CancelToken) -> Any:
+    """``create(**kwargs)``, ended by cancellation as well.
+
+    Until the server has sent its response headers there is no response to shut down,
+    so the SDK call runs on a helper thread while this one waits for it or for the
+    cancel. A call left behind by a cancel is closed by its helper when it returns (the
+    server answers, or the client's ``timeout`` passes); its errors are dropped.
+    """
+    cancel.raise_if_cancelled()
+    wakeup = threading.Event()
+    lock = threading.Lock()
+    outcome: dict[str, Any] = {}
+    context = contextvars.copy_context()  # tracing spans and the like follow the call
+
+    def run() -> None:
+        try:
+            outcome["result"] = context.run(create, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            outcome["error"] = exc
+        with lock:
+            outcome["done"] = True
+            abandoned = outcome.get("abandoned", False)
+        wakeup.set()
+        if abandoned and "result" in outcome:
+            close = getattr(outcome["result"], "close", None)
+            if callable(close):
+                close()
+
+    forget = cancel._on_cancel(wakeup.set)
+    try:
+        threading.Thread(target=run, name="agentkit-model-call", daemon=True).start()
+        wakeup.wait()
+        with lock:
+            if not outcome.get("done"):
+                outcome["abandoned"] = True
+                raise CancelledError(cancel.reason)
+    finally:
+        forget()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
 
 
 class _Interrupter:

@@ -93,6 +93,7 @@ class FakeServer:
         self.check: Callable[[Recorded], Reply | None] | None = None
         """A validator run before replying; a Reply it returns is sent instead."""
         self._lock = threading.Lock()
+        self._closing = threading.Event()  # ends a reply's hang when the server stops
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -106,6 +107,7 @@ class FakeServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closing.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -184,7 +186,7 @@ class FakeServer:
 
             def _send(self, reply: Reply) -> None:
                 if reply.hang:
-                    time.sleep(reply.hang)
+                    fake._closing.wait(reply.hang)
                 self.send_response(reply.status)
                 for k, v in reply.headers.items():
                     self.send_header(k, v)
