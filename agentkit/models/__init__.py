@@ -1,7 +1,9 @@
 """Model adapters behind the :class:`ChatModel` port, and :func:`get_model`.
 
 The provider adapters ``OpenAIChatModel`` and ``AnthropicModel`` are importable from
-here but load lazily (they import their SDKs), so they are not in ``__all__``.
+here but load lazily (they import their SDKs), so they are not in ``__all__``; the
+provider table in :mod:`agentkit.models.registry` says where each lives. A new adapter
+builds on :mod:`agentkit.models.adapter`.
 """
 
 from __future__ import annotations
