@@ -62,7 +62,6 @@ def _call_until_cancelled(create: Callable[..., Any], kwargs: dict[str, Any], ca
     cancel. A call left behind by a cancel is closed by its helper when it returns (the
     server answers, or the client's ``timeout`` passes); its errors are dropped.
     """
-    cancel.raise_if_cancelled()
     wakeup = threading.Event()
     lock = threading.Lock()
     outcome: dict[str, Any] = {}
@@ -84,6 +83,7 @@ def _call_until_cancelled(create: Callable[..., Any], kwargs: dict[str, Any], ca
 
     forget = cancel._on_cancel(wakeup.set)
     try:
+        cancel.raise_if_cancelled()  # cancelled meanwhile: send nothing
         threading.Thread(target=run, name="agentkit-model-call", daemon=True).start()
         wakeup.wait()
         with lock:
