@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -60,6 +61,28 @@ def test_background_jobs_picks_a_real_model_the_same_way(tmp_path):
     assert "Traceback" not in out.stderr
     assert out.stdout.splitlines()[0].startswith("using ScriptedModel, not openai:gpt-4.1-mini: ")
     assert "model: Started unit, lint and e2e tests in the background." in out.stdout
+
+
+def test_background_jobs_runs_on_a_configured_provider_over_the_real_wire_format():
+    from fakes import openai_wire as w
+    from fakes.server import FakeServer
+
+    with FakeServer() as server:
+        script = "echo unit: running; sleep 0.2; echo unit: done; exit 0"
+        args = json.dumps({"command": "bash", "args": ["-c", script]})
+        server.add(w.tool_stream([("call_u", "start_shell", [args])]), w.text_stream("Started the unit suite."))
+        server.responder = lambda rec: w.text_stream("unit exited 0.")
+        env = _clean_env()
+        env["AGENTKIT_MODEL"] = f"openai-compatible:local-model@{server.url}/v1"
+        out = _run("background_jobs.py", env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines()[0] == f"using openai-compatible:local-model@{server.url}/v1"
+        assert "model: Started the unit suite." in out.stdout
+        assert "model: unit exited 0." in out.stdout  # the job's completion woke the model
+        first = server.bodies[0]
+        assert "The unit suite's script is" in first["messages"][0]["content"]  # how to run the suites
+        assert {t["function"]["name"] for t in first["tools"]} >= {"start_shell"}
+        assert any("job-finished" in json.dumps(b) for b in server.bodies[2:])
 
 
 def test_the_examples_share_one_model_picker():
