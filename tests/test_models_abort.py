@@ -77,6 +77,14 @@ def _start(fn: Callable[[], object]) -> tuple[threading.Thread, dict[str, object
     return worker, outcome
 
 
+def _stream_on_a_thread(provider: str, server: FakeServer):
+    """(cancel token, thread, outcome) of a model call streaming on another thread."""
+    cancel = CancelToken()
+    request = ModelRequest(messages=(Message.user("hi"),), cancel=cancel)
+    worker, outcome = _start(lambda: list(_model(provider, server).stream(request)))
+    return cancel, worker, outcome
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("idle", ["keep-alives", "nothing", "no headers"])
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -84,9 +92,7 @@ def test_cancel_ends_a_model_call_on_an_idle_stream(provider, idle):
     reply, pause = _idle_reply(provider, idle)
     with FakeServer() as server:
         server.add(reply)
-        cancel = CancelToken()
-        request = ModelRequest(messages=(Message.user("hi"),), cancel=cancel)
-        worker, outcome = _start(lambda: list(_model(provider, server).stream(request)))
+        cancel, worker, outcome = _stream_on_a_thread(provider, server)
         try:
             _wait_until_idle(server, pause)
             cancel.cancel("user pressed stop")
@@ -208,9 +214,7 @@ def test_a_call_left_behind_by_a_cancel_is_closed_when_the_server_answers(provid
     reply.events = [(None, trickle), *reply.events]
     with FakeServer() as server:
         server.add(reply)
-        cancel = CancelToken()
-        request = ModelRequest(messages=(Message.user("hi"),), cancel=cancel)
-        worker, outcome = _start(lambda: list(_model(provider, server).stream(request)))
+        cancel, worker, outcome = _stream_on_a_thread(provider, server)
         try:
             server.wait_for_requests(1)
             cancel.cancel("user pressed stop")
