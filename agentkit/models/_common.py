@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .._json import json_problem, loads
 from ..errors import ConfigurationError
 from ..messages import ToolOutput
 from .base import ModelRequest, ToolSpec
@@ -57,15 +58,21 @@ def function_tools(specs: Iterable[ToolSpec]) -> list[dict[str, Any]]:
 
 def parse_tool_arguments(raw: str) -> tuple[Any, str | None]:
     """(input, input_error) from a model's raw argument text. Empty text is ``{}``;
-    text that is not a JSON object comes back unchanged with an error message."""
+    text that is not a JSON object (or nests deeper than 500 levels) comes back unchanged
+    with an error message."""
     if not raw.strip():
         return {}, None
     try:
-        value = json.loads(raw)
+        value = loads(raw, strict=True)
     except json.JSONDecodeError as exc:
         return raw, f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    except ValueError as exc:  # NaN or Infinity
+        return raw, f"the arguments are not valid JSON ({exc})"
     if not isinstance(value, dict):
         return raw, f"the arguments must be a JSON object, got {type(value).__name__}"
+    problem = json_problem(value)
+    if problem is not None:
+        return raw, f"the arguments are not plain JSON: {problem}"
     return value, None
 
 
