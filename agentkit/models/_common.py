@@ -1,4 +1,5 @@
-"""Small helpers shared by the OpenAI and Anthropic adapters."""
+"""Small helpers shared by the model adapters (published to adapter authors through
+:mod:`agentkit.models.adapter`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ import base64
 import inspect
 import json
 import os
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._json import json_problem, loads
@@ -165,43 +165,3 @@ def make_client(
     if default_headers:
         options["default_headers"] = dict(default_headers)
     return sdk_class(**options)
-
-
-class SDKModel(ABC):
-    """The shared ``stream()`` of the SDK-backed adapters: build the body (raising on
-    bad input before any I/O), then run attempts under the retry policy. Each adapter
-    implements the three abstract methods."""
-
-    provider = ""
-    model_name = ""
-    _client: Any
-    _retry: Any
-    _on_retry: Any
-
-    @abstractmethod
-    def build_params(self, request: ModelRequest) -> dict[str, Any]:
-        """The SDK call's keyword arguments for ``request``; raises on bad input."""
-
-    @abstractmethod
-    def _create(self) -> Callable[..., Any]:
-        """The SDK method that starts one attempt."""
-
-    @abstractmethod
-    def _events(self, response: Any, kwargs: dict[str, Any], cancel: Any) -> Iterator[Any]:
-        """Translate one SDK response into agentkit stream events."""
-
-    def stream(self, request: ModelRequest) -> Iterator[Any]:
-        """Stream the reply. Bad input raises here, before any request is sent."""
-        from ._retry import stream_with_retries
-
-        params = self.build_params(request)
-        create = self._create()
-        kwargs = sdk_call_kwargs(create, params)
-        cancel = request.cancel
-
-        def attempt() -> Iterator[Any]:
-            return self._events(create(**kwargs), kwargs, cancel)
-
-        return stream_with_retries(
-            attempt, provider=self.provider, policy=self._retry, cancel=cancel, on_retry=self._on_retry
-        )
