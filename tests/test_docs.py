@@ -1,0 +1,258 @@
+"""Every code block in README.md and docs/*.md runs as written.
+
+The rules (README.md, "Contributing" / "Documentation examples", says the same to writers):
+
+* A ```` ```python ```` block is executed. The python blocks of one page run in order in
+  one fresh namespace (a page is one story: a later block may use what an earlier one
+  defined, nothing else), with a fresh temporary directory as the working directory.
+  That directory holds a copy of the repository's ``examples/`` folder, so a page may
+  start ``examples/mcp_server_demo.py`` as it would from a checkout.
+* Provider spec strings and SDK clients reach loopback fakes: ``OPENAI_BASE_URL`` /
+  ``ANTHROPIC_BASE_URL`` point at servers from ``tests/fakes`` speaking the real wire
+  formats, with ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` set to dummy keys. The fakes
+  answer like a cooperative model (``tests/fakes/plausible.py``: they call a tool when
+  tools are offered, then answer), so the official SDKs' code paths really run.
+* A ```` ```text ```` block (a file layout, sample output) is not code and is not run.
+* Any other block (``bash``, a block without a language) is run by nobody here, so it
+  must be preceded by a marker naming why: ``<!-- docs-test: not run: <reason> -->`` on
+  the line right before its opening fence (an HTML comment, invisible on the rendered
+  page). Install commands are the usual case; the ``pip install`` lines in such blocks are
+  still checked: every extra they name exists in pyproject.toml under the distribution
+  name pyproject.toml gives. A python block may carry the marker too, but then the test
+  lists it, so keep that for what truly cannot run offline.
+
+A failing block fails its page's test with the page, the block's first line and the
+traceback (whose line numbers are the page's own).
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import shutil
+import sys
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pytest depends on tomli before 3.11
+    import tomli as tomllib
+
+from tests.fakes.plausible import anthropic_responder, openai_responder
+from tests.fakes.server import FakeServer
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+MARKER = re.compile(r"^<!--\s*docs-test:\s*not run:\s*(?P<reason>\S.*?)\s*-->\s*$")
+FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Block:
+    """One fenced code block of a page."""
+
+    page: Path
+    line: int
+    """1-based line of the block's first code line (the line after the opening fence)."""
+    language: str
+    code: str
+    skip_reason: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page}:{self.line}"
+
+
+class DocBlockError(AssertionError):
+    """A block of a page failed (or breaks the rules above)."""
+
+
+def extract_blocks(page: Path) -> list[Block]:
+    """The fenced code blocks of a Markdown page, with their line numbers and markers."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        fence, info = opening.group("fence"), opening.group("info").strip()
+        previous = lines[i - 1].strip() if i else ""
+        marker = MARKER.match(previous)
+        end = i + 1
+        while end < len(lines) and not lines[end].strip().startswith(fence):
+            end += 1
+        if end == len(lines):
+            raise DocBlockError(f"{page}:{i + 1}: a code fence is never closed")
+        blocks.append(
+            Block(
+                page=page,
+                line=i + 2,
+                language=info.split()[0].lower() if info else "",
+                code="\n".join(lines[i + 1 : end]) + "\n",
+                skip_reason=marker.group("reason") if marker else None,
+            )
+        )
+        i = end + 1
+    return blocks
+
+
+def _pyproject() -> dict[str, Any]:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]
+
+
+_INSTALL = re.compile(r"pip install\s+(?:-e\s+)?['\"]?(?P<name>[A-Za-z0-9_.\-]+)\[(?P<extras>[^\]]+)\]")
+
+
+def check_unrun_block(block: Block) -> None:
+    """What can be checked of a block that is not run: it says why, and the extras its
+    install commands name exist."""
+    if block.skip_reason is None:
+        raise DocBlockError(
+            f"{block.where}: a {block.language or 'plain'} block that nothing runs. Make it a "
+            f"```python block that runs, a ```text block if it is not code, or put "
+            f"'<!-- docs-test: not run: <reason> -->' on the line before its fence"
+        )
+    project = _pyproject()
+    dist = project["name"]
+    extras = set(project.get("optional-dependencies", {}))
+    for found in _INSTALL.finditer(block.code):
+        name = found.group("name")
+        if name not in (dist, "."):
+            raise DocBlockError(f"{block.where}: installs {name!r}, but this project is distributed as {dist!r}")
+        for extra in (e.strip() for e in found.group("extras").split(",")):
+            if extra not in extras:
+                raise DocBlockError(
+                    f"{block.where}: installs the extra {extra!r}, which pyproject.toml does not define "
+                    f"(it has {', '.join(sorted(extras))})"
+                )
+
+
+def _close_leftovers(namespace: dict[str, Any]) -> None:
+    """Close what a page left open (sessions, contexts, MCP toolsets), as its reader's
+    process would on exit; a page that closes its own objects loses nothing."""
+    for value in list(namespace.values()):
+        close = getattr(value, "close", None)
+        if callable(close) and type(value).__module__.startswith("agentkit"):
+            try:
+                close()
+            except Exception:
+                pass
+
+
+def run_page(page: Path) -> list[Block]:
+    """Run a page's python blocks in order in one namespace (in the current directory);
+    raise :class:`DocBlockError` naming the page and line of the first block that fails.
+    Returns the blocks that ran."""
+    ran: list[Block] = []
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    try:
+        for block in extract_blocks(page):
+            if block.language != "python" or block.skip_reason is not None:
+                if block.language != "text":
+                    check_unrun_block(block)
+                continue
+            # Pad so that tracebacks give the page's own line numbers.
+            source = "\n" * (block.line - 1) + block.code
+            try:
+                exec(compile(source, str(page), "exec"), namespace)  # the page's own code
+            except (Exception, SystemExit) as exc:  # report any failure, with its block
+                detail = "".join(traceback.format_exception(exc)[-12:])
+                raise DocBlockError(
+                    f"{block.where}: the python block starting at line {block.line} failed: "
+                    f"{type(exc).__name__}: {exc}\n{detail}"
+                ) from exc
+            ran.append(block)
+    finally:
+        _close_leftovers(namespace)
+        namespace.clear()
+        gc.collect()
+    return ran
+
+
+@pytest.fixture
+def providers(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeServer, FakeServer]]:
+    """Loopback OpenAI and Anthropic fakes, wired in through the SDKs' own environment
+    variables, as a reader's real keys would be."""
+    with FakeServer(openai_responder) as openai, FakeServer(anthropic_responder) as anthropic:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{openai.url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-docs-test")
+        for name in ("AGENTKIT_MODEL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "ANTHROPIC_AUTH_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        yield openai, anthropic
+
+
+@pytest.mark.filterwarnings("ignore:`langchain-community` is being sunset:DeprecationWarning")
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_every_block_of_the_page_runs(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, providers: tuple[FakeServer, FakeServer]
+) -> None:
+    shutil.copytree(ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(page)])
+    try:
+        run_page(page)
+    except DocBlockError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    skipped = [b.where for b in extract_blocks(page) if b.language == "python" and b.skip_reason]
+    assert not skipped, f"python blocks marked not run: {skipped}; make them run instead"
+
+
+# -- the harness itself -------------------------------------------------------------------
+
+
+def test_a_failing_block_is_named_by_page_and_line(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# A page\n\n```python\nvalue = 1\n```\n\nText.\n\n```python\n\nprint(value)\nadd(1, 2)\n```\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(DocBlockError) as caught:
+        run_page(page)
+    message = str(caught.value)
+    assert f"{page}:10: the python block starting at line 10 failed: NameError" in message
+    assert f'File "{page}", line 12' in message  # the traceback points at the page's line
+
+
+def test_blocks_of_one_page_share_a_namespace_and_pages_do_not(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    first.write_text("```python\nshared = 41\n```\n\n```python\nassert shared + 1 == 42\n```\n", encoding="utf-8")
+    second.write_text("```python\nshared\n```\n", encoding="utf-8")
+    assert [b.line for b in run_page(first)] == [2, 6]
+    with pytest.raises(DocBlockError, match="NameError: name 'shared' is not defined"):
+        run_page(second)
+
+
+def test_an_unmarked_shell_block_is_refused_and_a_marked_one_is_checked(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```bash\nrm -rf build\n```\n", encoding="utf-8")
+    with pytest.raises(DocBlockError, match=r"page.md:2: a bash block that nothing runs"):
+        run_page(page)
+    dist = _pyproject()["name"]
+    page.write_text(
+        f"<!-- docs-test: not run: installs packages -->\n```bash\npip install '{dist}[no-such-extra]'\n```\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(DocBlockError, match="the extra 'no-such-extra', which pyproject.toml does not define"):
+        run_page(page)
+    page.write_text(
+        f"<!-- docs-test: not run: installs packages -->\n```bash\npip install '{dist}[mcp]'\n```\n"
+        "\n```text\nanything/at/all\n```\n",
+        encoding="utf-8",
+    )
+    assert run_page(page) == []
+
+
+def test_the_pages_have_blocks_to_run() -> None:
+    python_blocks = [b for p in PAGES for b in extract_blocks(p) if b.language == "python"]
+    assert len(python_blocks) >= 30, "the block extractor found too few python blocks: is it broken?"
