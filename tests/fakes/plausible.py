@@ -85,6 +85,8 @@ def _text_of(content: Any) -> str:
 
 
 def _reply_text(prompt: str, results: list[str]) -> str:
+    if "JSON" in prompt:
+        return json.dumps({"answer": results or prompt.strip()[:120]})
     if results:
         return "Done: " + "; ".join(r.strip()[:200] for r in results)
     return f"A scripted answer to: {prompt.strip()[:120] or '(nothing)'}"
