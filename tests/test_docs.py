@@ -27,9 +27,11 @@ traceback (whose line numbers are the page's own).
 
 from __future__ import annotations
 
+import builtins
 import gc
 import re
 import shutil
+import symtable
 import sys
 import traceback
 from collections.abc import Iterator
@@ -148,6 +150,33 @@ def _close_leftovers(namespace: dict[str, Any]) -> None:
                 pass
 
 
+def _globals_used_in_bodies(code: str) -> set[str]:
+    """Global names that the functions, lambdas and classes of ``code`` refer to. Running
+    a block only checks the names its top level uses; a function body that is never
+    called (a tool the example only defines) is checked through these."""
+    used: set[str] = set()
+
+    def walk(table: symtable.SymbolTable) -> None:
+        for child in table.get_children():
+            used.update(s.get_name() for s in child.get_symbols() if s.is_referenced() and s.is_global())
+            walk(child)
+
+    walk(symtable.symtable(code, "<block>", "exec"))
+    return used
+
+
+def check_names_resolve(blocks: list[Block], namespace: dict[str, Any]) -> None:
+    """Every global name a page's functions use is defined by the page (or a builtin)."""
+    for block in blocks:
+        missing = sorted(n for n in _globals_used_in_bodies(block.code) if n not in namespace
+                         and not hasattr(builtins, n))
+        if missing:
+            raise DocBlockError(
+                f"{block.where}: the python block starting at line {block.line} uses "
+                f"{', '.join(missing)}, defined nowhere on the page: define or import it"
+            )
+
+
 def run_page(page: Path) -> list[Block]:
     """Run a page's python blocks in order in one namespace (in the current directory);
     raise :class:`DocBlockError` naming the page and line of the first block that fails.
@@ -171,6 +200,7 @@ def run_page(page: Path) -> list[Block]:
                     f"{type(exc).__name__}: {exc}\n{detail}"
                 ) from exc
             ran.append(block)
+        check_names_resolve(ran, namespace)
     finally:
         _close_leftovers(namespace)
         namespace.clear()
@@ -234,6 +264,17 @@ def test_blocks_of_one_page_share_a_namespace_and_pages_do_not(tmp_path: Path) -
     assert [b.line for b in run_page(first)] == [2, 6]
     with pytest.raises(DocBlockError, match="NameError: name 'shared' is not defined"):
         run_page(second)
+
+
+def test_a_name_used_only_inside_a_function_must_be_defined_too(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\ndef crawl(url):\n    return [fetch(p) for p in pages(url)]\n\nLIMIT = 3\n```\n\n"
+        "```python\ndef pages(url):\n    return [url] * LIMIT\n```\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(DocBlockError, match=r"page.md:2: .* uses fetch, defined nowhere on the page"):
+        run_page(page)
 
 
 def test_an_unmarked_shell_block_is_refused_and_a_marked_one_is_checked(tmp_path: Path) -> None:
