@@ -337,6 +337,22 @@ def test_a_server_writing_garbage_to_stdout_fails_at_once_without_a_traceback_fl
     assert len(out.stderr.splitlines()) <= 2, out.stderr
 
 
+def test_a_garbage_writing_server_fails_while_the_others_mount_and_its_child_is_stopped(caplog):
+    with no_leaks():
+        # a 600 s connect timeout: waiting it out would trip the test's own timeout
+        toolset = connect_mcp({"bad": stdio(GARBAGE), "demo": stdio(DEMO)}, connect_timeout=600)
+        try:
+            bad = toolset.servers["bad"]
+            assert bad.status == "failed"
+            assert bad.error.startswith("server wrote invalid output (not a JSON-RPC message): "
+                                        "'Starting notes server v1.2 ...'")
+            assert toolset.servers["demo"].connected
+            assert not any(n.startswith("bad__") for n in toolset.tool_name_map)
+        finally:
+            toolset.close()
+    assert not [r for r in caplog.records if "Failed to parse" in r.getMessage()]
+
+
 def test_garbage_after_connecting_is_one_warning_and_the_server_keeps_working(caplog):
     with no_leaks(), connect_mcp({"chatty": stdio(GARBAGE, "--mid-session")}) as toolset:
         chatty = by_name(toolset)["chatty"]
