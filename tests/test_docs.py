@@ -12,6 +12,8 @@ The rules (README.md, "Contributing" / "Documentation examples", says the same t
   formats, with ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` set to dummy keys. The fakes
   answer like a cooperative model (``tests/fakes/plausible.py``: they call a tool when
   tools are offered, then answer), so the official SDKs' code paths really run.
+* A page that leaves files in its directory (a session store, notes) is run a second
+  time there, as a reader who runs it again would: it must work then too.
 * A ```` ```text ```` block (a file layout, sample output) is not code and is not run.
 * Any other block (``bash``, a block without a language) is run by nobody here, so it
   must be preceded by a marker naming why: ``<!-- docs-test: not run: <reason> -->`` on
@@ -233,6 +235,13 @@ def test_every_block_of_the_page_runs(
     failure = None
     try:
         run_page(page)
+        if {p.name for p in tmp_path.iterdir()} - {"examples"}:
+            # It left files behind (a store, notes): a reader who runs it again meets them.
+            try:
+                run_page(page)
+            except DocBlockError as exc:
+                raise DocBlockError(f"on a second run in the same directory (the files of the first were "
+                                    f"still there, as for a reader who runs the page again): {exc}") from None
     except DocBlockError as exc:
         failure = str(exc)
     if failure is not None:
