@@ -18,9 +18,9 @@ The rules (README.md, "Contributing" / "Documentation examples", says the same t
 * Any other block (``bash``, a block without a language) is run by nobody here, so it
   must be preceded by a marker naming why: ``<!-- docs-test: not run: <reason> -->`` on
   the line right before its opening fence (an HTML comment, invisible on the rendered
-  page). Install commands are the usual case; the ``pip install`` lines in such blocks are
-  still checked: every extra they name exists in pyproject.toml under the distribution
-  name pyproject.toml gives. A python block may carry the marker too, but then the test
+  page). Install commands are the usual case.
+* Every ``pip install '<name>[<extras>]'`` on a page, in a block or in the text, must name
+  the distribution and extras pyproject.toml defines. A python block may carry the marker too, but then the test
   lists it, so keep that for what truly cannot run offline.
 
 A failing block fails its page's test with the page, the block's first line and the
@@ -117,27 +117,32 @@ _INSTALL = re.compile(r"pip install\s+(?:-e\s+)?['\"]?(?P<name>[A-Za-z0-9_.\-]+)
 
 
 def check_unrun_block(block: Block) -> None:
-    """What can be checked of a block that is not run: it says why, and the extras its
-    install commands name exist."""
+    """A block that is not run must say why."""
     if block.skip_reason is None:
         raise DocBlockError(
             f"{block.where}: a {block.language or 'plain'} block that nothing runs. Make it a "
             f"```python block that runs, a ```text block if it is not code, or put "
             f"'<!-- docs-test: not run: <reason> -->' on the line before its fence"
         )
+
+
+def check_install_hints(page: Path) -> None:
+    """Every ``pip install '<name>[<extras>]'`` on the page (in a block or in the text)
+    names this project's distribution and extras it defines."""
     project = _pyproject()
     dist = project["name"]
     extras = set(project.get("optional-dependencies", {}))
-    for found in _INSTALL.finditer(block.code):
-        name = found.group("name")
-        if name not in (dist, "."):
-            raise DocBlockError(f"{block.where}: installs {name!r}, but this project is distributed as {dist!r}")
-        for extra in (e.strip() for e in found.group("extras").split(",")):
-            if extra not in extras:
-                raise DocBlockError(
-                    f"{block.where}: installs the extra {extra!r}, which pyproject.toml does not define "
-                    f"(it has {', '.join(sorted(extras))})"
-                )
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1):
+        for found in _INSTALL.finditer(line):
+            name = found.group("name")
+            if name not in (dist, "."):
+                raise DocBlockError(f"{page}:{number}: installs {name!r}, but this project is distributed as {dist!r}")
+            for extra in (e.strip() for e in found.group("extras").split(",")):
+                if extra not in extras:
+                    raise DocBlockError(
+                        f"{page}:{number}: installs the extra {extra!r}, which pyproject.toml does not define "
+                        f"(it has {', '.join(sorted(extras))})"
+                    )
 
 
 def _close_leftovers(namespace: dict[str, Any]) -> None:
@@ -183,6 +188,7 @@ def run_page(page: Path) -> list[Block]:
     """Run a page's python blocks in order in one namespace (in the current directory);
     raise :class:`DocBlockError` naming the page and line of the first block that fails.
     Returns the blocks that ran."""
+    check_install_hints(page)
     ran: list[Block] = []
     namespace: dict[str, Any] = {"__name__": "__main__"}
     try:
