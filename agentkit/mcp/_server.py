@@ -358,8 +358,13 @@ class ServerConnection:
     def _invalid_output(self, exc: ValueError) -> None:
         """The server wrote something that is not a JSON-RPC message. While connecting,
         that ends the connect at once (it would otherwise wait out ``connect_timeout``);
-        once connected, it is a warning, given once (the messages around it still work)."""
-        what = f"server wrote invalid output (not a JSON-RPC message): {_offending_input(exc)}"
+        once connected, it is a warning, given once (the messages around it still work).
+        A blank line is let pass."""
+        line = _offending_line(exc)
+        if line is not None and not line.strip():
+            return
+        shown = describe_error(exc)[:200] if line is None else repr(line[:120]) + (" ..." if len(line) > 120 else "")
+        what = f"server wrote invalid output (not a JSON-RPC message): {shown}"
         if isinstance(self.spec, StdioServer):
             what += ("; an MCP stdio server must write only MCP messages to stdout (its logs and "
                      "prints belong on stderr)")
@@ -424,19 +429,19 @@ def _connect_hint(spec: Any, exc: BaseException) -> str:
     return ""
 
 
-def _offending_input(exc: ValueError) -> str:
-    """The start of the line the server wrote, as pydantic's validation error keeps it."""
+def _offending_line(exc: ValueError) -> str | None:
+    """The line the server wrote, as pydantic's validation error keeps it (None when the
+    error does not say)."""
     errors = getattr(exc, "errors", None)
     if callable(errors):
         try:
             found = errors()
-        except Exception:  # noqa: BLE001 - fall back to the message
+        except Exception:  # noqa: BLE001 - not a pydantic error after all
             found = []
         for error in found:
             if isinstance(error.get("input"), str):
-                line = error["input"]
-                return repr(line[:120]) + (" ..." if len(line) > 120 else "")
-    return describe_error(exc)[:200]
+                return str(error["input"])
+    return None
 
 
 class _QuietParseErrors(logging.Filter):

@@ -3,7 +3,8 @@
 * no argument: a banner, then a debug line every 50 ms, and never a message (stdin is
   read, so the only thing wrong is what it prints);
 * ``--mid-session``: a real MCP server (the SDK's MCPServer) whose ``chatty`` tool also
-  writes a debug line to stdout, as a careless tool author's print does.
+  writes a debug line to stdout, as a careless tool author's print does (and blank
+  lines come before its first message).
 """
 
 import os
@@ -33,6 +34,7 @@ def _chatty_server() -> None:
         os.write(stdout, f"DEBUG chatty called with {text}\n".encode())
         return f"ok: {text}"
 
+    os.write(stdout, b"\n\n")  # blank lines before the first message: harmless, let pass
     server.run()
 
 
