@@ -18,10 +18,10 @@ The rules (README.md, "Contributing" / "Documentation examples", says the same t
 * Any other block (``bash``, a block without a language) is run by nobody here, so it
   must be preceded by a marker naming why: ``<!-- docs-test: not run: <reason> -->`` on
   the line right before its opening fence (an HTML comment, invisible on the rendered
-  page). Install commands are the usual case.
+  page). Install commands are the usual case. A python block may not carry it: make the
+  block run instead.
 * Every ``pip install '<name>[<extras>]'`` on a page, in a block or in the text, must name
-  the distribution and extras pyproject.toml defines. A python block may carry the marker too, but then the test
-  lists it, so keep that for what truly cannot run offline.
+  the distribution and extras pyproject.toml defines.
 
 A failing block fails its page's test with the page, the block's first line and the
 traceback (whose line numbers are the page's own).
@@ -254,6 +254,22 @@ def test_every_block_of_the_page_runs(
         pytest.fail(failure, pytrace=False)
     skipped = [b.where for b in extract_blocks(page) if b.language == "python" and b.skip_reason]
     assert not skipped, f"python blocks marked not run: {skipped}; make them run instead"
+
+
+def test_provider_specs_on_a_page_reach_the_loopback_fakes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, providers: tuple[FakeServer, FakeServer]
+) -> None:
+    openai, anthropic = providers
+    monkeypatch.chdir(tmp_path)
+    run_page(ROOT / "README.md")  # "openai:gpt-4.1-mini", then "anthropic:claude-sonnet-4-5"
+    assert [r.path for r in openai.requests] == ["/v1/chat/completions"] * 2
+    first, second = openai.bodies
+    assert [t["function"]["name"] for t in first["tools"]] == ["add"]
+    assert second["messages"][-1]["role"] == "tool" and second["messages"][-1]["content"] == "42"  # add(7, 35) ran
+    assert anthropic.requests and all(r.path == "/v1/messages" for r in anthropic.requests)
+    headers = anthropic.requests[0].headers  # the SDK sends the key as x-api-key or as a bearer token
+    sent_key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+    assert sent_key == "sk-ant-docs-test"
 
 
 # -- the harness itself -------------------------------------------------------------------
