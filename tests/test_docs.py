@@ -48,8 +48,8 @@ if sys.version_info >= (3, 11):
 else:  # pytest depends on tomli before 3.11
     import tomli as tomllib
 
-from tests.fakes.plausible import anthropic_responder, openai_responder
-from tests.fakes.server import FakeServer
+from fakes.plausible import anthropic_responder, openai_responder
+from fakes.server import FakeServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -110,7 +110,8 @@ def extract_blocks(page: Path) -> list[Block]:
 
 def _pyproject() -> dict[str, Any]:
     with open(ROOT / "pyproject.toml", "rb") as f:
-        return tomllib.load(f)["project"]
+        project: dict[str, Any] = tomllib.load(f)["project"]
+    return project
 
 
 _INSTALL = re.compile(r"pip install\s+(?:-e\s+)?['\"]?(?P<name>[A-Za-z0-9_.\-]+)\[(?P<extras>[^\]]+)\]")
