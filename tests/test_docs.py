@@ -39,7 +39,7 @@ import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Optional
 
 import pytest
 
@@ -332,3 +332,27 @@ def test_an_unmarked_shell_block_is_refused_and_a_marked_one_is_checked(tmp_path
 def test_the_pages_have_blocks_to_run() -> None:
     python_blocks = [b for p in PAGES for b in extract_blocks(p) if b.language == "python"]
     assert len(python_blocks) >= 30, "the block extractor found too few python blocks: is it broken?"
+
+
+@dataclass
+class _Point:
+    x: int
+    y: int = 0
+
+
+def _plot(mode: Literal["line", "scatter"], points: list[_Point], title: Optional[str] = None) -> str:
+    """Plot points."""
+    return mode
+
+
+def test_the_fake_models_arguments_satisfy_the_tools_schema() -> None:
+    """The fakes call tools with arguments a real model would send: valid for the schema."""
+    import jsonschema
+    from fakes.plausible import _arguments
+
+    from agentkit import tool
+
+    schema = tool(_plot).input_schema
+    args = _arguments(schema, "Plot 3 and 4")
+    jsonschema.validate(args, schema)
+    assert args == {"mode": "line", "points": [{"x": 3}]}

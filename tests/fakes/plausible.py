@@ -5,10 +5,13 @@ The documentation's examples say ``run_agent("openai:gpt-4.1-mini", ...)`` or
 :class:`~tests.fakes.server.FakeServer` with one of these responders. They speak the real
 wire formats (streamed or not) and behave like a cooperative model:
 
-* when tools are offered and the last message is not a tool result, call one tool: the one
-  whose name shares a word with the latest user text (else the first), with arguments
+* when tools are offered and the last message is not a tool result, call one tool: the
+  forced one (``tool_choice`` naming a tool, which is called every time), else the one
+  whose name shares a word with the latest user text, else the first; with arguments
   made from its JSON Schema (numbers taken from the user text in order; a file-like
-  token from the text for path-like string properties; the user text for other strings);
+  token from the text for path-like string properties; the user text for other strings;
+  nested objects, arrays, ``$ref`` and unions followed);
+* a ``json_schema`` response format (structured output) gets an object of that schema;
 * otherwise answer in text: the tool results it was given, or a short reply to the user.
 
 With extended thinking requested (Anthropic), the answer starts with a signed thinking
@@ -37,7 +40,12 @@ def _words(text: str) -> set[str]:
     return {w for w in re.split(r"[^a-z0-9]+", text.lower()) if len(w) > 2}
 
 
-def _pick_tool(tools: list[tuple[str, dict[str, Any]]], prompt: str) -> tuple[str, dict[str, Any]]:
+def _pick_tool(
+    tools: list[tuple[str, dict[str, Any]]], prompt: str, forced: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    for name, schema in tools:
+        if name == forced:
+            return name, schema
     said = _words(prompt)
     for name, schema in tools:
         if _words(name.replace("_", " ")) & said:
@@ -45,8 +53,29 @@ def _pick_tool(tools: list[tuple[str, dict[str, Any]]], prompt: str) -> tuple[st
     return tools[0]
 
 
-def _value(name: str, schema: dict[str, Any], prompt: str, numbers: list[str]) -> Any:
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """Follow a local ``$ref`` (``#/$defs/Name``) and take the first branch of a union."""
+    for _ in range(20):
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/"):
+            target: Any = root
+            for part in ref[2:].split("/"):
+                target = target.get(part, {}) if isinstance(target, dict) else {}
+            schema = target if isinstance(target, dict) else {}
+            continue
+        branches = schema.get("anyOf") or schema.get("oneOf")
+        if branches:
+            schema = next((b for b in branches if b.get("type") != "null"), branches[0])
+            continue
+        return schema
+    return schema
+
+
+def _value(name: str, schema: dict[str, Any], prompt: str, numbers: list[str], root: dict[str, Any]) -> Any:
+    schema = _resolve(schema, root)
     kind = schema.get("type")
+    if "const" in schema:
+        return schema["const"]
     if "enum" in schema and schema["enum"]:
         return schema["enum"][0]
     if kind in ("integer", "number"):
@@ -56,22 +85,27 @@ def _value(name: str, schema: dict[str, Any], prompt: str, numbers: list[str]) -
     if kind == "boolean":
         return False
     if kind == "array":
-        return []
+        items = schema.get("items")
+        return [_value(name, items, prompt, numbers, root)] if isinstance(items, dict) and items else []
     if kind == "object":
-        return {}
+        return _fill(schema, prompt, numbers, root)
     if any(w in name.lower() for w in ("path", "file")):
         found = _FILE.search(prompt)
         return found.group(0) if found else "notes.txt"
     return prompt[:200] or "example"
 
 
-def _arguments(schema: dict[str, Any], prompt: str) -> dict[str, Any]:
-    numbers = _NUMBER.findall(prompt)
+def _fill(schema: dict[str, Any], prompt: str, numbers: list[str], root: dict[str, Any]) -> dict[str, Any]:
     properties = schema.get("properties") or {}
     required = schema.get("required") or list(properties)
     return {
-        key: _value(key, properties.get(key) or {}, prompt, numbers) for key in required if key in properties
+        key: _value(key, properties.get(key) or {}, prompt, numbers, root) for key in required if key in properties
     }
+
+
+def _arguments(schema: dict[str, Any], prompt: str) -> dict[str, Any]:
+    """An object satisfying ``schema``, its numbers taken from ``prompt`` in order."""
+    return _fill(_resolve(schema, schema), prompt, _NUMBER.findall(prompt), schema)
 
 
 def _text_of(content: Any) -> str:
@@ -110,14 +144,19 @@ def openai_responder(rec: Recorded) -> Reply:
         results.insert(0, _text_of(m.get("content")))
     tools = [(t["function"]["name"], t["function"].get("parameters") or {}) for t in body.get("tools") or []]
     stream = bool(body.get("stream"))
-    if tools and not results and body.get("tool_choice") != "none":
-        name, schema = _pick_tool(tools, prompt)
+    choice = body.get("tool_choice")
+    forced = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if tools and ((not results and choice != "none") or forced):
+        name, schema = _pick_tool(tools, prompt, forced)
         args = json.dumps(_arguments(schema, prompt))
         call_id = f"call_docs_{next(_IDS)}"
         if stream:
             return openai_wire.tool_stream([(call_id, name, [args[: len(args) // 2], args[len(args) // 2 :]])])
         return openai_wire.completion(tool_calls=[(call_id, name, args)])
     text = _reply_text(prompt, results)
+    response_format = body.get("response_format") or {}
+    if response_format.get("type") == "json_schema":  # structured output: an object of that schema
+        text = json.dumps(_arguments(response_format.get("json_schema", {}).get("schema") or {}, prompt))
     if stream:
         return openai_wire.text_stream(*(text[i : i + 16] for i in range(0, len(text), 16)))
     return openai_wire.completion(text)
@@ -149,8 +188,9 @@ def anthropic_responder(rec: Recorded) -> Reply:
     lead = [anthropic_wire.thinking("Working out what to do.", "sig-docs")] if thinking else []
     tools = [(t["name"], t.get("input_schema") or {}) for t in body.get("tools") or [] if "name" in t]
     choice = (body.get("tool_choice") or {}).get("type")
-    if tools and not results and choice != "none":
-        name, schema = _pick_tool(tools, prompt)
+    forced = (body.get("tool_choice") or {}).get("name") if choice == "tool" else None
+    if tools and ((not results and choice != "none") or forced):
+        name, schema = _pick_tool(tools, prompt, forced)
         args = json.dumps(_arguments(schema, prompt))
         return anthropic_wire.stream(*lead, anthropic_wire.tool_use(f"toolu_docs_{next(_IDS)}", name, [args]))
     return anthropic_wire.stream(*lead, anthropic_wire.text(_reply_text(prompt, results)))
