@@ -70,7 +70,11 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page}:{self.line}"
+        return f"{_shown(self.page)}:{self.line}"
+
+
+def _shown(page: Path) -> Path:
+    return page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
 
 
 class DocBlockError(AssertionError):
@@ -137,11 +141,13 @@ def check_install_hints(page: Path) -> None:
         for found in _INSTALL.finditer(line):
             name = found.group("name")
             if name not in (dist, "."):
-                raise DocBlockError(f"{page}:{number}: installs {name!r}, but this project is distributed as {dist!r}")
+                raise DocBlockError(
+                    f"{_shown(page)}:{number}: installs {name!r}, but this project is distributed as {dist!r}"
+                )
             for extra in (e.strip() for e in found.group("extras").split(",")):
                 if extra not in extras:
                     raise DocBlockError(
-                        f"{page}:{number}: installs the extra {extra!r}, which pyproject.toml does not define "
+                        f"{_shown(page)}:{number}: installs the extra {extra!r}, which pyproject.toml does not define "
                         f"(it has {', '.join(sorted(extras))})"
                     )
 
