@@ -14,7 +14,8 @@ The rules (README.md, "Contributing" / "Documentation examples", says the same t
   tools are offered, then answer), so the official SDKs' code paths really run.
 * A page that leaves files in its directory (a session store, notes) is run a second
   time there, as a reader who runs it again would: it must work then too.
-* A ```` ```text ```` block (a file layout, sample output) is not code and is not run.
+* A ```` ```text ```` block (a file layout, sample output) is not code and is not run; a
+  ```` ```json ```` block must parse.
 * Any other block (``bash``, a block without a language) is run by nobody here, so it
   must be preceded by a marker naming why: ``<!-- docs-test: not run: <reason> -->`` on
   the line right before its opening fence (an HTML comment, invisible on the rendered
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import builtins
 import gc
+import json
 import re
 import shutil
 import symtable
@@ -131,6 +133,16 @@ def check_unrun_block(block: Block) -> None:
         )
 
 
+def check_json_block(block: Block) -> None:
+    """A ``json`` block is data a reader may copy: it must parse."""
+    try:
+        json.loads(block.code)
+    except ValueError as exc:
+        raise DocBlockError(
+            f"{block.where}: the json block starting at line {block.line} does not parse: {exc}"
+        ) from None
+
+
 def check_install_hints(page: Path) -> None:
     """Every ``pip install '<name>[<extras>]'`` on the page (in a block or in the text)
     names this project's distribution and extras it defines."""
@@ -200,6 +212,9 @@ def run_page(page: Path) -> list[Block]:
     namespace: dict[str, Any] = {"__name__": "__main__"}
     try:
         for block in extract_blocks(page):
+            if block.language == "json" and block.skip_reason is None:
+                check_json_block(block)
+                continue
             if block.language != "python" or block.skip_reason is not None:
                 if block.language != "text":
                     check_unrun_block(block)
@@ -312,6 +327,13 @@ def test_a_name_used_only_inside_a_function_must_be_defined_too(tmp_path: Path) 
         encoding="utf-8",
     )
     with pytest.raises(DocBlockError, match=r"page.md:2: .* uses fetch, defined nowhere on the page"):
+        run_page(page)
+
+
+def test_a_json_block_must_parse(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text('```json\n{"a": 1}\n```\n\n```json\n{"a": 1,}\n```\n', encoding="utf-8")
+    with pytest.raises(DocBlockError, match=r"page.md:6: the json block starting at line 6 does not parse"):
         run_page(page)
 
 
