@@ -16,11 +16,11 @@ from urllib.parse import urlparse
 
 from ..errors import ConfigurationError
 
-__all__ = ["HttpServer", "ServerSpec", "StdioServer", "validate_servers"]
+__all__ = ["HttpServer", "LogLevel", "ServerSpec", "StdioServer", "validate_servers"]
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 """The MCP logging levels (``logging/setLevel``), least severe first."""
-LOG_LEVELS: tuple[str, ...] = get_args(LogLevel)
+_LOG_LEVELS: tuple[str, ...] = get_args(LogLevel)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Mapping
 
 from ..errors import ConfigurationError, McpError, MissingDependencyError
-from .config import LOG_LEVELS, LogLevel, ServerSpec, validate_servers
+from .config import _LOG_LEVELS, LogLevel, ServerSpec, validate_servers
 from .toolset import AuthorizeToolCall, McpToolset
 
 __all__ = ["connect_mcp"]
@@ -64,8 +64,8 @@ def connect_mcp(
     if prefix_tool_names is not None and not isinstance(prefix_tool_names, bool):
         raise ConfigurationError(f"prefix_tool_names must be True, False or None (prefix only with "
                                  f"several servers), not {prefix_tool_names!r}")
-    if log_level is not None and log_level not in LOG_LEVELS:
-        raise ConfigurationError(f"log_level must be one of {', '.join(LOG_LEVELS)} or None, not {log_level!r}")
+    if log_level is not None and log_level not in _LOG_LEVELS:
+        raise ConfigurationError(f"log_level must be one of {', '.join(_LOG_LEVELS)} or None, not {log_level!r}")
     specs = validate_servers(servers)
 
     from ._portal import LoopThread
