@@ -184,9 +184,9 @@ class Projector:
         elif isinstance(ev, RuntimeEvent):
             if self._jobs is not None:
                 self._jobs.observe(ev)
-            msg = self._render(ev)
-            if msg is not None:
-                self._show((ev.seq, msg, False))
+            rendered = self._render(ev)
+            if rendered is not None:
+                self._show((ev.seq, rendered, False))
         elif isinstance(ev, ContextReplacedEvent):
             self._messages = list(ev.messages)
             self._pending.clear()
