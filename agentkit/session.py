@@ -20,6 +20,7 @@ from .errors import (
     StoreConflictError,
 )
 from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
+from .execution.base import JobControl, JobState
 from .jobs import bridge_job_events
 from .loop import LoopOptions, ToolExecution, run_loop
 from .messages import Message, Prompt, ToolCallPart, normalize_prompt
@@ -30,7 +31,6 @@ from .scheduling import GenerationScheduler
 from .stores.base import EventStore, validate_session_id
 from .subscriptions import Listener, Subscription
 from .tools.base import ToolRegistry
-from .tools.context import JobControl, JobState
 
 __all__ = ["Session"]
 

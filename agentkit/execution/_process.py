@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from ..cancel import CancelToken
-from .context import OutputCallback, ShellResult
+from .base import OutputCallback, ShellResult
 
 _READ_SIZE = 65_536
 _ABANDON_AFTER = 5.0
