@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
+from ._foreign import model_from, tools_from
 from .cancel import CancelToken
 from .errors import (
     ConfigurationError,
@@ -43,14 +44,6 @@ _LISTENER_JOIN_SECONDS = 5.0
 _GENERATING: contextvars.ContextVar[tuple[Session, ...]] = contextvars.ContextVar(
     "agentkit_generating", default=()
 )
-
-
-def _resolve_model(model: ChatModel | str | None) -> ChatModel | None:
-    if isinstance(model, str):
-        from .models import get_model
-
-        return get_model(model)
-    return model
 
 
 class Session:
@@ -96,8 +89,8 @@ class Session:
         if not isinstance(listener_timeout, (int, float)) or not listener_timeout > 0:
             raise ConfigurationError(f"listener_timeout must be a number of seconds > 0, got {listener_timeout!r}")
         self.session_id: str | None = session_id or (uuid.uuid4().hex if store else None)
-        self._model = _resolve_model(model)
-        self._registry = ToolRegistry(tools)
+        self._model = model_from(model)
+        self._registry = ToolRegistry(tools_from(tools))
         self._defaults = LoopOptions(
             model=self._model if self._model is not None else _NoModel(),
             tools=self._registry,
@@ -335,7 +328,7 @@ class Session:
         generation of this same session (a tool or callback), which would deadlock.
         """
         d = self._defaults
-        resolved = _resolve_model(model) if model is not None else self._model
+        resolved = model_from(model) if model is not None else self._model
         if resolved is None:
             raise ConfigurationError("this session has no model: pass model= to Session or generate()")
         opts = LoopOptions(

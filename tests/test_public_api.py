@@ -19,12 +19,21 @@ def test_all_names_exist_and_have_docstrings():
             assert inspect.getdoc(obj), f"agentkit.{name} has no docstring"
 
 
+# API-DECISIONS: ToolCall(name=..., input=...) in scripts; the positional form stays as
+# a convenience. Every other public data type is keyword-only.
+_POSITIONAL_CONVENIENCE = {"ToolCall": {"name", "input"}}
+
+
 def test_public_dataclasses_are_keyword_only_and_frozen():
     for name in agentkit.__all__:
         obj = getattr(agentkit, name)
         if inspect.isclass(obj) and dataclasses.is_dataclass(obj):
             params = dataclasses.fields(obj)
-            assert all(f.kw_only for f in params if f.init), f"{name} has positional fields"
+            allowed = _POSITIONAL_CONVENIENCE.get(name, set())
+            positional = {f.name for f in params if f.init and not f.kw_only}
+            assert positional == allowed, f"{name} has positional fields {positional - allowed}"
+            init = vars(obj).get("__init__")
+            assert init is None or init.__code__.co_filename == "<string>", f"{name} hand-writes __init__"
             assert obj.__dataclass_params__.frozen, f"{name} is not frozen"
 
 
