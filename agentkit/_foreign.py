@@ -13,6 +13,7 @@ error naming the adapter function that was tried, so the user can call it direct
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from .errors import AgentkitError, ConfigurationError, MissingDependencyError, ToolDefinitionError
@@ -94,7 +95,7 @@ def tools_from(tools: object) -> list[Tool]:
             from .adapters.langchain import from_langchain_tools
 
             out.extend(_adapted(
-                lambda item=item: from_langchain_tools(item),
+                partial(from_langchain_tools, item),
                 f"the LangChain toolkit {type(item).__name__} passed in tools=",
                 "from_langchain_tools",
                 ToolDefinitionError,
@@ -103,7 +104,7 @@ def tools_from(tools: object) -> list[Tool]:
             from .adapters.langchain import from_langchain_tool
 
             out.append(_adapted(
-                lambda item=item: from_langchain_tool(item),
+                partial(from_langchain_tool, item),
                 f"the LangChain tool {getattr(item, 'name', type(item).__name__)!r} passed in tools=",
                 "from_langchain_tool",
                 ToolDefinitionError,
