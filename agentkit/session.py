@@ -321,7 +321,7 @@ class Session:
         return self._jobs_capability("abort_job").abort(execution_id, reason)
 
     def _jobs_capability(self, what: str) -> JobControl:
-        jobs = getattr(self.execution_context, "jobs", None)
+        jobs: JobControl | None = getattr(self.execution_context, "jobs", None)
         if jobs is None:
             raise ConfigurationError(
                 f"{what} needs an execution context with jobs: pass "
