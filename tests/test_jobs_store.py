@@ -334,3 +334,15 @@ def test_the_sweep_leaves_what_is_not_a_stale_temp_file_of_this_store_alone(tmp_
     for name, text in keep.items():
         assert (tmp_path / name).read_text() == text, name
     assert link.is_symlink() and target.read_text() == "keep me"
+
+
+def test_a_store_file_with_a_long_name_writes_and_sweeps(tmp_path):
+    long_a, long_b = "j" * 200 + "-a.json", "j" * 200 + "-b.json"
+    a, b = FileJobStore(tmp_path / long_a), FileJobStore(tmp_path / long_b)
+    assert a.put(job(), expected_revision=0) == 1  # the temp file's name fits NAME_MAX
+    leftover_b = tmp_path / (b._tmp_prefix + "e" * 32 + b._tmp_suffix)
+    leftover_b.write_text("{}")
+    FileJobStore(tmp_path / long_a)  # a store sweeps only its own temps
+    assert leftover_b.exists()
+    FileJobStore(tmp_path / long_b)
+    assert not leftover_b.exists()

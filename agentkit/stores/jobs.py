@@ -11,6 +11,7 @@ A crash in the middle of a write can leave its temp file behind; the next
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -84,8 +85,8 @@ class FileJobStore:
     ``lock_timeout`` seconds; a lock is never stolen), re-reads the file, checks the
     revision, and replaces the file atomically (temp file, fsync, rename, fsync of the
     directory). Opening the store removes temp files a crashed writer of this file left
-    (``.<name>.<hex>.jobs-tmp``, removed under the lock, when no write can be using
-    them) and 0.1.0-style ``.jobs-XXXXXXXX.tmp`` files older than ten minutes; nothing
+    (``.<name>.<32 hex digits>.jobs-tmp``, removed under the lock, when no write can be
+    using them) and 0.1.0-style ``.jobs-XXXXXXXX.tmp`` files older than ten minutes; nothing
     else in the directory is touched.
     """
 
@@ -98,7 +99,12 @@ class FileJobStore:
             raise ConfigurationError(f"lock_timeout must be a positive number of seconds, got {lock_timeout!r}")
         self._lock_path = self.path + ".lock"
         self._lock_timeout = float(lock_timeout)
-        self._tmp_prefix = "." + os.path.basename(self.path) + "."
+        # named after this store file (a long name shortened, with a hash to tell apart
+        # files that share a prefix), so the sweep only ever matches this store's temps
+        name = os.path.basename(self.path)
+        if len(name) > 64:
+            name = name[:48] + "-" + hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:15]
+        self._tmp_prefix = "." + name + "."
         self._tmp_suffix = ".jobs-tmp"
         self._own_tmp = re.compile(re.escape(self._tmp_prefix) + r"[0-9a-f]{32}" + re.escape(self._tmp_suffix))
         self._sweep()
