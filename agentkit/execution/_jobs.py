@@ -206,29 +206,29 @@ class JobRunner:
         self._subs: list[_Subscriber] = []
         self._closed = False
         if store is not None:
-            self._restore(settle_orphaned_job)
+            self._restore(store, settle_orphaned_job)
 
     # -- restore -------------------------------------------------------------------------
 
-    def _restore(self, settle: Callable[[JobState], JobState | None] | None) -> None:
-        for stored in self._store.load():
+    def _restore(self, store: JobStore, settle: Callable[[JobState], JobState | None] | None) -> None:
+        for stored in store.load():
             state, revision = stored.state, stored.revision
             if state.state == "running":
-                state, revision = self._settle_orphan(state, revision, settle)
+                state, revision = self._settle_orphan(store, state, revision, settle)
             job = _Job(state, revision)
             job.done.set()
             self._jobs[state.execution_id] = job
         self._prune()
 
-    def _settle_orphan(self, state: JobState, revision: int,
+    def _settle_orphan(self, store: JobStore, state: JobState, revision: int,
                        settle: Callable[[JobState], JobState | None] | None) -> tuple[JobState, int]:
         """Record the terminal state of a job a previous host left running."""
         new = _orphan_verdict(state, settle)
         try:
-            return new, self._store.put(new, expected_revision=revision)
+            return new, store.put(new, expected_revision=revision)
         except StoreConflictError:
             # another runner restoring the same store settled it first: keep its verdict
-            current = next((s for s in self._store.load()
+            current = next((s for s in store.load()
                             if s.state.execution_id == state.execution_id), None)
             if current is None or current.state.state == "running":
                 raise
