@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from .errors import ConfigurationError, SessionClosedError, SessionFailedError, StoreConflictError
-from .events import Event
+from .events import Event, _storable_problem
 from .messages import Message
 from .projection import Projector, RuntimeRenderer
 from .stores.base import EventStore
@@ -83,9 +83,11 @@ class EventLog:
 
     # -- writing -----------------------------------------------------------------------
 
-    def load_committed(self, events: Sequence[Event]) -> None:
-        """Take events that are already durable (restored from the store) as they are."""
+    def load_committed(self, events: Sequence[Event], *, revision: int) -> None:
+        """Take events that are already durable (restored from the store at
+        ``revision``) as they are."""
         with self.lock:
+            self._revision = revision
             self._events.extend(events)
             self._ids.update(e.id for e in events)
             self._seq = max((e.seq for e in events), default=0)
@@ -105,6 +107,13 @@ class EventLog:
                         f"events are immutable records: create a new event to say something new"
                     )
                 batch.add(ev.id)
+                problem = _storable_problem(ev)
+                if problem is not None:  # refused before anything is committed
+                    raise ConfigurationError(
+                        f"cannot commit {ev.type} event {ev.id!r}: it is not strict JSON ({problem}). "
+                        f"Nothing was committed. Use plain JSON: dicts with string keys, lists, "
+                        f"strings, finite numbers, true, false and null."
+                    )
                 seq += 1
                 committed.append(ev.with_seq(seq))
             if self._store is not None:
@@ -117,6 +126,8 @@ class EventLog:
                 except StoreConflictError as exc:
                     self.failed = exc
                     raise
+                except ConfigurationError:
+                    raise  # refused before any side effect: the session is unchanged
                 except BaseException as exc:
                     self.failed = exc
                     raise SessionFailedError(

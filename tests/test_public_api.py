@@ -171,6 +171,10 @@ PUBLIC_NAMESPACES = {
         'ScriptedModel', 'StreamEvent', 'TextDelta', 'ToolCall', 'ToolCallEvent', 'ToolChoice',
         'ToolSpec', 'Turn', 'UsageEvent', 'get_model',
     ],
+    'agentkit.models.adapter': [
+        'ProviderModel', 'RetryInfo', 'RetryPolicy', 'TranslatedError', 'check_tool_choice', 'data_url',
+        'function_tools', 'parse_tool_arguments', 'stream_with_retries', 'tool_result_text',
+    ],
     'agentkit.models.anthropic': [
         'AnthropicModel',
     ],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -354,3 +355,25 @@ def test_an_output_that_cannot_be_recorded_becomes_an_error_result_not_a_broken_
         assert s.generate().text == "recovered"  # the durable session did not fail
         s.push_user_message("more")
         assert s.generate().text == "still fine"
+
+
+def test_json_results_are_recorded_in_their_plain_json_form_or_refused():
+    @tool
+    def shapes(kind: str):
+        """Return a value that JSON would change, or cannot hold."""
+        deep: list = []
+        for _ in range(600):
+            deep = [deep]
+        return {
+            "tuples": {"point": (1, 2), 3: "three"},
+            "built": ToolOutput(kind="json", value=[(1, 2)], metadata={"k": (True,)}),
+            "nan": {"x": float("nan")},
+            "deep": {"d": deep},
+        }[kind]
+
+    assert call(shapes, {"kind": "tuples"}).value == {"point": [1, 2], "3": "three"}
+    built = call(shapes, {"kind": "built"})
+    assert (built.kind, built.value, built.metadata) == ("json", [[1, 2]], {"k": [True]})
+    for kind, why in (("nan", ": Out of range float"), ("deep", r": \$\.d\[0\].* is nested deeper than 500 levels")):
+        out = call(shapes, {"kind": kind})
+        assert out.is_error and re.search(f"tool 'shapes' returned an output that cannot be recorded{why}", out.value)

@@ -13,12 +13,12 @@ instead of being misread.
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._json import dumps, loads
 from ..errors import ConfigurationError, SchemaVersionError
 from ..events import Event, event_from_dict
 from .base import SCHEMA_VERSION
@@ -41,7 +41,7 @@ class Record:
 
 
 def _canonical(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    return dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
 def encode_record(kind: str, data: dict[str, Any]) -> bytes:
@@ -70,10 +70,10 @@ def stored_copies(events: Sequence[Event]) -> list[Event]:
     them back, so the in-memory store refuses what the file store refuses
     (ConfigurationError) and later changes to the caller's objects never reach it."""
     try:
-        text = json.dumps([e.to_dict() for e in events], ensure_ascii=True)
+        text = dumps([e.to_dict() for e in events], ensure_ascii=True)
     except (TypeError, ValueError) as exc:
         raise _not_serialisable(exc) from None
-    return [event_from_dict(d) for d in json.loads(text)]
+    return [event_from_dict(d) for d in loads(text)]
 
 
 def encode_events(events: Sequence[Event], revision: int, *, kind: str = "events") -> bytes:
@@ -96,7 +96,7 @@ def decode_record(line: bytes, *, where: str) -> Record:
     Raises DamagedRecord when the line is torn or corrupt, SchemaVersionError when it
     was written by a newer agentkit. ``where`` names the file and line for messages."""
     try:
-        obj = json.loads(line)
+        obj = loads(line)
     except (ValueError, UnicodeDecodeError):
         raise DamagedRecord(f"{where}: not a complete JSON record") from None
     if not isinstance(obj, dict):
