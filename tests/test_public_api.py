@@ -141,12 +141,12 @@ PUBLIC_NAMESPACES = {
         'LoopHost', 'LoopOptions', 'run_loop',
     ],
     'agentkit.mcp': [
-        'AuthorizeToolCall', 'HttpServer', 'MAX_TOOL_NAME_LENGTH', 'McpServerStatus', 'McpToolRef',
+        'AuthorizeToolCall', 'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpServerStatus', 'McpToolRef',
         'McpToolset', 'ServerSpec', 'StdioServer', 'connect_mcp', 'exposed_names', 'sanitize_name',
         'tool_result_to_output',
     ],
     'agentkit.mcp.config': [
-        'HttpServer', 'ServerSpec', 'StdioServer', 'validate_servers',
+        'HttpServer', 'LogLevel', 'ServerSpec', 'StdioServer', 'validate_servers',
     ],
     'agentkit.mcp.connect': [
         'connect_mcp',
