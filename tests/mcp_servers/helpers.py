@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 DEMO = str(HERE / "demo_server.py")
 PAGED = str(HERE / "paged_server.py")
 HANG = str(HERE / "hang_server.py")
+GARBAGE = str(HERE / "garbage_server.py")
 
 
 def stdio(script: str, *args: str, env: dict[str, str] | None = None) -> dict:
