@@ -32,7 +32,7 @@ from .tools.base import ToolContext, ToolDecision, to_tool_output
 if TYPE_CHECKING:
     from .results import RunResult
 
-__all__ = ["HookChain", "Hooks", "ToolDecision"]
+__all__ = ["Hooks", "ToolDecision"]
 
 _T = TypeVar("_T")
 

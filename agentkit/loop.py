@@ -1,7 +1,8 @@
 """The step loop: infer, commit, run tools, commit, repeat.
 
-The loop talks to its host (the Session) through :class:`LoopHost`: it reads projected
-messages and commits events. Tool results are committed before the next model request,
+The loop talks to its host through :class:`LoopHost`, the session's event log
+(:class:`~agentkit._eventlog.EventLog`): it reads projected messages and commits events;
+tool calls run on the executor the Session hands it. Tool results are committed before the next model request,
 so a retried or resumed generation never re-runs a finished tool.
 """
 
@@ -11,8 +12,8 @@ import contextvars
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
 
 from ._json import json_problem
 from .cancel import CancelToken
@@ -24,7 +25,6 @@ from .events import (
     ToolResultEvent,
     UserMessageEvent,
 )
-from .hooks import HookChain
 from .invariants import check_messages
 from .messages import (
     ContentPart,
@@ -39,14 +39,14 @@ from .models.base import (
     ChatModel,
     FinishEvent,
     ModelRequest,
-    ModelSettings,
     ReasoningDelta,
     ReasoningDone,
     TextDelta,
     ToolCallEvent,
-    ToolChoice,
     UsageEvent,
+    tool_choice_problem,
 )
+from .options import GenerationOptions
 from .results import RunResult, Step, ToolCallRecord
 from .stream import (
     Emit,
@@ -67,56 +67,45 @@ from .usage import Usage
 
 __all__ = ["LoopHost", "LoopOptions", "run_loop"]
 
-ToolExecution = Literal["parallel", "sequential"]
 
-_CALLBACKS = (
-    "on_token",
-    "on_reasoning",
-    "on_tool_call_start",
-    "on_tool_call_update",
-    "on_tool_call_finish",
-    "validate_completion",
-    "on_context_overflow",
-)
 
 
 class LoopHost(Protocol):
-    """What the loop needs from its session."""
+    """What the loop needs from its session: the event log's commit and projection."""
 
     session_id: str | None
 
-    def _commit(self, events: Sequence[Event]) -> list[Event]: ...
-    def _project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]: ...
-    def _follow_up_waiting(self) -> bool: ...
-    def _executor(self) -> Executor: ...
+    def commit(self, events: Sequence[Event]) -> list[Event]:
+        """Number, persist and publish ``events``; returns them with their ``seq``."""
+        ...
+
+    def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]:
+        """The messages so far, the tool calls still waiting for results and the seq of
+        the last event they were built from."""
+        ...
+
+    def follow_up_waiting(self) -> bool:
+        """True when a follow-up message comes after the last answer."""
+        ...
 
 
-@dataclass(kw_only=True)
-class LoopOptions:
-    """Per-generation options (a Session's defaults merged with per-call overrides)."""
+@dataclass(frozen=True, kw_only=True)
+class LoopOptions(GenerationOptions):
+    """A generation's options plus what the session supplies: the model, the tools, the
+    execution context and where agent events go."""
 
     model: ChatModel
     tools: ToolRegistry
-    system: str | None = None
-    max_steps: int = 20
-    tool_execution: ToolExecution = "parallel"
-    tool_choice: ToolChoice = "auto"
-    settings: ModelSettings = field(default_factory=ModelSettings)
-    provider_options: dict[str, Any] = field(default_factory=dict)
-    cache: bool = True
-    on_token: Callable[[str], Any] | None = None
-    on_reasoning: Callable[[str], Any] | None = None
-    on_tool_call_start: Callable[[ToolCallPart], Any] | None = None
-    on_tool_call_update: Callable[[str, Any], Any] | None = None
-    on_tool_call_finish: Callable[[ToolCallRecord], Any] | None = None
-    validate_completion: Callable[[RunResult], str | None] | None = None
-    max_validation_retries: int = 0
-    on_context_overflow: Callable[[list[Message], CancelToken], Sequence[Message]] | None = None
-    max_context_overflow_retries: int = 3
     execution_context: Any = None
-    hooks: HookChain = field(default_factory=HookChain)
     emit: Emit | None = None
-    """Where agent events go besides the callbacks above (an AgentStream's buffer)."""
+    """Where agent events go besides the callbacks (an AgentStream's buffer)."""
+
+    @classmethod
+    def of(cls, options: GenerationOptions, *, model: ChatModel, tools: ToolRegistry,
+           execution_context: Any = None, emit: Emit | None = None) -> LoopOptions:
+        """``options`` with the session's parts."""
+        values = {f.name: getattr(options, f.name) for f in fields(GenerationOptions)}
+        return cls(**values, model=model, tools=tools, execution_context=execution_context, emit=emit)
 
     def event_sink(self) -> Emit | None:
         """The one event path: the callbacks and ``emit`` fed by the same events."""
@@ -138,28 +127,10 @@ class LoopOptions:
                 f"model must be a ChatModel (with a stream(request) method) or a spec "
                 f"string like 'openai:gpt-4.1-mini', not {type(self.model).__name__}"
             )
-        if not isinstance(self.max_steps, int) or self.max_steps < 1:
-            raise ConfigurationError(f"max_steps must be a positive int, got {self.max_steps!r}")
-        if self.tool_execution not in ("parallel", "sequential"):
-            raise ConfigurationError(
-                f"tool_execution must be 'parallel' or 'sequential', got {self.tool_execution!r}"
-            )
-        choice = self.tool_choice
-        if choice not in ("auto", "none", "required") and choice not in self.tools:
-            raise ConfigurationError(
-                f"tool_choice {choice!r} is neither 'auto', 'none', 'required' nor the name of "
-                f"one of the tools ({', '.join(self.tools) or 'none given'})"
-            )
-        if choice == "required" and not len(self.tools):
-            raise ConfigurationError("tool_choice='required' needs at least one tool in tools=")
-        for name in _CALLBACKS:
-            value = getattr(self, name)
-            if value is not None and not callable(value):
-                raise ConfigurationError(f"{name} must be a callable or None, not {type(value).__name__}")
-        for name in ("max_validation_retries", "max_context_overflow_retries"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
+        super().check()
+        problem = tool_choice_problem(self.tool_choice, tuple(self.tools))
+        if problem is not None:
+            raise ConfigurationError(problem)
 
 
 @dataclass
@@ -274,14 +245,20 @@ class _Ledger:
         return self._seen[call.tool_call_id][1]
 
 
-def run_loop(host: LoopHost, opts: LoopOptions, cancel: CancelToken) -> RunResult:
-    """Run one generation to completion and return its result."""
-    return _Loop(host, opts, cancel).run()
+def run_loop(
+    host: LoopHost, opts: LoopOptions, cancel: CancelToken, executor: Callable[[], Executor]
+) -> RunResult:
+    """Run one generation to completion and return its result; ``executor()`` gives the
+    pool tool calls run on (asked for only when a tool call runs)."""
+    return _Loop(host, opts, cancel, executor).run()
 
 
 class _Loop:
-    def __init__(self, host: LoopHost, opts: LoopOptions, cancel: CancelToken) -> None:
+    def __init__(
+        self, host: LoopHost, opts: LoopOptions, cancel: CancelToken, executor: Callable[[], Executor]
+    ) -> None:
         self.host = host
+        self.executor = executor
         self.opts = opts
         self.cancel = cancel
         self.ledger = _Ledger()
@@ -306,10 +283,10 @@ class _Loop:
                 finish = "max-steps"
                 break
             self.cancel.raise_if_cancelled()
-            messages, pending, request_seq = self.host._project()
+            messages, pending, request_seq = self.host.project()
             if pending:
                 self._close_orphans(pending)
-                messages, _, request_seq = self.host._project()
+                messages, _, request_seq = self.host.project()
             request = ModelRequest(
                 messages=tuple(messages),
                 system=opts.system,
@@ -331,12 +308,12 @@ class _Loop:
                 if opts.on_context_overflow is None or overflow_attempts >= opts.max_context_overflow_retries:
                     raise
                 overflow_attempts += 1
-                conversation = self.host._project(for_model=False)[0]  # without job status
+                conversation = self.host.project(for_model=False)[0]  # without job status
                 replacement = opts.on_context_overflow(conversation, self.cancel)
                 self._replace_context(replacement)
                 continue
             self.usage = self.usage + inference.usage
-            self.host._commit(
+            self.host.commit(
                 [
                     AssistantMessageEvent(
                         content=inference.content,
@@ -360,7 +337,7 @@ class _Loop:
             self.steps.append(step)
             if self.emit is not None:
                 self.emit(StepEndEvent(step=step))
-            if calls or self.host._follow_up_waiting():
+            if calls or self.host.follow_up_waiting():
                 continue  # tool results, or a follow-up pushed while the model answered
             finish = inference.finish_reason
             if opts.validate_completion is not None:
@@ -379,13 +356,13 @@ class _Loop:
                             attempts=validation_attempts + 1,
                         )
                     validation_attempts += 1
-                    self.host._commit([UserMessageEvent(content=(TextPart(text=feedback),))])
+                    self.host.commit([UserMessageEvent(content=(TextPart(text=feedback),))])
                     continue
             break
         return self._result(last_text, finish)
 
     def _result(self, text: str, finish: str) -> RunResult:
-        messages = self.host._project(for_model=False)[0]
+        messages = self.host.project(for_model=False)[0]
         return RunResult(
             text=text,
             finish_reason=finish,
@@ -403,12 +380,12 @@ class _Loop:
                 "Message objects (the system prompt is sent separately; keep it out)"
             )
         check_messages(msgs, what="the on_context_overflow result")
-        self.host._commit([ContextReplacedEvent(messages=msgs, reason="context-overflow")])
+        self.host.commit([ContextReplacedEvent(messages=msgs, reason="context-overflow")])
 
     def _close_orphans(self, pending: dict[str, str]) -> None:
         from .projection import INTERRUPTED_RESULT
 
-        self.host._commit(
+        self.host.commit(
             [
                 ToolResultEvent(tool_call_id=cid, tool_name=name, output=ToolOutput.error(INTERRUPTED_RESULT))
                 for cid, name in pending.items()
@@ -479,7 +456,7 @@ class _Loop:
                     output = done or self._cancelled_output(call, future, stopped, started=False)
                 if action == "run" and stopped is None:
                     self.ledger.record(call, output)
-                self.host._commit(
+                self.host.commit(
                     [ToolResultEvent(tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output)]
                 )
                 record = ToolCallRecord(
@@ -502,7 +479,7 @@ class _Loop:
 
     def _submit(self, plan: list[tuple[ToolCallPart, str, ToolOutput | None]],
                 futures: dict[int, Future[ToolOutput]]) -> None:
-        executor = self.host._executor()
+        executor = self.executor()
         for i, (call, action, _) in enumerate(plan):
             self._started(call)
             if action == "run":

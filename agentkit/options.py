@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .messages import Message, ToolCallPart
     from .results import RunResult, ToolCallRecord
 
-__all__ = ["GenerationOptions", "option_names"]
+__all__ = ["GenerationOptions"]
 
 ToolExecution = Literal["parallel", "sequential"]
 
@@ -92,7 +92,9 @@ class GenerationOptions:
             elif value is None and name in _NONE_KEEPS:
                 continue  # e.g. max_steps=None means "the session's value"
             elif rule == "update":
-                changes[name] = {**getattr(self, name), **(value or {})}
+                if not isinstance(value, Mapping):
+                    raise ConfigurationError(f"{name} must be a dict, not {type(value).__name__}")
+                changes[name] = {**getattr(self, name), **value}
             else:
                 changes[name] = value
         out = replace(self, **changes)

@@ -13,7 +13,7 @@ from ..errors import AgentkitError, CancelledError
 from ..messages import ToolCallPart, ToolOutput, content_to_dict
 from .base import Tool, ToolContext, ToolDecision, to_tool_output
 
-__all__ = ["decision_gate", "run_tool_call"]
+__all__ = ["run_tool_call"]
 
 _KINDS = ("text", "json", "content", "error-text", "error-json")
 
