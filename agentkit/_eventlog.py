@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from .approval import ApprovalState
 from .errors import ConfigurationError, SessionClosedError, SessionFailedError, StoreConflictError
 from .events import Event, _storable_problem
 from .messages import Message
@@ -46,6 +47,7 @@ class EventLog:
         self._seq = 0
         self._revision = revision
         self.projector = Projector(render_runtime)
+        self._approvals = ApprovalState()
         self.subs: list[Subscription] = []
         self._closing: list[Subscription] = []
         self._listener_queue_size = listener_queue_size
@@ -154,6 +156,13 @@ class EventLog:
             p = self.projector
             p.catch_up(self._events)
             return p.model_view(job_status=for_model), p.pending_tool_calls, p.last_seq
+
+    def approval_state(self) -> ApprovalState:
+        """The approval state folded from the events so far (incrementally). Read it
+        under :attr:`lock` when a decision must not race a commit."""
+        with self.lock:
+            self._approvals.catch_up(self._events)
+            return self._approvals
 
     def follow_up_waiting(self) -> bool:
         """True when a follow-up message comes after the last answer."""

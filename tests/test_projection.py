@@ -44,10 +44,11 @@ def roles(messages):
     return [m.role for m in messages]
 
 
-def test_tool_results_of_one_message_form_one_tool_message_in_order():
+def test_tool_results_of_one_message_form_one_tool_message_in_model_order():
+    # a call answered later (after an approval) still takes the place the model gave it
     msgs = build_model_messages([user("go"), calls("a", "b"), result("b", "B"), result("a", "A")])
     assert roles(msgs) == ["user", "assistant", "tool"]
-    assert [p.tool_call_id for p in msgs[2].content] == ["b", "a"]
+    assert [p.tool_call_id for p in msgs[2].content] == ["a", "b"]
 
 
 def test_runtime_event_is_user_context_not_a_tool_result():
