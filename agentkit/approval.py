@@ -128,7 +128,7 @@ class ApprovalPolicy:
             reason = f"the approval policy is read-only and {tool_name!r} is not marked read-only"
         else:
             action = "ask"
-            reason = (f"mode 'ask-all' asks before every tool call" if self.mode == "ask-all"
+            reason = ("mode 'ask-all' asks before every tool call" if self.mode == "ask-all"
                       else f"mode 'ask-writes' asks before {tool_name!r}: it is not marked read-only")
         if action == "ask" and remembered and tool_name in remembered:
             answer = remembered[tool_name]
@@ -222,13 +222,11 @@ class ApprovalState:
                         tool_call_id=item["tool_call_id"], requested_at=ev.timestamp,
                         reason=item.get("reason", ""), generation_id=data.get("generation_id"),
                     )
-                    entry = _Entry(request)
-                    self._entries[request.id] = entry
-                    self._open[request.tool_call_id] = entry
+                    self._entries[request.id] = self._open[request.tool_call_id] = _Entry(request)
             elif ev.action == APPROVAL_DECIDED:
-                entry = self._entries.get(data.get("request_id", ""))
-                if entry is not None and entry.decision is None:
-                    entry.decision = ApprovalDecision(
+                decided = self._entries.get(data.get("request_id", ""))
+                if decided is not None and decided.decision is None:
+                    decided.decision = ApprovalDecision(
                         approved=data.get("decision") == "approved", reason=data.get("reason"),
                         remember=bool(data.get("remember")), note=data.get("note"),
                     )
@@ -237,9 +235,9 @@ class ApprovalState:
                 if isinstance(tool_name, str) and action in _ACTIONS:
                     self.remembered[tool_name] = action
         elif isinstance(ev, ToolResultEvent):
-            entry = self._open.pop(ev.tool_call_id, None)
-            if entry is not None:
-                entry.settled = True
+            answered = self._open.pop(ev.tool_call_id, None)
+            if answered is not None:
+                answered.settled = True
         elif isinstance(ev, (AssistantMessageEvent, ContextReplacedEvent)):
             for entry in self._open.values():  # the conversation moved on without them
                 entry.settled = True

@@ -19,8 +19,8 @@ from typing import Any
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
-from .cancel import CancelToken
 from .approval import ApprovalDecision, ApprovalRequest, decision_events
+from .cancel import CancelToken
 from .errors import ConfigurationError, SessionClosedError, SessionError
 from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
 from .execution.base import JobControl, JobState

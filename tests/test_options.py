@@ -6,7 +6,16 @@ from dataclasses import fields
 
 import pytest
 
-from agentkit import ApprovalPolicy, ConfigurationError, FunctionModel, Hooks, ModelSettings, ScriptedModel, Session, run_agent
+from agentkit import (
+    ApprovalPolicy,
+    ConfigurationError,
+    FunctionModel,
+    Hooks,
+    ModelSettings,
+    ScriptedModel,
+    Session,
+    run_agent,
+)
 from agentkit.options import GenerationOptions, option_names
 
 
