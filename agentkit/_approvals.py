@@ -128,8 +128,8 @@ class ApprovalGate:
     def _ask(self, request: ApprovalRequest) -> tuple[ApprovalDecision, str]:
         """The approver's answer, within the policy's timeout (no answer: a deny)."""
         approver = self._approver
-        assert approver is not None and self._policy is not None
-        timeout = self._policy.timeout
+        assert approver is not None
+        timeout = None if self._policy is None else self._policy.timeout
         box: list[Any] = []
         answered = threading.Event()
 
@@ -162,13 +162,19 @@ class ApprovalGate:
     def resume(self, pending: dict[str, str], interrupted: Callable[[], ToolOutput]) -> Resume | None:
         """How to settle the open calls ``pending`` (id -> tool name, in model order), or
         None when no request covers any of them (the caller closes them as interrupted).
-        Raises :class:`WaitingForApproval` while a request among them is undecided."""
+        Undecided requests go to the approver, in order; without one, raises
+        :class:`WaitingForApproval`."""
         state = self._host.approval_state()
         entries = {cid: state.open_request(cid) for cid in pending}
         if all(e is None for e in entries.values()):
             return None
-        if any(e is not None and e[1] is None for e in entries.values()):
+        undecided = [e[0] for e in entries.values() if e is not None and e[1] is None]
+        if undecided and self._approver is None:
             raise WaitingForApproval
+        for request in undecided:  # asked before and not answered: the approver answers now
+            decision, source = self._ask(request)
+            self._host.commit(decision_events(request, decision, source=source))
+            entries[request.tool_call_id] = (request, decision)
         calls: list[ToolCallPart] = []
         answered: dict[str, ToolOutput] = {}
         for cid, name in pending.items():

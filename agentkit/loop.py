@@ -19,7 +19,7 @@ from ._approvals import ApprovalGate, WaitingForApproval
 from ._json import json_problem
 from .approval import ApprovalState
 from .cancel import CancelToken
-from .errors import CancelledError, CompletionValidationError, ConfigurationError, ContextOverflowError
+from .errors import CancelledError, CompletionValidationError, ConfigurationError, ContextOverflowError, HookError
 from .events import (
     AssistantMessageEvent,
     ContextReplacedEvent,
@@ -429,7 +429,11 @@ class _Loop:
         (``Tool.redact_input``), then ``redact=``. The tool runs with the call itself."""
         tool = self.opts.tools.get(call.tool_name)
         if tool is not None and tool.redact_input is not None and call.input_error is None:
-            call = replace(call, input=tool.redact_input(call.input))
+            try:
+                call = replace(call, input=tool.redact_input(call.input))
+            except Exception as exc:  # noqa: BLE001 - a tool author's bug, named
+                raise HookError(f"redact_input of tool {tool.name!r} raised {type(exc).__name__}: {exc}",
+                                hook="redact_input") from exc
         return call if self.redactor is None else self.redactor.call(call)
 
     def _recorded_content(self, content: tuple[ContentPart, ...]) -> tuple[ContentPart, ...]:

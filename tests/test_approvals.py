@@ -338,8 +338,10 @@ def test_a_failed_approver_leaves_its_request_pending(tmp_path):
         with pytest.raises(HookError, match="prompt crashed"):
             s.generate()
         (pending,) = s.pending_approvals()
-        s.approve(pending.id)
-        s.generate(approver=None)
+        # the next generation's approver answers what was asked before
+        assert s.generate(approver=lambda r: ApprovalDecision.approve(note=f"late {r.id}")).text == "ok"
+        decided = approval_events(s, "approval-decided")
+        assert [d.data["note"] for d in decided] == [f"late {pending.id}"]
     assert RAN == ["write a"]
 
 
@@ -389,3 +391,56 @@ def test_mcp_tools_wait_for_durable_approval_too(tmp_path):
             s.approve(s.pending_approvals()[0].id)
             assert s.generate().text == "five"
     assert log.read_text().splitlines() == ["echo hi", "add 2 3"]
+
+
+def test_concurrent_decisions_of_one_request_let_exactly_one_win(tmp_path):
+    model = ScriptedModel([ToolCall("write_note", {"text": "a"}), "ok"])
+    with durable(tmp_path, model) as s:
+        s.push_user_message("go")
+        s.generate()
+        (pending,) = s.pending_approvals()
+        start = threading.Barrier(8)
+        outcomes: list[str] = []
+
+        def decide(i: int) -> None:
+            start.wait()
+            try:
+                if i % 2:
+                    s.approve(pending.id, note=f"t{i}")
+                else:
+                    s.deny(pending.id, reason=f"t{i}")
+                outcomes.append("won")
+            except ApprovalError:
+                outcomes.append("refused")
+
+        threads = [threading.Thread(target=decide, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(outcomes) == ["refused"] * 7 + ["won"]
+        assert len(approval_events(s, "approval-decided")) == 1
+
+
+def test_cancelling_while_the_approver_thinks_stops_at_once_and_leaves_the_request(tmp_path):
+    from agentkit import CancelledError, CancelToken
+
+    asked = threading.Event()
+    release = threading.Event()
+    token = CancelToken()
+
+    def approver(request):
+        asked.set()
+        release.wait(30)
+        return True
+
+    model = ScriptedModel([ToolCall("write_note", {"text": "a"}), "ok"])
+    try:
+        with durable(tmp_path, model, approver=approver) as s:
+            s.push_user_message("go")
+            threading.Thread(target=lambda: (asked.wait(30), token.cancel("user left")), daemon=True).start()
+            with pytest.raises(CancelledError):
+                s.generate(cancel=token)
+            assert [p.tool_name for p in s.pending_approvals()] == ["write_note"] and RAN == []
+    finally:
+        release.set()
