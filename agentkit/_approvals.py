@@ -171,10 +171,10 @@ class ApprovalGate:
         undecided = [e[0] for e in entries.values() if e is not None and e[1] is None]
         if undecided and self._approver is None:
             raise WaitingForApproval
-        for request in undecided:  # asked before and not answered: the approver answers now
-            decision, source = self._ask(request)
-            self._host.commit(decision_events(request, decision, source=source))
-            entries[request.tool_call_id] = (request, decision)
+        for asked in undecided:  # asked before and not answered: the approver answers now
+            answer, source = self._ask(asked)
+            self._host.commit(decision_events(asked, answer, source=source))
+            entries[asked.tool_call_id] = (asked, answer)
         calls: list[ToolCallPart] = []
         answered: dict[str, ToolOutput] = {}
         for cid, name in pending.items():
