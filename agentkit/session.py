@@ -99,6 +99,7 @@ class Session:
         self._model = model_from(model)
         self._registry = ToolRegistry(tools_from(tools))
         self._options = GenerationOptions.build(options)
+        self._redactor = redactor_of(self._options.redact)
         self.execution_context = execution_context
         # a placeholder stands in for a missing model: check the rest now
         self._loop_options(self._model if self._model is not None else _NoModel(), self._options).check()
@@ -210,10 +211,8 @@ class Session:
         """Commit any event; returns it with its ``seq``."""
         if not isinstance(event, Event):
             raise ConfigurationError(f"push_event takes an Event, not {type(event).__name__}")
-        if isinstance(event, RuntimeEvent):
-            redactor = redactor_of(self._options.redact)
-            if redactor is not None:  # secrets never reach the store
-                event = replace(event, data=redactor.value(event.data))
+        if isinstance(event, RuntimeEvent) and self._redactor is not None:  # secrets never reach the store
+            event = replace(event, data=self._redactor.value(event.data))
         return self._log.commit([event])[0]
 
     # -- approvals ---------------------------------------------------------------------
