@@ -173,6 +173,7 @@ class EventLog:
                 self._events = events
                 self._ids = {e.id for e in events}
                 self.projector = Projector(self._render_runtime)
+                self._approvals = ApprovalState()
             self._seq = max((e.seq for e in self._events), default=0)
             self._revision = stored.revision
             for sub in list(self.subs):

@@ -444,3 +444,23 @@ def test_cancelling_while_the_approver_thinks_stops_at_once_and_leaves_the_reque
             assert [p.tool_name for p in s.pending_approvals()] == ["write_note"] and RAN == []
     finally:
         release.set()
+
+
+def test_a_stale_session_cannot_decide_what_another_writer_decided(tmp_path):
+    from agentkit import StoreConflictError
+
+    model = ScriptedModel([ToolCall("write_note", {"text": "a"}), "ok"])
+    with durable(tmp_path, model) as first:
+        first.push_user_message("go")
+        first.generate()
+        (pending,) = first.pending_approvals()
+        with durable(tmp_path, model) as other:  # another writer decides first
+            other.deny(pending.id, reason="no", note="other host")
+        with pytest.raises(StoreConflictError):
+            first.approve(pending.id)  # compare-and-swap: nothing written
+        first.refresh()
+        assert first.pending_approvals() == []
+        with pytest.raises(ApprovalError, match="already denied"):
+            first.approve(pending.id)
+        assert first.generate().text == "ok"
+    assert RAN == []
