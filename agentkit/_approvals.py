@@ -92,7 +92,11 @@ class ApprovalGate:
         remembered = self._host.approval_state().remembered
         asks: list[tuple[ToolCallPart, ApprovalRequest]] = []
         now = time.time()
+        judged: set[str] = set()
         for call in calls:
+            if call.tool_call_id in judged:
+                continue  # a repeated id in one message: the runner's ledger answers it
+            judged.add(call.tool_call_id)
             tool = self._tools.get(call.tool_name)
             if tool is None or call.input_error is not None or tool.validation_error(call.input) is not None:
                 continue

@@ -247,6 +247,10 @@ class _Ledger:
             f"different input; the call was not run. Use a new id for a new call."
         )
 
+    def seen(self, call: ToolCallPart) -> bool:
+        """True when ``call``'s id was already used in this generation."""
+        return call.tool_call_id in self._seen
+
     def record(self, call: ToolCallPart, output: ToolOutput) -> None:
         self._seen[call.tool_call_id] = (call.input, output)
 
@@ -343,10 +347,12 @@ class _Loop:
                 ]
             )
             calls = [p for p in inference.content if isinstance(p, ToolCallPart)]
-            suspended = self.approvals.plan(calls).suspended if calls else []
+            # calls this generation already ran or judged (a repeated id) are the ledger's
+            fresh = [c for c in calls if not self.ledger.seen(c)]
+            suspended = self.approvals.plan(fresh).suspended if fresh else []
             if suspended:
-                waiting = {id(c) for c in suspended}
-                calls = [c for c in calls if id(c) not in waiting]
+                waiting = {c.tool_call_id for c in suspended}
+                calls = [c for c in calls if c.tool_call_id not in waiting]
             step_records = self._run_tools(calls) if calls else ()
             last_text = text_of(inference.content)
             step = Step(

@@ -464,3 +464,20 @@ def test_a_stale_session_cannot_decide_what_another_writer_decided(tmp_path):
             first.approve(pending.id)
         assert first.generate().text == "ok"
     assert RAN == []
+
+
+def test_a_repeated_call_id_is_asked_once_and_runs_once():
+    asked: list[str] = []
+
+    def approver(request):
+        asked.append(request.tool_call_id)
+        return True
+
+    model = ScriptedModel([
+        [ToolCall("write_note", {"text": "a"}, id="x"), ToolCall("write_note", {"text": "a"}, id="x")],
+        ToolCall("write_note", {"text": "a"}, id="x"),  # a provider repeating an id in a later step
+        "ok",
+    ])
+    result = run_agent(model, "go", tools=[write_note], approval=ApprovalPolicy(), approver=approver)
+    assert asked == ["x"] and RAN == ["write a"]
+    assert [c.reused for c in result.tool_calls] == [False, True, True]
