@@ -481,3 +481,14 @@ def test_a_repeated_call_id_is_asked_once_and_runs_once():
     result = run_agent(model, "go", tools=[write_note], approval=ApprovalPolicy(), approver=approver)
     assert asked == ["x"] and RAN == ["write a"]
     assert [c.reused for c in result.tool_calls] == [False, True, True]
+
+
+def test_the_built_in_read_tools_are_read_only_and_the_others_are_not(tmp_path):
+    from agentkit import http_tools, json_tools, shell_tools
+
+    ctx = LocalExecutionContext(tmp_path)
+    tools = [*filesystem_tools(ctx, include_delete=True), *json_tools(), *http_tools(), *shell_tools(ctx)]
+    marked = {t.name for t in tools if t.read_only}
+    assert marked == {"read_file", "list_directory", "json_validate", "json_transform", "http_get"}
+    policy = ApprovalPolicy(mode="read-only")
+    assert {t.name for t in tools if act(policy, t.name, t.read_only) == "deny"} == {t.name for t in tools} - marked
