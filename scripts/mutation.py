@@ -236,27 +236,87 @@ def default_tests(module: Path) -> Path:
     return REPO / "tests" / f"test_{'_'.join(parts)}.py"
 
 
-def _run_tests(copy: Path, tests: list[str], timeout: float, python: str) -> tuple[str, float, str]:
-    env = dict(os.environ, PYTHONPATH=str(copy) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               PYTHONDONTWRITEBYTECODE="1")
-    cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
-    started = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=copy, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return "timeout", time.monotonic() - started, ""
-    except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    text = out.decode("utf-8", "replace")
-    if proc.returncode == 5:
-        raise SystemExit(f"no tests were collected from {' '.join(tests)}")
-    return ("survived" if proc.returncode == 0 else "killed"), time.monotonic() - started, text
+class _Server:
+    """A process in a copy of the checkout that has imported pytest, its plugins and
+    agentkit's dependencies once, and forks a fresh child per test run: the child imports
+    the (mutated) agentkit from the copy, so each mutant costs the tests, not start-up."""
+
+    def __init__(self, copy: Path, tests: list[str], python: str) -> None:
+        self.copy = copy
+        env = dict(os.environ, PYTHONPATH=str(copy) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                   PYTHONDONTWRITEBYTECODE="1")
+        self.proc = subprocess.Popen([python, str(Path(__file__).resolve()), "--_serve", str(copy), *tests],
+                                     cwd=copy, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, timeout: float) -> tuple[str, float, str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{timeout}\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline().split()
+        if not reply:
+            raise SystemExit("the mutation test server died")
+        status, seconds = reply[0], float(reply[1])
+        if status == "nothing":
+            raise SystemExit("no tests were collected")
+        out = (self.copy / ".mutation-output").read_text(encoding="utf-8", errors="replace")
+        return status, seconds, out
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait()
+
+
+def _serve(copy: str, tests: list[str]) -> None:
+    """The server side of :class:`_Server` (``--_serve``): one line per run on stdin (the
+    timeout), one ``<status> <seconds>`` line back."""
+    import importlib
+    import importlib.metadata
+
+    import pytest
+
+    for ep in importlib.metadata.entry_points(group="pytest11"):
+        try:
+            ep.load()
+        except Exception:  # noqa: BLE001 - a broken plugin only costs start-up time
+            pass
+    importlib.import_module("agentkit")
+    for name, mod in list(sys.modules.items()):  # forget everything from the copy
+        if str(getattr(mod, "__file__", "") or "").startswith(copy):
+            del sys.modules[name]
+    output = os.path.join(copy, ".mutation-output")
+    args = ["-x", "-q", "-p", "no:cacheprovider", *tests]
+    for line in sys.stdin:
+        timeout = float(line)
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # the child: run the tests, report through the exit code
+            code = 3
+            try:
+                os.setsid()
+                fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                code = int(pytest.main(args))
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        status = "timeout"
+        while time.monotonic() - started < timeout:
+            done, wait_status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                code = os.waitstatus_to_exitcode(wait_status)
+                status = {0: "survived", 5: "nothing"}.get(code, "killed")
+                break
+            time.sleep(0.02)
+        else:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+        print(status, round(time.monotonic() - started, 3), flush=True)
 
 
 def _copy_checkout(into: Path) -> Path:
@@ -271,33 +331,37 @@ def run(module: Path, tests: list[str], *, jobs: int, timeout: float | None, pyt
     mutants = [m for m in make_mutants(module) if only is None or m.number in only]
     rel = module.resolve().relative_to(REPO)
     with tempfile.TemporaryDirectory(prefix="agentkit-mutation-") as tmp:
-        copies = [_copy_checkout(Path(tmp) / f"w{i}") for i in range(jobs)]
-        status, baseline, text = _run_tests(copies[0], tests, 3600, python)
-        if status != "survived":
-            raise SystemExit(f"the tests fail without any mutation; fix them first:\n{text[-3000:]}")
-        limit = timeout if timeout is not None else max(30.0, 4 * baseline)
-        if progress:
-            print(f"{rel}: {len(mutants)} mutants; tests take {baseline:.1f}s unmutated; "
-                  f"timeout {limit:g}s per mutant", flush=True)
-        free = list(copies)
-        outcomes: list[Outcome] = []
+        servers = [_Server(_copy_checkout(Path(tmp) / f"w{i}"), tests, python) for i in range(jobs)]
+        try:
+            status, baseline, text = servers[0].run(3600)
+            if status != "survived":
+                raise SystemExit(f"the tests fail without any mutation; fix them first:\n{text[-3000:]}")
+            limit = timeout if timeout is not None else max(30.0, 4 * baseline)
+            if progress:
+                print(f"{rel}: {len(mutants)} mutants; tests take {baseline:.1f}s unmutated; "
+                      f"timeout {limit:g}s per mutant", flush=True)
+            free = list(servers)
+            outcomes: list[Outcome] = []
 
-        def one(mutant: Mutant) -> Outcome:
-            copy = free.pop()
-            try:
-                (copy / rel).write_text(mutant.source, encoding="utf-8")
-                status, seconds, _ = _run_tests(copy, tests, limit, python)
-                return Outcome(mutant=mutant, status=status, seconds=seconds)
-            finally:
-                (copy / rel).write_text((REPO / rel).read_text(encoding="utf-8"), encoding="utf-8")
-                free.append(copy)
+            def one(mutant: Mutant) -> Outcome:
+                server = free.pop()
+                try:
+                    (server.copy / rel).write_text(mutant.source, encoding="utf-8")
+                    status, seconds, _ = server.run(limit)
+                    return Outcome(mutant=mutant, status=status, seconds=seconds)
+                finally:
+                    (server.copy / rel).write_text((REPO / rel).read_text(encoding="utf-8"), encoding="utf-8")
+                    free.append(server)
 
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            for outcome in pool.map(one, mutants):
-                outcomes.append(outcome)
-                if progress:
-                    m = outcome.mutant
-                    print(f"  #{m.number:<4} line {m.line:<4} {outcome.status:<8} {m.what}", flush=True)
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                for outcome in pool.map(one, mutants):
+                    outcomes.append(outcome)
+                    if progress:
+                        m = outcome.mutant
+                        print(f"  #{m.number:<4} line {m.line:<4} {outcome.status:<8} {m.what}", flush=True)
+        finally:
+            for server in servers:
+                server.close()
     return outcomes, baseline
 
 
@@ -326,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the mutants and exit")
     parser.add_argument("--json", type=Path, help="also write the outcomes to this file")
     parser.add_argument("--python", default=sys.executable, help="interpreter that runs pytest")
+    if argv is None and sys.argv[1:2] == ["--_serve"]:
+        _serve(sys.argv[2], sys.argv[3:])
+        return 0
     args = parser.parse_args(argv)
     module = args.module.resolve()
     if not module.is_file() or REPO / "agentkit" not in module.parents:

@@ -39,6 +39,12 @@ def _corrupt(path: str, line_no: int, why: str, because: str = "more data follow
     )
 
 
+def _event_object(d: object) -> dict[str, object]:
+    if not isinstance(d, dict):
+        raise TypeError(f"an event is a JSON {type(d).__name__}, not an object")
+    return d
+
+
 def scan(
     data: bytes,
     *,
@@ -89,7 +95,7 @@ def scan(
             )
         if want_events:
             try:
-                out.events.extend(event_from_dict(d) for d in payload)
+                out.events.extend(event_from_dict(_event_object(d)) for d in payload)
             except (ConfigurationError, KeyError, TypeError, ValueError) as exc:
                 raise StoreCorruptionError(
                     f"{where} holds an event agentkit cannot read ({exc}). Nothing was changed. If a newer "
