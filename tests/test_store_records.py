@@ -169,7 +169,9 @@ def test_holds_intact_record_finds_a_whole_record_before_or_after_another():
     assert holds_intact_record(b[:20] + a)  # garbage, then a whole record
     assert holds_intact_record(b"x" + a)
     assert holds_intact_record(a + b"x")
-    assert not holds_intact_record(a[:-1])  # a torn append: a prefix of one record
+    assert holds_intact_record(a[:-1]) is False  # a torn append: a prefix of one record
+    damaged = a.replace(b'"rev":1', b'"rev":7')  # whole JSON, but not the bytes that were written
+    assert not holds_intact_record(damaged + b[:20]) and not holds_intact_record(b[:20] + damaged)
     assert not holds_intact_record(a)  # nothing else on the line: nothing run together
     assert not holds_intact_record(b"")
     newer = record({"events": [], "kind": "events", "rev": 1, "v": 5})
