@@ -41,9 +41,18 @@ def test_intact_records_are_read_in_order():
     assert (out.end, out.revision, out.lines, out.schema_version, out.torn) == (len(data), 4, 3, 1, False)
 
 
+def fields(result: ScanResult) -> tuple:
+    return result.events, result.end, result.revision, result.lines, result.schema_version, result.torn
+
+
 def test_nothing_to_scan():
-    assert run(b"") == ScanResult()
-    assert run(b"", revision=7).revision == 7
+    assert fields(run(b"")) == ([], 0, 0, 0, 0, False)
+    assert fields(run(b"", revision=7)) == ([], 0, 7, 0, 0, False)
+
+
+def test_a_torn_first_line_leaves_nothing():
+    assert fields(run(rec(1, "a")[:12])) == ([], 0, 0, 0, 0, True)
+    assert fields(run(rec(4, "a")[:-1], revision=3)) == ([], 0, 3, 0, 0, True)
 
 
 def test_a_scan_continues_from_the_revision_and_line_it_is_given():
@@ -92,13 +101,25 @@ def test_damage_followed_by_more_data_is_corruption_naming_the_line():
         run(data, first_line=4)
     with pytest.raises(StoreCorruptionError, match="line 3 is damaged"):
         run(rec(1, "a") + b"garbage\n" + b"more garbage")
+    with pytest.raises(StoreCorruptionError, match="line 3 is damaged"):
+        run(rec(1, "a") + b"garbage\nx")  # one byte after it is more data too
+
+
+def test_the_reason_is_named_even_when_the_path_holds_a_colon():
+    with pytest.raises(StoreCorruptionError, match=r"^/logs/a: b/s.jsonl line 2 is damaged \(checksum mismatch\) and"):
+        run(rec(1, "a").replace(b'"rev":1', b'"rev":2') + rec(2, "b"), path="/logs/a: b/s.jsonl")
+    with pytest.raises(StoreCorruptionError, match=r"line 2 is damaged \(not a complete JSON record\) and it holds"):
+        run(rec(1, "a")[:-1] + rec(2, "b")[:9], path="/logs/a: b/s.jsonl")
 
 
 def test_a_damaged_last_line_holding_a_whole_record_is_corruption():
     data = rec(1, "a") + rec(2, "b")[:-1] + rec(3, "c")[:30]
-    with pytest.raises(StoreCorruptionError, match=r"line 3 is damaged \(.*\) and it holds a whole record run "
-                       r"together with more"):
+    with pytest.raises(StoreCorruptionError, match=r"line 3 is damaged \(not a complete JSON record\) and it holds "
+                       r"a whole record run together with more"):
         run(data)
+    # a whole record and one more byte, no line ending at all
+    with pytest.raises(StoreCorruptionError, match="line 3 is damaged .* and it holds a whole record"):
+        run(rec(1, "a") + rec(2, "b")[:-1] + b"x")
 
 
 def test_a_line_of_several_torn_records_at_the_end_is_one_torn_tail():
