@@ -177,6 +177,7 @@ def test_a_timed_tool_that_finishes_returns_its_result_with_its_own_token():
         seen["token"] = ctx.cancel
         seen["var"] = _var.get()
         seen["thread"] = threading.current_thread().name
+        seen["daemon"] = threading.current_thread().daemon  # a stuck tool never blocks exit
         return {"x": x}
 
     token = CancelToken()
@@ -186,7 +187,7 @@ def test_a_timed_tool_that_finishes_returns_its_result_with_its_own_token():
     finally:
         _var.reset(reset)
     assert seen["var"] == "from the caller"  # the worker runs in a copy of the caller's context
-    assert seen["thread"] == "agentkit-tool-quick"
+    assert seen["thread"] == "agentkit-tool-quick" and seen["daemon"] is True
     assert seen["token"] is not token and not seen["token"].cancelled
     token.cancel("later")
     assert seen["token"].cancelled  # the call's token is a child of the run's
