@@ -65,9 +65,19 @@ def test_an_unknown_tool_lists_the_available_ones_or_says_none():
 
 
 def test_invalid_input_is_an_error_result_naming_the_problem():
-    out = call(add, {"a": "not a number"})
-    assert out.is_error and "a" in out.value
-    assert call(add, {}).is_error
+    for bad in ({"a": "not a number"}, {}, {"a": 1, "c": 2}):
+        problem = add.validation_error(bad)
+        assert problem is not None
+        assert call(add, bad) == ToolOutput.error(problem)
+
+
+def test_an_untimed_tool_runs_on_the_callers_thread():
+    @tool
+    def where() -> str:
+        """Say which thread runs this."""
+        return threading.current_thread().name
+
+    assert call(where) == ToolOutput.text(threading.current_thread().name)
 
 
 def test_a_failing_input_conversion_is_an_error_result():
