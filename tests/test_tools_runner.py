@@ -199,6 +199,7 @@ def test_a_timed_tool_that_finishes_returns_its_result_with_its_own_token():
     assert seen["var"] == "from the caller"  # the worker runs in a copy of the caller's context
     assert seen["thread"] == "agentkit-tool-quick" and seen["daemon"] is True
     assert seen["token"] is not token and not seen["token"].cancelled
+    assert seen["token"]._callbacks == []  # the wait's wake-up was unregistered: nothing piles up
     token.cancel("later")
     assert seen["token"].cancelled  # the call's token is a child of the run's
 
