@@ -413,3 +413,22 @@ def test_events_from_messages_refuses_what_is_not_an_event():
     events = events_from_messages([Message.user("hi"), Message.assistant("hello")])
     assert [type(e) for e in events] == [UserMessageEvent, AssistantMessageEvent]
     assert events_from_messages([]) == []
+
+
+def test_an_empty_replacement_leaves_an_empty_view():
+    p = Projector()
+    p.extend([user("a"), calls("x"), ContextReplacedEvent(messages=())])
+    assert p.model_view() == [] and p.pending_tool_calls == {}
+    p.extend([user("b")])
+    assert [m.text for m in p.model_view()] == ["b"]
+
+
+def test_answered_calls_are_forgotten_so_a_long_session_does_not_grow():
+    p = Projector()
+    for step in range(50):
+        p.extend([calls(f"a{step}", f"b{step}"), result(f"a{step}"), result(f"b{step}")])
+    p.extend([calls("open"), user("held"), AssistantMessageEvent(content=(TextPart(text="next"),))])
+    p.extend([calls("r1"), ContextReplacedEvent(messages=(Message.user("s"),))])
+    assert p._pending_names == {} and p.pending_tool_calls == {}
+    p.extend([calls("late"), result("late")])
+    assert p._pending_names == {}
