@@ -192,6 +192,9 @@ def test_a_future_cancelled_by_the_caller_is_not_handed_out_again():
 # -- GenerationScheduler on its own: a run function that records its calls ----------------
 
 
+SHARED = object()
+
+
 class Runs:
     """A ``run`` for GenerationScheduler that records each call; ``hold`` makes calls
     wait until their token is cancelled or ``release`` is set."""
@@ -273,6 +276,8 @@ def test_pending_lists_waiting_and_running_keys_until_they_finish():
         ({}, {"max_steps": 1}),
         ({"a": 1}, {"b": 1}),
         ({"tools": [1]}, {"tools": [1]}),  # equal lists, but other objects
+        ({"tools": SHARED, "max_steps": 1}, {"tools": SHARED, "max_steps": 2}),  # checked past a shared one
+        ({"name": "".join("ab"), "max_steps": 1}, {"name": "ab", "max_steps": 2}),  # past an equal one
     ],
 )
 def test_options_must_agree_exactly_for_one_key(first, second):
@@ -280,6 +285,16 @@ def test_options_must_agree_exactly_for_one_key(first, second):
     scheduler.schedule("k", debounce=60, **first)
     with pytest.raises(ConfigurationError, match="key 'k' is already scheduled with different options"):
         scheduler.schedule("k", debounce=60, **second)
+    scheduler.close()
+
+
+def test_equal_primitives_that_are_other_objects_share_the_schedule():
+    built = {"name": "".join(["a", "b"]), "max_steps": int("1000"), "ratio": float("0.5"), "raw": bytes([98, 99])}
+    literal = {"name": "ab", "max_steps": 1000, "ratio": 0.5, "raw": b"bc"}
+    assert all(built[k] is not literal[k] for k in ("name", "max_steps", "raw"))
+    scheduler = GenerationScheduler(Runs())
+    future = scheduler.schedule("k", debounce=60, **built)
+    assert scheduler.schedule("k", debounce=60, **literal) is future
     scheduler.close()
 
 
