@@ -201,11 +201,14 @@ class Runs:
 
     def __init__(self, hold: bool = False) -> None:
         self.calls: list[dict] = []
+        self.threads: list[tuple[str, bool]] = []
         self.hold = hold
         self.started = threading.Event()
         self.release = threading.Event()
 
     def __call__(self, **kwargs):
+        me = threading.current_thread()
+        self.threads.append((me.name, me.daemon))
         self.calls.append(kwargs)
         self.started.set()
         if self.hold:
@@ -224,6 +227,7 @@ def test_a_cancel_token_given_to_schedule_aborts_the_generation_it_starts():
     assert runs.started.wait(30)
     (call,) = runs.calls
     assert call["max_steps"] == 2 and isinstance(call["cancel"], CancelToken) and call["cancel"] is not mine
+    assert runs.threads == [("agentkit-schedule-k", True)]  # a timer thread that never blocks exit
     mine.cancel("the host stopped it")
     with pytest.raises(CancelledError, match="the host stopped it"):
         future.result(timeout=30)
