@@ -145,7 +145,7 @@ def holds_intact_record(line: bytes) -> bool:
     remnant. Each place a record could start is parsed once, so this always ends."""
     text = line.decode("latin-1")  # records are ASCII: one character per byte
     decoder = json.JSONDecoder()
-    start = 0 if line.startswith(_PREFIX) else line.find(_PREFIX)
+    start = line.find(_PREFIX)
     while start != -1:
         try:
             end: int | None = decoder.raw_decode(text, start)[1]
