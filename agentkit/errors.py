@@ -66,13 +66,23 @@ class ConfigurationError(AgentkitError, ValueError):
     """An argument or setting is invalid. Raised before any side effect."""
 
 
+_DISTRIBUTION = "sync-agentkit"
+"""The name agentkit is published under on the package index (the import name is
+``agentkit``; the index name ``agentkit`` belongs to an unrelated project)."""
+
+
+def _install_hint(extra: str) -> str:
+    """The commands that install ``extra``: from the package index, and in a checkout."""
+    return f"pip install '{_DISTRIBUTION}[{extra}]' (in a checkout of agentkit: pip install -e '.[{extra}]')"
+
+
 class MissingDependencyError(ConfigurationError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
     def __init__(self, package: str, extra: str, feature: str) -> None:
         super().__init__(
             f"{feature} needs the '{package}' package, which is not installed. "
-            f"Install it with: pip install 'agentkit[{extra}]'"
+            f"Install it with: {_install_hint(extra)}"
         )
         self.package = package
         self.extra = extra
@@ -87,7 +97,17 @@ class CancelledError(AgentkitError):
 
 
 class ModelError(AgentkitError):
-    """A model call failed."""
+    """A model call failed.
+
+    ``provider`` names the API that failed (``"openai"``, ``"anthropic"``, a LangChain
+    model's type; empty when no provider was involved) and ``status_code`` is the HTTP
+    status when there was one.
+    """
+
+    def __init__(self, message: str = "", *, provider: str = "", status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.provider: str = provider
+        self.status_code: int | None = status_code
 
 
 class ContextOverflowError(ModelError):
@@ -99,15 +119,10 @@ class ScriptExhaustedError(ModelError):
 
 
 class ProviderError(ModelError):
-    """A provider API answered with an error.
+    """A provider API answered with an error (or with something that is not its API).
 
     ``status_code`` is the HTTP status when there was one; ``provider`` names the API.
     """
-
-    def __init__(self, message: str, *, provider: str = "", status_code: int | None = None) -> None:
-        super().__init__(message)
-        self.provider = provider
-        self.status_code = status_code
 
 
 class AuthenticationError(ProviderError):

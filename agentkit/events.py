@@ -8,12 +8,13 @@ and refer to other things by id only.
 
 from __future__ import annotations
 
-import json
+import contextvars
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from ._json import MAX_DEPTH, json_problem
 from .errors import ConfigurationError
 from .messages import (
     ContentPart,
@@ -156,15 +157,32 @@ class ToolResultEvent(Event):
         }
 
 
+# True while event_from_dict restores an event: stored data is taken as it was stored
+# (an older agentkit may have written NaN or deeper nesting than is accepted today).
+_RESTORING: contextvars.ContextVar[bool] = contextvars.ContextVar("agentkit_restoring_event", default=False)
+
+_ENVELOPE_DEPTH = 8
+"""Levels an event's own dict adds around the data it carries (event, content, part...)."""
+
+
 def _check_json_object(data: Any, what: str) -> None:
     if not isinstance(data, dict):
         raise ConfigurationError(f"{what} data must be a dict, not {type(data).__name__}")
-    try:
-        json.dumps(data)
-    except (TypeError, ValueError) as exc:
+    if _RESTORING.get():
+        return
+    problem = json_problem(data)
+    if problem is not None:
         raise ConfigurationError(
-            f"{what} data is not JSON-serialisable: {exc}; use plain dicts, lists, strings and numbers"
-        ) from None
+            f"{what} data is not JSON-serialisable: {problem}. Use plain JSON: "
+            f"dicts with string keys, lists, strings, finite numbers, true, false and null, "
+            f"nested at most {MAX_DEPTH} levels."
+        )
+
+
+def _storable_problem(event: Event) -> str | None:
+    """None when ``event`` is strict JSON that a store gives back unchanged (see
+    :func:`agentkit._json.json_problem`), else what is wrong. Internal."""
+    return json_problem(event.to_dict(), envelope=_ENVELOPE_DEPTH)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,13 +269,15 @@ EVENT_TYPES: dict[str, type[Event]] = {
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:
-    """Restore an event from :meth:`Event.to_dict` output."""
+    """Restore an event from :meth:`Event.to_dict` output. Its data is taken as it is:
+    it is checked when the event is committed to a session or stored."""
     etype = data.get("type")
     cls = EVENT_TYPES.get(etype)  # type: ignore[arg-type]
     if cls is None:
         raise ConfigurationError(
             f"unknown event type {etype!r}; known: {', '.join(sorted(EVENT_TYPES))}"
         )
+    restoring = _RESTORING.set(True)
     try:
         return cls(
             id=data["id"],
@@ -267,3 +287,5 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         )
     except KeyError as exc:
         raise ConfigurationError(f"{etype} event is missing field {exc.args[0]!r}") from None
+    finally:
+        _RESTORING.reset(restoring)

@@ -14,6 +14,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ._json import json_problem
 from .cancel import CancelToken
 from .errors import CancelledError, CompletionValidationError, ConfigurationError, ContextOverflowError
 from .events import (
@@ -169,12 +170,16 @@ def _infer(model: ChatModel, request: ModelRequest, opts: LoopOptions) -> _Infer
             elif isinstance(ev, ToolCallEvent):
                 flush_reasoning()
                 flush_text()
+                call_input, error = ev.input, ev.input_error
+                problem = json_problem(call_input) if error is None else None
+                if problem is not None:  # it could not be recorded: answer with an error result
+                    call_input, error = {}, f"the arguments are not plain JSON: {problem}"
                 parts.append(
                     ToolCallPart(
                         tool_call_id=ev.tool_call_id,
                         tool_name=ev.tool_name,
-                        input=ev.input,
-                        input_error=ev.input_error,
+                        input=call_input,
+                        input_error=error,
                     )
                 )
             elif isinstance(ev, UsageEvent):

@@ -19,7 +19,7 @@ from .errors import (
     SessionFailedError,
     StoreConflictError,
 )
-from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
+from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent, _storable_problem
 from .jobs import bridge_job_events
 from .loop import LoopOptions, ToolExecution, run_loop
 from .messages import Message, Prompt, ToolCallPart, normalize_prompt
@@ -27,7 +27,7 @@ from .models.base import ChatModel, ModelSettings, ToolChoice
 from .projection import Projector, RuntimeRenderer
 from .results import GenerateResult, RunResult, ToolCallRecord
 from .scheduling import GenerationScheduler
-from .stores.base import EventStore, validate_session_id
+from .stores.base import EventStore, StoredSession, validate_session_id
 from .subscriptions import Listener, Subscription
 from .tools.base import ToolRegistry
 from .tools.context import JobControl, JobState
@@ -62,6 +62,11 @@ class Session:
     are seen by the next one. With a ``store``, every event is durable before the call
     that committed it returns, and before listeners hear of it.
 
+    With a ``store`` and the ``session_id`` of a session the store holds, the session is
+    restored from it, as :meth:`open` does (``events=`` is then refused: it seeds only a
+    new session). A store that cannot write the session now is refused at construction
+    (:class:`~agentkit.errors.StoreError` naming the path), not at the first push.
+
     Use it as a context manager, or call :meth:`close`.
     """
 
@@ -85,7 +90,7 @@ class Session:
         max_tool_workers: int = 8,
         listener_queue_size: int = 10_000,
         listener_timeout: float = 30.0,
-        _revision: int = 0,
+        _seed_if_new: bool = False,
     ) -> None:
         if session_id is not None:
             validate_session_id(session_id)
@@ -120,7 +125,7 @@ class Session:
         self._events: list[Event] = []
         self._ids: set[str] = set()
         self._seq = 0
-        self._revision = _revision
+        self._revision = 0
         self._projector = Projector(render_runtime)
         self._subs: list[Subscription] = []
         self._listener_queue_size = listener_queue_size
@@ -135,8 +140,14 @@ class Session:
         self._pool: ThreadPoolExecutor | None = None
         self._max_workers = max_tool_workers
         self.execution_context = execution_context
-        if _revision:  # restored from a store: events are already durable
-            self._load_committed(initial)
+        stored = None
+        if store is not None:
+            _check_writable(store, self.session_id)  # type: ignore[arg-type]
+            if session_id is not None:
+                stored = _stored_session(store, session_id, initial, seed_if_new=_seed_if_new)
+        if stored is not None:  # restored from the store: its events are already durable
+            self._revision = stored.revision
+            self._load_committed(list(stored.events))
         elif initial:
             self._commit(initial)
         self._scheduler = GenerationScheduler(self.generate)
@@ -145,18 +156,16 @@ class Session:
     # -- construction ------------------------------------------------------------------
 
     @classmethod
-    def open(cls, session_id: str, *, store: EventStore, **kwargs: Any) -> Session:
+    def open(
+        cls, session_id: str, *, store: EventStore, events: Iterable[Event] | None = None, **kwargs: Any
+    ) -> Session:
         """Restore session ``session_id`` from ``store``, or start it there when it does
-        not exist. Takes the same keyword arguments as the constructor."""
+        not exist, with ``events`` (if given) as its first events; a stored session is
+        restored as it is and ``events`` is not used. Takes the same keyword arguments as
+        the constructor (which also restores a stored ``session_id``, but refuses
+        ``events`` for one)."""
         validate_session_id(session_id)
-        if "events" in kwargs:
-            raise ConfigurationError("Session.open restores events from the store; do not pass events=")
-        stored = store.load(session_id)
-        if stored is None:
-            return cls(session_id=session_id, store=store, **kwargs)
-        return cls(
-            session_id=session_id, store=store, events=stored.events, _revision=stored.revision, **kwargs
-        )
+        return cls(session_id=session_id, store=store, events=events, _seed_if_new=True, **kwargs)
 
     def _load_committed(self, events: list[Event]) -> None:
         self._events.extend(events)
@@ -192,7 +201,12 @@ class Session:
         return self._commit([UserMessageEvent(content=normalize_prompt(content))])[0]
 
     def push_runtime_event(self, type: str, data: dict[str, Any] | None = None) -> Event:
-        """Commit a runtime event (``job-finished``, ``timer-fired``...) with JSON data."""
+        """Commit a runtime event (``job-finished``, ``timer-fired``...) with JSON data
+        (a dict; anything that is not strict JSON is a ConfigurationError)."""
+        if data is not None and not isinstance(data, dict):
+            raise ConfigurationError(
+                f"runtime event {type!r} data must be a dict (a JSON object), not {_type_name(data)}"
+            )
         return self._commit([RuntimeEvent(runtime_type=type, data=dict(data or {}))])[0]
 
     def push_event(self, event: Event) -> Event:
@@ -224,6 +238,13 @@ class Session:
                         f"events are immutable records: create a new event to say something new"
                     )
                 batch.add(ev.id)
+                problem = _storable_problem(ev)
+                if problem is not None:  # refused before anything is committed
+                    raise ConfigurationError(
+                        f"cannot commit {ev.type} event {ev.id!r}: it is not strict JSON ({problem}). "
+                        f"Nothing was committed. Use plain JSON: dicts with string keys, lists, "
+                        f"strings, finite numbers, true, false and null."
+                    )
                 seq += 1
                 committed.append(ev.with_seq(seq))
             if self._store is not None:
@@ -236,6 +257,8 @@ class Session:
                 except StoreConflictError as exc:
                     self._failed = exc
                     raise
+                except ConfigurationError:
+                    raise  # refused before any side effect: the session is unchanged
                 except BaseException as exc:
                     self._failed = exc
                     raise SessionFailedError(
@@ -521,6 +544,36 @@ class Session:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<Session {self.session_id or '(memory)'} {state}, {len(self._events)} events>"
+
+
+def _check_writable(store: EventStore, session_id: str) -> None:
+    """Let a store that can tell (``FileEventStore.check_writable``) refuse a session it
+    cannot write now, naming the path, rather than fail the session's first push."""
+    check = getattr(store, "check_writable", None)
+    if callable(check):
+        check(session_id)
+
+
+def _stored_session(
+    store: EventStore, session_id: str, seed: list[Event], *, seed_if_new: bool
+) -> StoredSession | None:
+    """Session ``session_id`` as ``store`` holds it, or None when it is new (or empty)."""
+    stored = store.load(session_id)
+    if stored is None or (stored.revision == 0 and not stored.events):
+        return None
+    if seed and not seed_if_new:
+        raise ConfigurationError(
+            f"session {session_id!r} already exists in the store (revision {stored.revision}, "
+            f"{len(stored.events)} events), so events= cannot seed it: events= starts a new "
+            f"session. Leave events= out to continue the stored session, use "
+            f"Session.open({session_id!r}, store=store, events=...) to seed it only when it is "
+            f"new, or pick a new session_id."
+        )
+    return stored
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
 
 
 class _NoModel:

@@ -1,8 +1,9 @@
 """Background jobs: a model starts three commands at once, the conversation goes on,
 and a completion comes back as a runtime event that schedules the next inference.
 
-Runs offline with a ScriptedModel (swap in a real model such as
-"openai:gpt-4.1-mini" to try it for real):
+Runs offline with a ScriptedModel, or on a real model when one is configured the way
+the quickstart's is (AGENTKIT_MODEL=openai:gpt-4.1-mini, or OPENAI_API_KEY /
+ANTHROPIC_API_KEY with the provider's extra installed):
 
     python examples/background_jobs.py
 """
@@ -14,6 +15,8 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future
+
+from _pick_model import pick_model
 
 from agentkit import (
     GenerateResult,
@@ -36,9 +39,23 @@ def say(*parts: object) -> None:
         print(*parts, flush=True)
 
 
-def suite(name: str, seconds: float, exit_code: int) -> ToolCall:
-    script = f"echo {name}: running; sleep {seconds}; echo {name}: done; exit {exit_code}"
-    return ToolCall("start_shell", {"command": "bash", "args": ["-c", script]})
+SUITES = {"unit": (0.2, 0), "lint": (1.5, 1), "e2e": (30, 0)}
+
+
+def suite_script(name: str) -> str:
+    seconds, exit_code = SUITES[name]
+    return f"echo {name}: running; sleep {seconds}; echo {name}: done; exit {exit_code}"
+
+
+def suite(name: str) -> ToolCall:
+    return ToolCall("start_shell", {"command": "bash", "args": ["-c", suite_script(name)]})
+
+
+SYSTEM = (
+    "You run test suites as background jobs with start_shell (command 'bash', args ['-c', script]). "
+    + " ".join(f"The {name} suite's script is: {suite_script(name)}" for name in SUITES)
+    + " Start every suite at once, then report each job that finishes: its exit code and what still runs."
+)
 
 
 def summarise(request: ModelRequest) -> str:
@@ -55,12 +72,13 @@ def summarise(request: ModelRequest) -> str:
 
 def main() -> None:
     workdir = tempfile.mkdtemp(prefix="agentkit-jobs-")
-    model = ScriptedModel([
-        [suite("unit", 0.2, 0), suite("lint", 1.5, 1), suite("e2e", 30, 0)],
+    model, label = pick_model(ScriptedModel([
+        [suite("unit"), suite("lint"), suite("e2e")],
         "Started unit, lint and e2e tests in the background.",
         summarise,
         summarise,  # lint may finish before the example ends, on a slow machine
-    ])
+    ]))
+    say(f"using {label}")
     with LocalExecutionContext(workdir) as context:
         tools = shell_tools(context, allowed_commands=["bash"]) + filesystem_tools(context)
         wakeups: list[Future[GenerateResult]] = []
@@ -72,7 +90,7 @@ def main() -> None:
                 say(f"  [{event.execution_id}] {event.state.state}, exit code {event.state.exit_code}")
 
         unsubscribe = context.jobs.subscribe(on_job_event)
-        with Session(model, tools=tools, execution_context=context) as session:
+        with Session(model, tools=tools, execution_context=context, system=SYSTEM) as session:
 
             def on_session_event(event) -> None:  # a completion is committed: wake the model
                 if isinstance(event, RuntimeEvent) and event.runtime_type in ("job-finished", "job-failed"):
@@ -89,8 +107,11 @@ def main() -> None:
             deadline = time.monotonic() + 30
             while not wakeups and time.monotonic() < deadline:
                 time.sleep(0.02)
-            answer = wakeups[0].result(timeout=60)  # the inference the first completion started
-            say("model:", answer.text)
+            if wakeups:
+                answer = wakeups[0].result(timeout=60)  # the inference the first completion started
+                say("model:", answer.text)
+            else:  # a real model may not have started any job
+                say("no job finished within 30 s")
 
             kinds = [e.runtime_type for e in session.events if isinstance(e, RuntimeEvent)]
             say("runtime events in the log:", ", ".join(sorted(set(kinds))))

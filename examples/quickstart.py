@@ -3,14 +3,16 @@
 Runs on a real provider when one is configured, otherwise on a ScriptedModel:
   AGENTKIT_MODEL=openai:gpt-4.1-mini        (any get_model spec), or
   OPENAI_API_KEY / ANTHROPIC_API_KEY in the environment.
+If the provider's extra is not installed, the first line says so and the ScriptedModel runs.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
-from agentkit import ScriptedModel, ToolCall, get_model, run_agent, tool
+from _pick_model import pick_model
+
+from agentkit import ScriptedModel, ToolCall, run_agent, tool
 
 
 @tool
@@ -37,13 +39,6 @@ def multiply(a: int, b: int) -> int:
 
 def choose_model():
     """A real model when one is configured, else a scripted one. Returns (model, label)."""
-    spec = os.environ.get("AGENTKIT_MODEL")
-    if not spec and os.environ.get("OPENAI_API_KEY"):
-        spec = "openai:gpt-4.1-mini"
-    elif not spec and os.environ.get("ANTHROPIC_API_KEY"):
-        spec = "anthropic:claude-sonnet-4-5"
-    if spec:
-        return get_model(spec), spec
     scripted = ScriptedModel(
         [
             [ToolCall("add", {"a": 7, "b": 35}), ToolCall("multiply", {"a": 6, "b": 9})],
@@ -54,7 +49,7 @@ def choose_model():
             ),
         ]
     )
-    return scripted, "ScriptedModel (no provider configured: set AGENTKIT_MODEL or an API key)"
+    return pick_model(scripted)
 
 
 def main() -> int:

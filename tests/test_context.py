@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from _procs import alive, wait_for
+from _procs import alive, escaping, kill_escaped, our_ends_of_its_stdout, wait_for, within
 
 from agentkit import AccessDenied, CancelledError, CancelToken, ConfigurationError, LocalExecutionContext
 
@@ -465,6 +465,34 @@ def test_a_chatty_process_that_left_the_group_cannot_hang_the_command(ctx):
     finally:
         if alive(pid):
             os.kill(pid, 9)
+
+
+def test_cancel_ends_a_command_whose_escaped_grandchild_keeps_printing(root, tmp_path):
+    # the grandchild leaves the group and prints every 0.2 s: no idle moment ever comes
+    pidfile = tmp_path / "escaped.pid"
+    token = CancelToken()
+    threading.Timer(1.0, token.cancel, args=("stop",)).start()
+    with LocalExecutionContext(root, kill_grace=0.3) as c:
+        try:
+            result = within(lambda: c.shell.run(escaping(pidfile) + " sleep 30", cancel=token))
+        finally:
+            kill_escaped(pidfile)
+    assert result.cancelled and not result.timed_out
+    assert result.stdout.startswith("x\n")
+
+
+def test_a_timeout_ends_a_command_whose_escaped_grandchild_prints_nothing(root, tmp_path):
+    # the command itself exits at once; the silent grandchild holds its pipes open
+    pidfile = tmp_path / "escaped.pid"
+    with LocalExecutionContext(root, kill_grace=0.3) as c:
+        try:
+            result = within(lambda: c.shell.run(escaping(pidfile, chatty=False), timeout=1.0))
+            pid = int(pidfile.read_text())
+            assert alive(pid)  # what left the group survives (documented) ...
+            assert our_ends_of_its_stdout(pid) == []  # ... but we let go of its pipes
+        finally:
+            kill_escaped(pidfile)
+    assert result.timed_out and not result.cancelled
 
 
 def test_a_relative_executable_is_found_in_the_working_directory(root):

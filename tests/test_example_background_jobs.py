@@ -12,7 +12,8 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "background_jobs
 
 
 def test_background_jobs_example_runs():
-    env = {**os.environ, "PYTHONPATH": str(EXAMPLE.parent.parent)}
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTKIT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env["PYTHONPATH"] = str(EXAMPLE.parent.parent)
     proc = subprocess.run([sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=120,
                           env=env)
     assert proc.returncode == 0, proc.stderr

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from fakes import anthropic_wire as aw
@@ -91,17 +93,51 @@ def test_missing_key_names_the_environment_variable(monkeypatch):
         get_model("anthropic:claude-sonnet-4-5")
 
 
+def _distribution_name() -> str:
+    """The [project] name in pyproject.toml: what `pip install` must be given."""
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    project = text.split("[project]", 1)[1].split("\n[", 1)[0]
+    return re.search(r'^name = "([^"]+)"', project, re.M).group(1)
+
+
+def test_the_distribution_name_is_not_the_unrelated_agentkit_on_the_index():
+    # "agentkit" on the package index is another project: installing it gives no agentkit
+    dist = _distribution_name()
+    assert dist != "agentkit"
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'all = ["{dist}[openai,anthropic,mcp,langchain]"]' in text  # the extras name themselves
+    assert f'"{dist}[all]",' in text
+
+
 @pytest.mark.parametrize(("provider", "package"), [("anthropic", "anthropic"), ("openai", "openai")])
 def test_missing_sdk_names_the_extra(monkeypatch, provider, package):
+    dist = re.escape(_distribution_name())
     monkeypatch.setitem(sys.modules, package, None)  # makes `import <package>` fail
-    with pytest.raises(MissingDependencyError, match=rf"pip install 'agentkit\[{package}\]'") as info:
+    with pytest.raises(MissingDependencyError, match=rf"pip install '{dist}\[{package}\]'") as info:
         get_model(f"{provider}:some-model")
     assert isinstance(info.value, ImportError)
+    assert f"pip install -e '.[{package}]'" in str(info.value)  # in a checkout
+    assert "'agentkit[" not in str(info.value)
     import agentkit.models as models
 
     name = "AnthropicModel" if provider == "anthropic" else "OpenAIChatModel"
-    with pytest.raises(MissingDependencyError, match=rf"agentkit\[{package}\]"):
+    with pytest.raises(MissingDependencyError, match=rf"pip install '{dist}\[{package}\]'"):
         getattr(models, name)
+
+
+@pytest.mark.parametrize(
+    ("package", "extra", "build"),
+    [
+        ("mcp", "mcp", lambda: __import__("agentkit.mcp", fromlist=["x"]).connect_mcp({})),
+        ("langchain_core", "langchain", lambda: __import__("agentkit.adapters.langchain", fromlist=["x"])
+         .LangChainChatModel(object())),
+    ],
+)
+def test_every_missing_extra_names_the_distribution(monkeypatch, package, extra, build):
+    monkeypatch.setitem(sys.modules, package, None)
+    with pytest.raises(MissingDependencyError) as info:
+        build()
+    assert f"pip install '{_distribution_name()}[{extra}]'" in str(info.value)
 
 
 def test_scripted_spec():

@@ -9,7 +9,7 @@ import time
 import warnings
 
 import pytest
-from _procs import alive, wait_for
+from _procs import alive, escaping, kill_escaped, our_ends_of_its_stdout, wait_for, within
 
 from agentkit import AccessDenied, ConfigurationError, JobNotFoundError, LocalExecutionContext
 
@@ -153,6 +153,31 @@ def test_timeout_fails_the_job(ctx):
     state = ctx.jobs.start("sleep", ["60"], timeout=0.5)
     wait_for(lambda: not ctx.jobs.get(state.execution_id).running)
     final = ctx.jobs.get(state.execution_id)
+    assert final.state == "failed" and "timed out" in final.error
+
+
+def test_abort_ends_a_job_whose_escaped_grandchild_keeps_printing(ctx, tmp_path):
+    pidfile = tmp_path / "escaped.pid"
+    rec = Recorder()
+    ctx.jobs.subscribe(rec)
+    try:
+        state = ctx.jobs.start(escaping(pidfile) + " sleep 30", raw=True)
+        wait_for(lambda: any(e.type == "output" for e in rec.of(state.execution_id)), what="first output")
+        final = within(lambda: ctx.jobs.abort(state.execution_id, "enough"))
+    finally:
+        kill_escaped(pidfile)
+    assert final.state == "aborted" and final.error == "enough"
+
+
+def test_a_timeout_fails_a_job_whose_escaped_grandchild_prints_nothing(ctx, tmp_path):
+    pidfile = tmp_path / "escaped.pid"
+    try:
+        state = ctx.jobs.start(escaping(pidfile, chatty=False), raw=True, timeout=1.0)
+        final = within(lambda: wait_for(lambda: ctx.jobs.get(state.execution_id).running is False
+                                        and ctx.jobs.get(state.execution_id), 30.0))
+        assert our_ends_of_its_stdout(int(pidfile.read_text())) == []  # its pipes are let go
+    finally:
+        kill_escaped(pidfile)
     assert final.state == "failed" and "timed out" in final.error
 
 

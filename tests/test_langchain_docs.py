@@ -64,3 +64,30 @@ def test_the_examples_run(tmp_path, monkeypatch):
     assert len(namespace["imported"].events) == len(history) - 1
     assert namespace["orders"].name == "my_orders" and "user_id" not in namespace["orders"].input_schema["properties"]
     assert (tmp_path / "sessions").is_dir()
+
+
+@pytest.mark.filterwarnings("ignore:`langchain-community` is being sunset:DeprecationWarning")
+def test_the_durable_example_continues_the_stored_session_when_run_again(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "langchain_openai", types.SimpleNamespace(ChatOpenAI=ChatOpenAI))
+    namespace: dict[str, Any] = {"current_user": lambda: "ada"}
+    durable = next(code for code in _examples() if "FileEventStore" in code)
+    runs = []
+    for code in _examples():
+        exec(compile(code, str(DOC), "exec"), namespace)
+        if code == durable:
+            break
+    try:
+        for reply in ("56 again.", "Still 56."):  # the script runs again, twice
+            runs.append(namespace["session"].events)
+            namespace["session"].close()
+            namespace["model"] = agentkit.ScriptedModel([reply])
+            exec(compile(durable, str(DOC), "exec"), namespace)
+    finally:
+        namespace["session"].close()
+    runs.append(namespace["session"].events)
+    first, second, third = runs
+    assert len(first) == len(namespace["imported"].events) + 2  # seeded, then one question
+    assert second[: len(first)] == first and len(second) == len(first) + 2
+    assert third[: len(second)] == second and third[-1].content[0].text == "Still 56."
+    assert [e.seq for e in third] == list(range(1, len(third) + 1))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from _deep import nested
 
 from agentkit import (
     AssistantMessageEvent,
@@ -162,3 +163,36 @@ def test_control_event_data_must_be_json_before_it_can_reach_a_store():
         ControlEvent(action="x", data={"lock": object()})
     with pytest.raises(ConfigurationError, match="non-empty string action"):
         ControlEvent(action="")
+
+
+NOT_STRICT_JSON = [
+    ({1: "a", "b": 2}, r"\$ has the key 1 \(int\)"),  # mixed keys: json.dumps(sort_keys=True) fails
+    ({1: "a"}, r"would come back as '1'"),
+    ({"p": (1, 2)}, r"\$\.p is a tuple"),
+    ({"x": float("nan")}, r"\$\.x is nan"),
+    ({"x": [float("-inf")]}, r"\$\.x\[0\] is -inf"),
+    ({"when": {1.5: "x"}}, r"\$\.when has the key 1\.5"),
+    ({"deep": nested(500)}, r"nested deeper than 500 levels"),  # 501 with the dict
+]
+
+
+@pytest.mark.parametrize(("data", "match"), NOT_STRICT_JSON)
+def test_event_data_that_would_not_come_back_unchanged_is_refused(data, match):
+    with pytest.raises(ConfigurationError, match=match):
+        RuntimeEvent(runtime_type="t", data=data)
+    with pytest.raises(ConfigurationError, match=match):
+        ControlEvent(action="a", data=data)
+
+
+def test_event_data_nested_500_levels_is_accepted_and_round_trips():
+    ev = RuntimeEvent(runtime_type="t", data={"deep": nested(499)})  # 500 levels with the dict
+    assert event_from_dict(json.loads(json.dumps(ev.to_dict()))) == ev
+
+
+def test_restoring_an_event_takes_its_stored_data_as_it_is():
+    # an older agentkit stored NaN (as the token NaN) and deeper nesting: still readable
+    data = json.loads('{"n": NaN, "deep": ' + "[" * 600 + "]" * 600 + "}")
+    ev = event_from_dict({"type": "runtime", "id": "x", "timestamp": 0, "runtime_type": "t", "data": data})
+    assert ev.data is data
+    with pytest.raises(ConfigurationError, match="not JSON-serialisable"):  # new events are checked
+        RuntimeEvent(runtime_type="t", data=ev.data)

@@ -158,6 +158,16 @@ def test_malformed_tool_arguments_become_an_input_error(server):
     assert call.input_error is not None and "not valid JSON" in call.input_error
 
 
+def test_tool_arguments_that_are_not_plain_json_become_an_input_error_with_the_raw_text(server):
+    deep = '{"a": ' + "[" * 1000 + "]" * 1000 + ', "b": 2}'
+    server.add(w.tool_stream([("c1", "add", [deep]), ("c2", "add", ['{"a": NaN, "b": 2}'])]))
+    first, second = [e for e in model(server).stream(req(tools=(ADD,))) if isinstance(e, ToolCallEvent)]
+    assert first.input == deep and "not plain JSON: $.a[0][0]" in first.input_error
+    assert "nested deeper than 500 levels" in first.input_error
+    assert second.input == '{"a": NaN, "b": 2}'
+    assert second.input_error == "the arguments are not valid JSON (NaN is not JSON)"
+
+
 def test_non_object_tool_arguments_become_an_input_error(server):
     server.add(w.tool_stream([("call_y", "add", ["[1, 2]"])]))
     (call,) = [e for e in model(server).stream(req(tools=(ADD,))) if isinstance(e, ToolCallEvent)]

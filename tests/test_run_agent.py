@@ -13,11 +13,13 @@ from agentkit import (
     CompletionValidationError,
     ConfigurationError,
     ContextOverflowError,
+    FileEventStore,
     FunctionModel,
     ImagePart,
     Message,
     ScriptedModel,
     ScriptExhaustedError,
+    Session,
     ToolCall,
     ToolContext,
     ToolDefinitionError,
@@ -425,3 +427,40 @@ def test_a_callback_that_is_not_callable_fails_before_any_model_call():
         with pytest.raises(ConfigurationError, match=f"{name} must be a callable"):
             run_agent(model, "go", **{name: "print"})
     assert model.requests == []
+
+
+def test_tool_input_that_is_not_plain_json_becomes_an_error_result_and_the_step_is_kept(tmp_path):
+    deep: list = []
+    for _ in range(989):  # about where 0.1.0 lost the step to a RecursionError
+        deep = [deep]
+    inputs = [{"a": deep, "b": 1}, {"a": float("nan"), "b": 1}, {"a": 2, "b": 1}]
+
+    class OddArgs:  # a model adapter that hands over parsed arguments as they came
+        def __init__(self):
+            self.requests: list = []
+
+        def stream(self, request):
+            self.requests.append(request)
+            n = len(self.requests)
+            if n <= len(inputs):
+                yield ToolCallEvent(tool_call_id=f"c{n}", tool_name="add", input=inputs[n - 1])
+                yield FinishEvent("tool-calls")
+            else:
+                yield from ScriptedModel([f"saw: {last_results(request)[0]}"]).stream(request)
+
+    model = OddArgs()
+    store = FileEventStore(tmp_path)
+    with Session(model, tools=[add], store=store, session_id="s") as session:
+        session.push_user_message("go")
+        result = session.generate()
+    errors = [c.output.value for c in result.tool_calls[:2]]
+    assert all(c.is_error for c in result.tool_calls[:2]) and result.tool_calls[2].output.value == 3
+    assert "could not be parsed: the arguments are not plain JSON: $.a[0]" in errors[0]
+    assert "nested deeper than 500 levels" in errors[0]
+    assert "$.a is nan, which is not a JSON number" in errors[1]
+    assert result.text == "saw: 3" and len(model.requests) == 4
+    stored = store.load("s")  # every step is durable and reads back
+    assert [type(e).__name__ for e in stored.events] == ["UserMessageEvent"] + [
+        "AssistantMessageEvent", "ToolResultEvent"
+    ] * 3 + ["AssistantMessageEvent"]
+    assert stored.events[1].tool_calls[0].input == {}

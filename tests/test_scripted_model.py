@@ -84,3 +84,47 @@ def test_function_model_never_runs_out():
     assert len(model.requests) == 3
     with pytest.raises(ConfigurationError):
         FunctionModel(42)  # type: ignore[arg-type]
+
+
+def test_requests_kept_are_bounded_by_keep_requests():
+    model = FunctionModel(lambda request: request.messages[-1].text, keep_requests=3)
+    for i in range(10):
+        list(model.stream(req(f"q{i}")))
+    assert [r.messages[-1].text for r in model.requests] == ["q7", "q8", "q9"]
+    assert model.request_count == 10
+
+
+def test_a_long_running_scripted_model_keeps_a_bounded_default():
+    model = FunctionModel(lambda request: "ok")
+    for i in range(250):
+        list(model.stream(req(f"q{i}")))
+    assert len(model.requests) == 100
+    assert model.requests[-1].messages[-1].text == "q249"
+    assert model.request_count == 250
+
+
+def test_keep_requests_none_keeps_all_and_zero_keeps_none():
+    everything = FunctionModel(lambda request: "ok", keep_requests=None)
+    nothing = FunctionModel(lambda request: "ok", keep_requests=0)
+    for _ in range(150):
+        list(everything.stream(req()))
+        list(nothing.stream(req()))
+    assert len(everything.requests) == 150
+    assert nothing.requests == [] and nothing.request_count == 150
+
+
+def test_scripted_turns_are_counted_even_when_requests_are_not_kept():
+    model = ScriptedModel(["a", "b"], keep_requests=1)
+    list(model.stream(req("first")))
+    assert model.remaining == 1
+    list(model.stream(req("second")))
+    assert model.remaining == 0
+    assert [r.messages[-1].text for r in model.requests] == ["second"]
+    with pytest.raises(ScriptExhaustedError, match="this is request 3"):
+        list(model.stream(req()))
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "10", True])
+def test_keep_requests_must_be_a_count(bad):
+    with pytest.raises(ConfigurationError, match="keep_requests"):
+        ScriptedModel(["a"], keep_requests=bad)

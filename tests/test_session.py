@@ -7,6 +7,7 @@ import time
 import warnings
 
 import pytest
+from _deep import nested
 
 from agentkit import (
     AssistantMessageEvent,
@@ -14,8 +15,10 @@ from agentkit import (
     CancelToken,
     ConfigurationError,
     ControlEvent,
+    FileEventStore,
     FunctionModel,
     ImagePart,
+    InMemoryEventStore,
     RuntimeEvent,
     ScriptedModel,
     Session,
@@ -761,3 +764,44 @@ def test_subscribing_to_a_closed_session_is_refused_without_starting_a_thread():
     with pytest.raises(SessionClosedError):
         s.subscribe(print)
     assert threading.active_count() <= before
+
+
+# -- strict JSON -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", [None, "memory", "file"])
+def test_data_that_is_not_strict_json_is_refused_before_anything_is_committed(tmp_path, kind):
+    store = {None: None, "memory": InMemoryEventStore(), "file": FileEventStore(tmp_path)}[kind]
+    s = Session(store=store, session_id="s" if store else None)
+    heard: list[int] = []
+    s.subscribe(lambda e: heard.append(e.seq))
+    for data, match in (
+        ({1: "a", "b": 2}, "has the key 1"),  # mixed keys used to fail the durable session
+        ({1: "a"}, "has the key 1"),
+        ({"p": (1, 2)}, "is a tuple"),
+        ({"x": float("nan")}, "is nan"),
+        ({"x": float("inf")}, "is inf"),
+        ({"deep": nested(500)}, "deeper than 500 levels"),
+    ):
+        with pytest.raises(ConfigurationError, match=match):
+            s.push_runtime_event("tick", data)
+    for data in ("text", ["a", "b"], [("a", 1)]):
+        with pytest.raises(ConfigurationError, match=r"runtime event 'tick' data must be a dict \(a JSON object\)"):
+            s.push_runtime_event("tick", data)
+    slipped = RuntimeEvent(runtime_type="tick", data={"k": []})
+    slipped.data["k"].append((1, 2))  # changed after its own check
+    with pytest.raises(ConfigurationError, match=r"cannot commit runtime event .*\$\.data\.k\[0\] is a tuple"):
+        s.push_event(slipped)
+    call = ToolCallPart(tool_call_id="c1", tool_name="t", input={"x": float("nan")})
+    expected = r"cannot commit assistant-message event .*is nan.*Nothing was committed"
+    with pytest.raises(ConfigurationError, match=expected):
+        s.push_event(AssistantMessageEvent(content=(call,)))
+    assert s.events == () and s.revision == 0
+    data = {"n": [1, {"k": "v", "e": []}], "f": 0.5, "big": 2**70, "t": True, "none": None, "deep": nested(499)}
+    ok = s.push_runtime_event("tick", data)  # the session stays usable
+    assert ok.seq == 1 and [e.seq for e in s.events] == [1]
+    assert wait_for(lambda: heard == [1])
+    s.close()
+    if store is not None:
+        (restored,) = store.load("s").events
+        assert restored == ok and restored.data == data  # exactly as committed

@@ -4,6 +4,7 @@ writer in another process, failed appends, and listeners that hear only durable 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -11,7 +12,7 @@ import time
 import warnings
 
 import pytest
-from _store_child import child_cmd, child_env, mount_works, remount, tmpfs
+from _store_child import child_cmd, child_env, mount_works, remount, texts, tmpfs, user
 
 from agentkit import (
     AssistantMessageEvent,
@@ -23,6 +24,7 @@ from agentkit import (
     Session,
     SessionFailedError,
     StoreConflictError,
+    StoreError,
     ToolCall,
     ToolResultEvent,
     UserMessageEvent,
@@ -345,3 +347,71 @@ def test_session_open_refuses_a_path_as_session_id_before_touching_the_store(tmp
     with pytest.raises(ConfigurationError, match="invalid session id"):
         Session(session_id=bad, store=FileEventStore(root))
     assert list(tmp_path.iterdir()) == []  # no store directory, nothing above it
+
+
+# -- opening a stored session ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "file"])
+def test_constructing_a_session_with_a_stored_id_restores_it(tmp_path, kind):
+    store = InMemoryEventStore() if kind == "memory" else FileEventStore(tmp_path)
+    with Session.open("x", store=store) as first:
+        first.push_user_message("one")
+    with Session(store=store, session_id="x") as again:  # was: empty, then a false conflict
+        assert texts(again.events) == ["one"] and again.revision == 1
+        assert again.push_user_message("two").seq == 2
+    assert texts(store.load("x")) == ["one", "two"]
+    expected = r"session 'x' already exists .*Session\.open\('x', store=store, events="
+    with pytest.raises(ConfigurationError, match=expected):
+        Session(store=store, session_id="x", events=[user("seed")])
+    assert store.load("x").revision == 2  # nothing was written
+    with Session(store=store, session_id="fresh", events=[user("seed")]) as new:  # seeds a new one
+        assert new.revision == 1
+    assert texts(store.load("fresh")) == ["seed"]
+
+
+def test_session_open_seeds_a_new_session_and_restores_a_stored_one_as_it_is(tmp_path):
+    store = FileEventStore(tmp_path)
+    with Session.open("n", store=store, events=[user("seed")]) as s:  # the first run
+        s.push_user_message("more")
+    with Session.open("n", store=store, events=[user("seed again")]) as s:  # a later run
+        assert texts(s.events) == ["seed", "more"] and s.revision == 2
+    assert texts(store.load("n")) == ["seed", "more"]
+
+
+@pytest.mark.skipif(not mount_works(), reason="needs permission to mount a tmpfs (root)")
+def test_opening_a_session_on_a_read_only_store_fails_at_once_naming_the_path(tmp_path):
+    root = tmp_path / "fs"
+    with tmpfs(root, "1m"):
+        with Session.open("old", store=FileEventStore(root)) as s:
+            s.push_user_message("one")
+        remount(root, read_only=True)
+        try:
+            for sid in ("old", "new"):
+                expected = rf"cannot write session '{sid}': cannot create files in {re.escape(str(root))}: .*read-only"
+                with pytest.raises(StoreError, match=expected):
+                    Session.open(sid, store=FileEventStore(root))
+                with pytest.raises(StoreError, match=expected):
+                    Session(store=FileEventStore(root), session_id=sid)
+            assert texts(FileEventStore(root).load("old")) == ["one"]  # reading still works
+        finally:
+            remount(root, read_only=False)
+        with Session.open("old", store=FileEventStore(root)) as s:
+            assert s.push_user_message("two").seq == 2
+
+
+def test_opening_a_session_where_a_file_sits_in_place_of_a_directory_names_that_path(tmp_path):
+    root = tmp_path / "store"
+    root.mkdir()
+    (root / ".locks").write_text("not a directory")
+    path = re.escape(str(root / ".locks"))
+    with pytest.raises(StoreError, match=f"cannot create the store directory {path}: exists and is not a directory"):
+        Session.open("a", store=FileEventStore(root))
+    (root / ".locks").unlink()
+    (root / "b").write_text("not a directory")
+    path = re.escape(str(root / "b"))
+    with pytest.raises(StoreError, match=f"cannot write session 'b': cannot create files in {path}: Not a directory"):
+        Session.open("b", store=FileEventStore(root))
+    with Session.open("a", store=FileEventStore(root)) as s:  # the other sessions are fine
+        s.push_user_message("one")
+    assert texts(FileEventStore(root).load("a")) == ["one"]

@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+from _deep import depth_of, near_the_recursion_limit, nested
 
 from agentkit import (
     ConfigurationError,
@@ -352,3 +353,37 @@ def test_events_are_stored_by_value_and_must_be_json(store):
             call()
     assert store.load("s1").revision == 1 and store.load_archive("s1", "a1") is None
     assert store.load_archive("s1", "c1") is None
+
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ({1: "a", "b": 2}, r"\$\.data has the key 1"),
+        ({"t": (1, 2)}, r"\$\.data\.t is a tuple"),
+        ({"x": float("nan")}, r"\$\.data\.x is nan"),
+        ({"deep": nested(600)}, "nested deeper than 500 levels"),
+    ],
+)
+def test_events_that_would_not_come_back_unchanged_are_refused_before_writing(store, bad, match):
+    store.append("s1", [user("a")], expected_revision=0)
+    ev = RuntimeEvent(runtime_type="tick", data={})
+    ev.data.update(bad)  # events check their data when built; this slips past
+    for call in (
+        lambda: store.append("s1", [ev], expected_revision=1),
+        lambda: store.archive("s1", "a1", [ev]),
+        lambda: store.compact("s1", "c1", expected_revision=1, remove=1, summary=[ev]),
+    ):
+        with pytest.raises(ConfigurationError, match=match):
+            call()
+    assert store.load("s1").revision == 1 and store.load_archive("s1", "a1") is None
+    assert store.load_archive("s1", "c1") is None
+
+
+def test_appending_and_loading_do_not_depend_on_the_callers_stack_depth(store):
+    ev = RuntimeEvent(runtime_type="tick", data={"deep": nested(400)})
+    assert near_the_recursion_limit(lambda: store.append("s1", [ev], expected_revision=0), 120) == 1
+    loaded = near_the_recursion_limit(lambda: store.load("s1"), 120)
+    assert depth_of(loaded.events[0].data["deep"]) == 400
+    assert near_the_recursion_limit(lambda: store.archive("s1", "a1", [ev]), 120) is None
+    assert depth_of(near_the_recursion_limit(lambda: store.load_archive("s1", "a1"), 120)[0].data["deep"]) == 400

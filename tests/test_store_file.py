@@ -602,3 +602,49 @@ def test_every_single_bit_flip_before_the_last_record_is_detected(tmp_path):
             except (StoreCorruptionError, SchemaVersionError):
                 pass
     assert undetected == []
+
+
+
+def test_a_deep_record_written_by_an_older_version_loads_and_the_log_stays_writable(tmp_path):
+    # agentkit 0.1.0 accepted any nesting its encoder managed; json.loads needs more stack
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 1)
+    levels = 990
+    event = (
+        '{"data":{"d":' + "[" * levels + "]" * levels + '},"id":"deep","runtime_type":"t",'
+        '"seq":2,"timestamp":0,"type":"runtime"}'
+    )
+    rest = ('"events":[' + event + '],"kind":"events","rev":2,"v":1}').encode()
+    with open(log_path(tmp_path), "ab") as fh:
+        fh.write(b'{"crc":"%08x",' % zlib.crc32(rest) + rest + b"\n")
+    with pytest.raises(RecursionError):  # what reading it with json.loads did
+        json.loads(log_path(tmp_path).read_bytes().splitlines()[-1])
+    for reader in (store, FileEventStore(tmp_path)):
+        loaded = reader.load("s")
+        assert loaded.revision == 2 and loaded.events[1].id == "deep"
+        value, depth = loaded.events[1].data["d"], 0
+        while isinstance(value, list):
+            value, depth = (value[0] if value else None), depth + 1
+        assert depth == levels
+    assert FileEventStore(tmp_path).append("s", [user("after")], expected_revision=2) == 3
+    assert texts(FileEventStore(tmp_path).load("s").events[2:]) == ["after"]
+
+
+@pytest.mark.skipif(not mount_works(), reason="needs permission to mount a small tmpfs (root)")
+def test_a_full_disk_at_a_sessions_first_append_leaves_no_session_behind(tmp_path):
+    root = tmp_path / "small"
+    with tmpfs(root, "256k"):
+        store = FileEventStore(root)
+        fill(store, "other", 1)
+        filler = root / "filler"
+        filler.write_bytes(b"x" * (256 - 48) * 1024)  # room for a header, not for the record
+        with pytest.raises(StoreError, match="disk is full"):
+            store.append("s", [user("big", 100_000)], expected_revision=0)
+        for reader in (store, FileEventStore(root)):
+            assert reader.list_sessions() == ["other"]
+            assert reader.load("s") is None
+        assert not (root / "s").exists()
+        filler.unlink()
+        assert store.append("s", [user("big", 100_000)], expected_revision=0) == 1
+        assert texts(FileEventStore(root).load("s")) == ["big"]
+        assert FileEventStore(root).list_sessions() == ["other", "s"]

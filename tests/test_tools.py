@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Literal, Optional
 
 import pydantic
@@ -212,6 +214,85 @@ def test_registry_rejects_duplicates_and_bad_definitions():
         ToolRegistry([42])
 
 
+class _Connection:
+    """Not JSON: a live object a tool cannot receive from a model."""
+
+
+def test_an_unsupported_parameter_type_names_the_tool_and_the_parameter_without_pydantic_advice():
+    def query(sql: str, conn: _Connection) -> str:
+        return sql
+
+    with pytest.raises(ToolDefinitionError) as err:
+        tool(query)
+    message = str(err.value)
+    assert message.startswith("tool 'query': cannot describe parameter 'conn' of type _Connection")
+    assert "there is no JSON Schema for _Connection" in message and "closure" in message
+    assert "arbitrary_types_allowed" not in message and "__get_pydantic_core_schema__" not in message
+
+    def nested(batch: list[_Connection]) -> None: ...
+
+    with pytest.raises(ToolDefinitionError, match="tool 'renamed': cannot describe parameter 'batch' of type"):
+        tool(name="renamed")(nested)
+
+    def callback(on_done: Callable[[int], None]) -> None: ...
+
+    with pytest.raises(ToolDefinitionError) as err:
+        tool(callback)
+    assert "parameter 'on_done'" in str(err.value) and "a callable has no JSON Schema" in str(err.value)
+    assert "errors.pydantic.dev" not in str(err.value)
+
+
+def test_star_args_and_positional_only_errors_name_the_tool():
+    def varargs(*args: int) -> None: ...
+
+    def kwargs(a: int, **rest: int) -> None: ...
+
+    def positional(a: int, /) -> None: ...
+
+    with pytest.raises(ToolDefinitionError) as err:
+        tool(varargs)
+    assert str(err.value).startswith("tool 'varargs': parameter *args cannot be described")
+    assert "<locals>" not in str(err.value)
+    with pytest.raises(ToolDefinitionError, match=r"tool 'kwargs': parameter \*\*rest"):
+        tool(kwargs)
+    with pytest.raises(ToolDefinitionError, match="tool 'named': positional-only parameter 'a'"):
+        tool(name="named")(positional)
+
+
+def test_string_annotations_may_name_things_local_to_the_defining_function():
+    # this module uses `from __future__ import annotations`: every annotation is a string
+    from typing import Literal as LocalLiteral
+
+    Unit = LocalLiteral["celsius", "fahrenheit"]
+
+    @dataclasses.dataclass
+    class Place:
+        city: str
+
+    @tool
+    def weather(where: Place, unit: Unit = "celsius", detail: LocalLiteral["short", "long"] = "short") -> Report:  # noqa: F821
+        """Weather (the return annotation names nothing and is not needed)."""
+        return f"{where.city} {unit} {detail}"
+
+    props = weather.input_schema["properties"]
+    assert props["unit"]["enum"] == ["celsius", "fahrenheit"] and props["detail"]["enum"] == ["short", "long"]
+    assert call(weather, {"where": {"city": "Oslo"}, "unit": "fahrenheit"}).value == "Oslo fahrenheit short"
+
+    @tool(name="with_options", read_only=True)
+    def with_options(unit: Unit) -> str:
+        return unit
+
+    assert with_options.input_schema["properties"]["unit"]["enum"] == ["celsius", "fahrenheit"]
+
+    def unresolved(unit: Nowhere) -> str:  # noqa: F821
+        return unit
+
+    with pytest.raises(ToolDefinitionError) as err:
+        tool(unresolved)
+    assert str(err.value).startswith("tool 'unresolved': cannot resolve the type hint 'Nowhere' of parameter 'unit'")
+    assert "name 'Nowhere' is not defined" in str(err.value)
+
+
 def test_plain_functions_are_wrapped_and_tool_options_apply():
     def shout(text: str) -> str:
         """Upper-case the text."""
@@ -274,3 +355,25 @@ def test_an_output_that_cannot_be_recorded_becomes_an_error_result_not_a_broken_
         assert s.generate().text == "recovered"  # the durable session did not fail
         s.push_user_message("more")
         assert s.generate().text == "still fine"
+
+
+def test_json_results_are_recorded_in_their_plain_json_form_or_refused():
+    @tool
+    def shapes(kind: str):
+        """Return a value that JSON would change, or cannot hold."""
+        deep: list = []
+        for _ in range(600):
+            deep = [deep]
+        return {
+            "tuples": {"point": (1, 2), 3: "three"},
+            "built": ToolOutput(kind="json", value=[(1, 2)], metadata={"k": (True,)}),
+            "nan": {"x": float("nan")},
+            "deep": {"d": deep},
+        }[kind]
+
+    assert call(shapes, {"kind": "tuples"}).value == {"point": [1, 2], "3": "three"}
+    built = call(shapes, {"kind": "built"})
+    assert (built.kind, built.value, built.metadata) == ("json", [[1, 2]], {"k": [True]})
+    for kind, why in (("nan", ": Out of range float"), ("deep", r": \$\.d\[0\].* is nested deeper than 500 levels")):
+        out = call(shapes, {"kind": kind})
+        assert out.is_error and re.search(f"tool 'shapes' returned an output that cannot be recorded{why}", out.value)

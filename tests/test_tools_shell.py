@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+from _procs import alive, escaping, kill_escaped, wait_for, within
 
 from agentkit import (
     CancelledError,
@@ -116,6 +117,23 @@ def test_cancel_during_a_command_raises_and_kills_it(tmp_path):
         with pytest.raises(CancelledError):
             call(tools, "run_command", cancel=token, command="sleep 30")
     assert time.monotonic() - started < 20
+
+
+def test_a_timeout_ends_run_command_whose_escaped_grandchild_keeps_printing(tmp_path):
+    # the command exits at once; its grandchild leaves the group and prints every 0.2 s
+    pidfile = tmp_path / "escaped.pid"
+    token = CancelToken()
+    threading.Timer(4.0, token.cancel, args=("late",)).start()
+    with LocalExecutionContext(tmp_path, kill_grace=0.3) as c:
+        tools = shell_tools(c, timeout=2.0)
+        try:
+            out = within(lambda: call(tools, "run_command", cancel=token, command=escaping(pidfile)))
+            pid = int(pidfile.read_text())
+            # our ends of its pipes are closed: its next write gets SIGPIPE
+            wait_for(lambda: not alive(pid), 10.0, "the escaped writer to end on SIGPIPE")
+        finally:
+            kill_escaped(pidfile)
+    assert out.is_error and "timed out" in out.value
 
 
 def test_abort_current_generation_stops_a_foreground_command(tmp_path):

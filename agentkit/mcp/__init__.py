@@ -8,7 +8,7 @@
     with connect_mcp({"files": {"command": "python", "args": ["server.py"]}}) as mcp:
         result = run_agent(model, "List the files", tools=mcp.tools)
 
-Needs the ``mcp`` extra (``pip install 'agentkit[mcp]'``). Importing this package does not
+Needs the ``mcp`` extra (``pip install 'sync-agentkit[mcp]'``). Importing this package does not
 import the mcp SDK; :func:`connect_mcp` does, and raises
 :class:`~agentkit.errors.MissingDependencyError` when it is missing.
 """

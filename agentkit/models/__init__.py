@@ -1,7 +1,9 @@
 """Model adapters behind the :class:`ChatModel` port, and :func:`get_model`.
 
 The provider adapters ``OpenAIChatModel`` and ``AnthropicModel`` are importable from
-here but load lazily (they import their SDKs), so they are not in ``__all__``.
+here but load lazily (they import their SDKs), so they are not in ``__all__``; the
+provider table in :mod:`agentkit.models.registry` says where each lives. A new adapter
+builds on :mod:`agentkit.models.adapter`.
 """
 
 from __future__ import annotations
@@ -49,23 +51,10 @@ __all__ = [
 ]
 
 
-_LAZY = {
-    "OpenAIChatModel": ("agentkit.models.openai", "openai"),
-    "AnthropicModel": ("agentkit.models.anthropic", "anthropic"),
-}
-
-
 def __getattr__(name: str) -> object:
     # the provider adapters import their SDKs, so they load only when first used
-    if name in _LAZY:
-        import importlib
+    from .registry import _ADAPTERS, _adapter_class
 
-        from ..errors import MissingDependencyError
-
-        module_name, package = _LAZY[name]
-        try:
-            importlib.import_module(package)
-        except ImportError:
-            raise MissingDependencyError(package, package, name) from None
-        return getattr(importlib.import_module(module_name), name)
+    if name in _ADAPTERS:
+        return _adapter_class(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

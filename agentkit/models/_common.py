@@ -1,4 +1,5 @@
-"""Small helpers shared by the OpenAI and Anthropic adapters."""
+"""Small helpers shared by the model adapters (published to adapter authors through
+:mod:`agentkit.models.adapter`)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import base64
 import inspect
 import json
 import os
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .._json import json_problem, loads
 from ..errors import ConfigurationError
 from ..messages import ToolOutput
 from .base import ModelRequest, ToolSpec
@@ -57,15 +58,21 @@ def function_tools(specs: Iterable[ToolSpec]) -> list[dict[str, Any]]:
 
 def parse_tool_arguments(raw: str) -> tuple[Any, str | None]:
     """(input, input_error) from a model's raw argument text. Empty text is ``{}``;
-    text that is not a JSON object comes back unchanged with an error message."""
+    text that is not a JSON object (or nests deeper than 500 levels) comes back unchanged
+    with an error message."""
     if not raw.strip():
         return {}, None
     try:
-        value = json.loads(raw)
+        value = loads(raw, strict=True)
     except json.JSONDecodeError as exc:
         return raw, f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    except ValueError as exc:  # NaN or Infinity
+        return raw, f"the arguments are not valid JSON ({exc})"
     if not isinstance(value, dict):
         return raw, f"the arguments must be a JSON object, got {type(value).__name__}"
+    problem = json_problem(value)
+    if problem is not None:
+        return raw, f"the arguments are not plain JSON: {problem}"
     return value, None
 
 
@@ -158,43 +165,3 @@ def make_client(
     if default_headers:
         options["default_headers"] = dict(default_headers)
     return sdk_class(**options)
-
-
-class SDKModel(ABC):
-    """The shared ``stream()`` of the SDK-backed adapters: build the body (raising on
-    bad input before any I/O), then run attempts under the retry policy. Each adapter
-    implements the three abstract methods."""
-
-    provider = ""
-    model_name = ""
-    _client: Any
-    _retry: Any
-    _on_retry: Any
-
-    @abstractmethod
-    def build_params(self, request: ModelRequest) -> dict[str, Any]:
-        """The SDK call's keyword arguments for ``request``; raises on bad input."""
-
-    @abstractmethod
-    def _create(self) -> Callable[..., Any]:
-        """The SDK method that starts one attempt."""
-
-    @abstractmethod
-    def _events(self, response: Any, kwargs: dict[str, Any], cancel: Any) -> Iterator[Any]:
-        """Translate one SDK response into agentkit stream events."""
-
-    def stream(self, request: ModelRequest) -> Iterator[Any]:
-        """Stream the reply. Bad input raises here, before any request is sent."""
-        from ._retry import stream_with_retries
-
-        params = self.build_params(request)
-        create = self._create()
-        kwargs = sdk_call_kwargs(create, params)
-        cancel = request.cancel
-
-        def attempt() -> Iterator[Any]:
-            return self._events(create(**kwargs), kwargs, cancel)
-
-        return stream_with_retries(
-            attempt, provider=self.provider, policy=self._retry, cancel=cancel, on_retry=self._on_retry
-        )

@@ -1,8 +1,8 @@
-"""Retries and error translation shared by the provider adapters.
+"""The retry loop of the provider adapters.
 
-Both official SDKs raise the same shape of exception (``APIStatusError`` with a status
-code, headers and a decoded body; ``APIConnectionError`` / ``APITimeoutError``), so one
-classifier serves both. The SDKs' own retries are switched off (``max_retries=0``) and
+Retrying only: which errors exist and whether they are transient is decided by each
+adapter's ``translate_error`` (see :mod:`agentkit.models.adapter`), which hands back a
+:class:`TranslatedError`. The SDKs' own retries are switched off (``max_retries=0``) and
 :func:`stream_with_retries` is the only retry loop: exponential backoff with jitter,
 honouring ``Retry-After``, bounded in count and total time, cancellable while waiting,
 and never after a stream event has been yielded.
@@ -20,35 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import (
-    AuthenticationError,
-    CancelledError,
-    ConfigurationError,
-    ContextOverflowError,
-    ModelError,
-    ProviderError,
-    ProviderUnavailableError,
-    RateLimitError,
-)
+from ..errors import AgentkitError, CancelledError, ConfigurationError, ModelError, ProviderUnavailableError
 from .base import StreamEvent
 
-__all__ = ["RetryInfo", "RetryPolicy"]
+__all__ = ["RetryInfo", "RetryPolicy", "TranslatedError", "stream_with_retries"]
 
 log = logging.getLogger("agentkit.models")
-
-_OVERFLOW_MARKERS = (
-    "context_length_exceeded",
-    "maximum context length",
-    "context length",
-    "context window",
-    "exceed_context_size",
-    "exceeds the available context",
-    "prompt is too long",
-    "too many tokens",
-    "input is too long",
-    "exceed context limit",
-)
-
 
 @dataclass(frozen=True, kw_only=True)
 class RetryPolicy:
@@ -97,11 +74,16 @@ class RetryInfo:
     """What the server asked for (``Retry-After``), if it said."""
 
 
-@dataclass(frozen=True)
-class _Failure:
+@dataclass(frozen=True, kw_only=True)
+class TranslatedError:
+    """What an adapter's ``translate_error`` makes of a foreign exception."""
+
     error: ModelError
-    retryable: bool
+    """The agentkit error to raise (most specific type; ``provider``/``status_code`` set)."""
+    retryable: bool = False
+    """Whether another attempt may succeed (only taken before any stream event was yielded)."""
     retry_after: float | None = None
+    """Seconds the server asked to wait (``Retry-After``), if it said."""
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -133,108 +115,22 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
         return None
 
 
-def _error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
-    """(message, type, code) from an error body in OpenAI or Anthropic shape."""
-    if isinstance(body, Mapping):
-        inner = body.get("error", body)
-        if isinstance(inner, Mapping):
-            msg = inner.get("message")
-            etype = inner.get("type")
-            code = inner.get("code")
-            return (
-                msg if isinstance(msg, str) else None,
-                etype if isinstance(etype, str) else None,
-                str(code) if code is not None else None,
-            )
-        if isinstance(inner, str):
-            return inner, None, None
-    if isinstance(body, str) and body.strip():
-        return body.strip(), None, None
-    return None, None, None
-
-
-def _is_overflow(status: int | None, message: str, etype: str | None, code: str | None) -> bool:
-    if status == 413:
-        return True
-    if status is not None and not (400 <= status < 500 and status != 429):
-        return False  # rate limits and server faults are never about the prompt's size
-    haystack = " ".join(x for x in (message, etype or "", code or "") if x).lower()
-    return any(marker in haystack for marker in _OVERFLOW_MARKERS)
-
-
-def _is_transport_error(exc: BaseException, cls_names: set[str]) -> bool:
-    """An HTTP-client error (``httpx`` / ``httpx2``) the SDK let through unwrapped: the
-    ``anthropic`` SDK does not wrap a read timeout or a dropped connection that happens
-    while a stream is being read."""
-    module = type(exc).__module__.split(".")[0]
-    return module in ("httpx", "httpx2") and bool({"TransportError", "TimeoutException"} & cls_names)
-
-
-def classify(exc: BaseException, provider: str) -> _Failure | None:
-    """Translate an SDK exception into an agentkit error; None when it is not an SDK
-    API error (it then propagates unchanged)."""
-    cls_names = {c.__name__ for c in type(exc).__mro__}
-    label = provider.capitalize() if provider != "openai" else "OpenAI"
-    transport = _is_transport_error(exc, cls_names)
-    if "APIConnectionError" in cls_names or transport:  # includes timeouts
-        timed_out = bool({"APITimeoutError", "TimeoutException"} & cls_names)
-        what = "timed out" if timed_out else "could not be reached"
-        if transport:  # raised while reading an open stream, not while connecting
-            what = "timed out while streaming" if timed_out else "dropped the connection while streaming"
-        return _Failure(
-            ProviderUnavailableError(f"the {label} API {what}: {exc}", provider=provider), True
-        )
-    if "APIError" not in cls_names:
-        return None
-    status: int | None = getattr(exc, "status_code", None)
-    if status == 200:  # an error event inside a 200 stream (Anthropic)
-        status = None
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) if status is not None else None
-    body = getattr(exc, "body", None)
-    message, etype, code = _error_fields(body)
-    message = message or str(getattr(exc, "message", "") or exc)
-    where = f"{status}" if status is not None else "in stream"
-    detail = f" ({etype or code})" if (etype or code) else ""
-    text = f"{label} API error {where}{detail}: {message}"
-    retry_after = parse_retry_after(headers)
-    should_retry = headers.get("x-should-retry") if headers is not None else None
-
-    if status in (401, 403) or etype in ("authentication_error", "permission_error"):
-        return _Failure(AuthenticationError(text, provider=provider, status_code=status), False)
-    if _is_overflow(status, message, etype, code):
-        err = ContextOverflowError(text)
-        err.provider = provider  # type: ignore[attr-defined]
-        err.status_code = status  # type: ignore[attr-defined]
-        return _Failure(err, False)
-    if status == 429 or etype in ("rate_limit_error",):
-        # an exhausted quota is not transient: retrying cannot help
-        transient = code != "insufficient_quota" and etype != "insufficient_quota"
-        return _Failure(
-            RateLimitError(text, provider=provider, status_code=status), transient, retry_after
-        )
-    overloaded = etype in ("overloaded_error", "api_error", "server_error")
-    if status is None and not overloaded and etype is None and code is None:
-        overloaded = True  # an unexplained error event mid-stream: treat as a server fault
-    if (status is not None and (status >= 500 or status == 408)) or overloaded:
-        retry = should_retry != "false"
-        return _Failure(
-            ProviderUnavailableError(text, provider=provider, status_code=status), retry, retry_after
-        )
-    retry = should_retry == "true"
-    return _Failure(ProviderError(text, provider=provider, status_code=status), retry, retry_after)
-
-
 def stream_with_retries(
     open_stream: Callable[[], Iterator[StreamEvent]],
     *,
-    provider: str,
+    translate: Callable[[Exception], TranslatedError | None],
     policy: RetryPolicy,
     cancel: CancelToken,
     on_retry: Callable[[RetryInfo], Any] | None = None,
 ) -> Iterator[StreamEvent]:
     """Run ``open_stream()`` and yield its events, retrying transient failures that
-    happen before the first event. SDK errors come out as agentkit errors."""
+    happen before the first event.
+
+    A foreign exception goes through ``translate`` (the adapter's ``translate_error``);
+    what it returns is raised, or retried when it says so. An exception it returns None
+    for propagates unchanged, and so do agentkit's own errors, except that an adapter's
+    :class:`~agentkit.errors.ProviderUnavailableError` (an empty stream, say) is retried.
+    """
     start = time.monotonic()
     attempt = 0
     while True:
@@ -248,17 +144,17 @@ def stream_with_retries(
                 yielded = True
                 yield event
             return
-        except (ModelError, CancelledError) as exc:
+        except AgentkitError as exc:
             # agentkit errors raised by the adapter itself: only an unavailable server
             # (e.g. an empty stream) is worth another attempt
             if yielded or not isinstance(exc, ProviderUnavailableError):
                 raise
-            failure = _Failure(exc, True)
-            cause: BaseException = exc
+            failure = TranslatedError(error=exc, retryable=True)
+            cause: BaseException | None = None
         except Exception as exc:
             if cancel.cancelled:
                 raise CancelledError(cancel.reason) from exc
-            maybe = classify(exc, provider)
+            maybe = translate(exc)
             if maybe is None:
                 raise
             failure = maybe
@@ -282,7 +178,7 @@ def stream_with_retries(
         if on_retry is not None:
             on_retry(RetryInfo(attempt=attempt, delay=delay, error=error, retry_after=failure.retry_after))
         if cancel.wait(delay):
-            raise CancelledError(cancel.reason) from cause
+            raise CancelledError(cancel.reason) from (cause or error)
 
 
 def _exhausted(
@@ -293,6 +189,9 @@ def _exhausted(
     wanted: float | None = None,
     budget: float | None = None,
 ) -> ModelError:
+    """``error`` with why retrying stopped added to its message. The error itself is
+    amended (never rebuilt through its constructor, whose signature an adapter's own
+    error type may not share), so its type and every attribute stay as they were."""
     if attempts == 1 and waited is None:
         return error
     if waited is not None:
@@ -303,9 +202,5 @@ def _exhausted(
     else:
         why = f"giving up after {attempts} attempts"
     hint = "; a larger RetryPolicy(max_retries=..., max_elapsed=...) retries longer"
-    new = type(error)(
-        f"{error} ({why}{hint})",
-        provider=getattr(error, "provider", ""),
-        status_code=getattr(error, "status_code", None),
-    )
-    return new
+    error.args = (f"{error} ({why}{hint})", *error.args[1:])
+    return error

@@ -1,7 +1,7 @@
 """Anthropic Messages API behind the ChatModel port.
 
 Built on the official ``anthropic`` SDK's synchronous client (streaming). Install with
-``pip install 'agentkit[anthropic]'``. Supports extended thinking: reasoning streams as
+``pip install 'sync-agentkit[anthropic]'``. Supports extended thinking: reasoning streams as
 :class:`ReasoningDelta`; each finished thinking block arrives as a :class:`ReasoningDone`
 carrying its signature (or redacted data), which is sent back unchanged next time.
 """
@@ -27,7 +27,6 @@ from ..messages import (
 )
 from ..usage import Usage
 from ._common import (
-    SDKModel,
     b64,
     check_tool_choice,
     is_text_media,
@@ -35,7 +34,9 @@ from ._common import (
     parse_tool_arguments,
     text_of_file,
 )
-from ._retry import RetryInfo, RetryPolicy
+from ._errors import translate_sdk_error
+from ._retry import RetryInfo, RetryPolicy, TranslatedError
+from ._sdk import SDKModel
 from .base import (
     FinishEvent,
     FinishReason,
@@ -127,8 +128,8 @@ class AnthropicModel(SDKModel):
             label="Anthropic",
         )
         self._max_tokens = max_tokens
-        self._retry = retry or RetryPolicy()
-        self._on_retry = on_retry
+        self.retry = retry or RetryPolicy()
+        self.on_retry = on_retry
         self._cache = cache
         self._cache_control: dict[str, Any] = {"type": "ephemeral"}
         if cache_ttl is not None:
@@ -138,7 +139,12 @@ class AnthropicModel(SDKModel):
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model_name!r})"
 
-    # -- the port (stream() comes from SDKModel) ---------------------------------------
+    # -- the port (stream() comes from ProviderModel, prepare() from SDKModel) ---------
+
+    def translate_error(self, exc: Exception) -> TranslatedError | None:
+        """The anthropic SDK's exceptions (and raw transport or JSON errors it lets through)
+        as agentkit errors; None for anything else."""
+        return translate_sdk_error(exc, _anthropic, "anthropic", "Anthropic")
 
     def _create(self) -> Callable[..., Any]:
         return self._client.messages.create  # type: ignore[no-any-return]

@@ -1,7 +1,7 @@
 """OpenAI Chat Completions (and OpenAI-compatible servers) behind the ChatModel port.
 
 Built on the official ``openai`` SDK's synchronous client. Install with
-``pip install 'agentkit[openai]'``. With ``base_url`` the same adapter serves any
+``pip install 'sync-agentkit[openai]'``. With ``base_url`` the same adapter serves any
 OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio).
 """
 
@@ -25,7 +25,6 @@ from ..messages import (
 )
 from ..usage import Usage
 from ._common import (
-    SDKModel,
     b64,
     check_tool_choice,
     data_url,
@@ -36,7 +35,9 @@ from ._common import (
     text_of_file,
     tool_result_text,
 )
-from ._retry import RetryInfo, RetryPolicy
+from ._errors import translate_sdk_error
+from ._retry import RetryInfo, RetryPolicy, TranslatedError
+from ._sdk import SDKModel
 from .base import (
     FinishEvent,
     FinishReason,
@@ -132,8 +133,8 @@ class OpenAIChatModel(SDKModel):
         )
         self._max_tokens_param = max_tokens_param or ("max_completion_tokens" if official else "max_tokens")
         self._stream = stream
-        self._retry = retry or RetryPolicy()
-        self._on_retry = on_retry
+        self.retry = retry or RetryPolicy()
+        self.on_retry = on_retry
         self._cache = official if cache is None else bool(cache)
         self._include_usage = include_usage
         self._system_role = system_role
@@ -141,7 +142,12 @@ class OpenAIChatModel(SDKModel):
     def __repr__(self) -> str:
         return f"OpenAIChatModel({self.model_name!r}, base_url={str(self._client.base_url)!r})"
 
-    # -- the port (stream() comes from SDKModel) ---------------------------------------
+    # -- the port (stream() comes from ProviderModel, prepare() from SDKModel) ---------
+
+    def translate_error(self, exc: Exception) -> TranslatedError | None:
+        """The openai SDK's exceptions (and raw transport or JSON errors it lets through)
+        as agentkit errors; None for anything else."""
+        return translate_sdk_error(exc, _openai, "openai", "OpenAI")
 
     def _create(self) -> Callable[..., Any]:
         return self._client.chat.completions.create  # type: ignore[no-any-return]

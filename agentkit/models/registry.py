@@ -13,12 +13,25 @@ __all__ = ["get_model"]
 
 _AT_URL = re.compile(r"^(.*)@(https?://\S+)$")
 
-# provider prefix -> (module, class name, SDK package, extra)
+# The one provider table: spec prefix -> (module, adapter class, SDK package, extra).
+# agentkit.models also loads the adapter classes lazily from it.
 _PROVIDERS: dict[str, tuple[str, str, str, str]] = {
     "openai": ("agentkit.models.openai", "OpenAIChatModel", "openai", "openai"),
     "openai-compatible": ("agentkit.models.openai", "OpenAIChatModel", "openai", "openai"),
     "anthropic": ("agentkit.models.anthropic", "AnthropicModel", "anthropic", "anthropic"),
 }
+_ADAPTERS = {class_name: (module, package, extra) for module, class_name, package, extra in _PROVIDERS.values()}
+
+
+def _adapter_class(class_name: str, feature: str | None = None) -> Any:
+    """The adapter class ``class_name`` from the provider table, importing its module;
+    a missing SDK is a :class:`MissingDependencyError` naming the extra."""
+    module_name, package, extra = _ADAPTERS[class_name]
+    try:
+        importlib.import_module(package)
+    except ImportError:
+        raise MissingDependencyError(package, extra, feature or class_name) from None
+    return getattr(importlib.import_module(module_name), class_name)
 
 
 def get_model(spec: str, **kwargs: Any) -> ChatModel:
@@ -47,7 +60,7 @@ def get_model(spec: str, **kwargs: Any) -> ChatModel:
         )
     if not name:
         raise ConfigurationError(f"model spec {spec!r} names no model after the ':'")
-    module_name, class_name, package, extra = entry
+    class_name = entry[1]
     if provider == "openai-compatible":
         # "<model>@<url>": split before the URL only, since model names may hold an "@"
         # themselves (Cloudflare's "@cf/meta/llama-3.1-8b-instruct")
@@ -67,9 +80,5 @@ def get_model(spec: str, **kwargs: Any) -> ChatModel:
             "an openai-compatible model needs a server: pass base_url= or write "
             "'openai-compatible:<model>@<base_url>'"
         )
-    try:
-        importlib.import_module(package)
-    except ImportError:
-        raise MissingDependencyError(package, extra, f"the {provider!r} provider") from None
-    module = importlib.import_module(module_name)
-    return getattr(module, class_name)(name, **kwargs)  # type: ignore[no-any-return]
+    adapter = _adapter_class(class_name, f"the {provider!r} provider")
+    return adapter(name, **kwargs)  # type: ignore[no-any-return]

@@ -25,6 +25,8 @@ from .base import (
 
 __all__ = ["FunctionModel", "ScriptedModel", "ToolCall", "Turn"]
 
+_KEEP_REQUESTS = 100
+
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCall:
@@ -93,34 +95,62 @@ class ScriptedModel:
     A turn is a string (text reply), a :class:`ToolCall` or a list of them, a
     :class:`Turn`, or a callable that receives the :class:`ModelRequest` and returns one
     of those. Text streams in several deltas; usage is estimated at four characters per
-    token. Every request is recorded in :attr:`requests`. Running out of turns raises
+    token. The last ``keep_requests`` requests (default 100; ``None`` keeps all) are
+    recorded in :attr:`requests`, so a model serving a long-running demo does not grow
+    without bound; :attr:`request_count` counts them all. Running out of turns raises
     :class:`~agentkit.errors.ScriptExhaustedError`.
     """
 
     model_name = "scripted"
 
-    def __init__(self, turns: Sequence[TurnLike] = (), *, chunk_size: int = 8) -> None:
+    def __init__(
+        self, turns: Sequence[TurnLike] = (), *, chunk_size: int = 8, keep_requests: int | None = _KEEP_REQUESTS
+    ) -> None:
         if isinstance(turns, (str, bytes)) or not isinstance(turns, Sequence):
             raise ConfigurationError("ScriptedModel takes a list of turns, e.g. ['hello']")
         if chunk_size < 1:
             raise ConfigurationError("chunk_size must be at least 1")
+        if keep_requests is not None and (
+            isinstance(keep_requests, bool) or not isinstance(keep_requests, int) or keep_requests < 0
+        ):
+            raise ConfigurationError(
+                f"keep_requests must be an int >= 0 (how many recent requests to keep) or None "
+                f"(keep all), got {keep_requests!r}"
+            )
         self._turns = list(turns)
         self._chunk = chunk_size
+        self._keep = keep_requests
+        self._count = 0
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._chars = _CharCounter()
         self.requests: list[ModelRequest] = []
-        """Every request received, in order."""
+        """The most recent requests (at most ``keep_requests``), oldest first."""
+
+    @property
+    def request_count(self) -> int:
+        """How many requests this model has received, including those no longer kept."""
+        return self._count
 
     @property
     def remaining(self) -> int:
         """How many scripted turns are left."""
-        return len(self._turns) - len(self.requests)
+        return max(0, len(self._turns) - self._count)
+
+    def _record(self, request: ModelRequest) -> int:
+        """Keep ``request`` (dropping the oldest beyond ``keep_requests``); returns its
+        0-based index among all requests. Called with the lock held."""
+        index = self._count
+        self._count += 1
+        if self._keep != 0:
+            self.requests.append(request)
+            if self._keep is not None and len(self.requests) > self._keep:
+                del self.requests[0]
+        return index
 
     def _next_turn(self, request: ModelRequest) -> TurnLike:
         with self._lock:
-            index = len(self.requests)
-            self.requests.append(request)
+            index = self._record(request)
             if index >= len(self._turns):
                 raise ScriptExhaustedError(
                     f"ScriptedModel has no turn left: it was given {len(self._turns)} "
@@ -177,19 +207,22 @@ class ScriptedModel:
 
 class FunctionModel(ScriptedModel):
     """A model whose every reply is computed by ``fn(request)`` (returning any turn a
-    :class:`ScriptedModel` accepts). It never runs out."""
+    :class:`ScriptedModel` accepts). It never runs out; like a ScriptedModel it keeps the
+    last ``keep_requests`` requests in :attr:`requests`."""
 
     model_name = "function"
 
-    def __init__(self, fn: Callable[[ModelRequest], Any], *, chunk_size: int = 8) -> None:
+    def __init__(
+        self, fn: Callable[[ModelRequest], Any], *, chunk_size: int = 8, keep_requests: int | None = _KEEP_REQUESTS
+    ) -> None:
         if not callable(fn):
             raise ConfigurationError("FunctionModel needs a callable fn(request) -> turn")
-        super().__init__((), chunk_size=chunk_size)
+        super().__init__((), chunk_size=chunk_size, keep_requests=keep_requests)
         self._fn = fn
 
     def _next_turn(self, request: ModelRequest) -> TurnLike:
         with self._lock:
-            self.requests.append(request)
+            self._record(request)
         return self._fn
 
     @property

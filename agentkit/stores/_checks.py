@@ -5,16 +5,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import ConfigurationError, StoreConflictError
-from ..events import Event
+from ..events import Event, _storable_problem
 
 
 def check_events(events: Sequence[Event]) -> list[Event]:
-    """``events`` as a list, or ConfigurationError when it is not a sequence of Events."""
+    """``events`` as a list, or ConfigurationError when it is not a sequence of Events
+    or an event is not strict JSON (it would not come back from the store unchanged)."""
     if isinstance(events, (str, bytes)) or not isinstance(events, Sequence):
         raise ConfigurationError(f"events must be a sequence of Event objects, not {type(events).__name__}")
     for ev in events:
         if not isinstance(ev, Event):
             raise ConfigurationError(f"events must be Event objects, not {type(ev).__name__}")
+    for ev in events:
+        problem = _storable_problem(ev)
+        if problem is not None:
+            raise ConfigurationError(
+                f"cannot store these events: they are not JSON-serialisable (event {ev.id!r}: "
+                f"{problem}). Event data must be plain JSON values; nothing was written."
+            )
     return list(events)
 
 

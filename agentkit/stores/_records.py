@@ -14,12 +14,12 @@ damaged ``v`` is damage, not a version.
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._json import dumps, loads
 from ..errors import ConfigurationError, SchemaVersionError, StoreCorruptionError
 from ..events import Event, event_from_dict
 from .base import SCHEMA_VERSION
@@ -42,7 +42,7 @@ class Record:
 
 
 def _canonical(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    return dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
 def encode_record(kind: str, data: dict[str, Any]) -> bytes:
@@ -71,10 +71,10 @@ def stored_copies(events: Sequence[Event]) -> list[Event]:
     them back, so the in-memory store refuses what the file store refuses
     (ConfigurationError) and later changes to the caller's objects never reach it."""
     try:
-        text = json.dumps([e.to_dict() for e in events], ensure_ascii=True)
+        text = dumps([e.to_dict() for e in events], ensure_ascii=True)
     except (TypeError, ValueError) as exc:
         raise _not_serialisable(exc) from None
-    return [event_from_dict(d) for d in json.loads(text)]
+    return [event_from_dict(d) for d in loads(text)]
 
 
 def encode_events(events: Sequence[Event], revision: int, *, kind: str = "events") -> bytes:
@@ -99,7 +99,7 @@ def decode_record(line: bytes, *, where: str) -> Record:
     agentkit, StoreCorruptionError when a checksum-valid record has no valid version or
     kind. ``where`` names the file and line for messages."""
     try:
-        obj = json.loads(line)
+        obj = loads(line)
     except (ValueError, UnicodeDecodeError):
         raise DamagedRecord(f"{where}: not a complete JSON record") from None
     if not isinstance(obj, dict):
@@ -142,22 +142,29 @@ def holds_intact_record(line: bytes) -> bool:
     on the line: a record that lost its line ending (run into the next one, or into a
     damaged byte), or one after other bytes. A torn append never does: it is a cut-short
     prefix of a single record, so such a line is damage to acknowledged data, not a crash
-    remnant. Each place a record could start is parsed once, so this always ends."""
-    text = line.decode("latin-1")  # records are ASCII: one character per byte
-    decoder = json.JSONDecoder()
+    remnant. Each record prefix is followed once to every closing brace after it, with a
+    running checksum (no recursive parsing: the caller's stack depth does not matter),
+    so this always ends."""
     start = line.find(_PREFIX)
     while start != -1:
-        try:
-            end: int | None = decoder.raw_decode(text, start)[1]
-        except (ValueError, RecursionError):
-            end = None
-        if end is not None and (start, end) != (0, len(line)):
-            try:
-                decode_record(line[start:end], where="")
-                return True
-            except DamagedRecord:
-                pass
-            except (SchemaVersionError, StoreCorruptionError):  # checksum-valid: a whole record
-                return True
+        digits = line[start + len(_PREFIX) : start + _BODY_START - 2]
+        if line[start + _BODY_START - 2 : start + _BODY_START] == b'",' and not digits.strip(b"0123456789abcdef"):
+            stored, crc, pos = int(digits, 16), 0, start + _BODY_START
+            brace = line.find(b"}", pos)
+            while brace != -1:
+                crc, pos = zlib.crc32(line[pos : brace + 1], crc), brace + 1
+                if crc == stored and (start, pos) != (0, len(line)) and _is_record(line[start:pos]):
+                    return True
+                brace = line.find(b"}", pos)
         start = line.find(_PREFIX, start + 1)
     return False
+
+
+def _is_record(part: bytes) -> bool:
+    try:
+        decode_record(part, where="")
+    except DamagedRecord:
+        return False
+    except (SchemaVersionError, StoreCorruptionError):  # checksum-valid: a whole record
+        return True
+    return True

@@ -7,7 +7,9 @@ Layout under ``root_dir``::
     .locks/<session_id>.lock           the session's lock file (kept after delete)
 
 Appends take the session's exclusive lock (``portalocker`` plus a process-wide thread
-lock), check the revision, write one line and fsync it before returning. Readers take a
+lock), check the revision, write one line and fsync it before returning. A session's
+first append writes its log, header and first record, as one whole file, so a failure
+(a full disk) leaves no session behind. Readers take a
 shared lock. Whole-file writes (a new log, an archive, a compacted log) go through a temp
 file, fsync and an atomic rename. A crash mid-append leaves at most one damaged line at the end; load
 leaves it out (it was never acknowledged) and the next append truncates it first.
@@ -102,7 +104,33 @@ class FileEventStore:
             make_dirs(self.root_dir, sync=self.fsync)
             make_dir(locks, sync=False)  # lock files hold no data
         except OSError as exc:
-            raise os_error(f"cannot create the store directory {self.root_dir}", exc) from exc
+            raise os_error(f"cannot create the store directory {exc.filename or self.root_dir}", exc) from exc
+
+    def check_writable(self, session_id: str) -> None:
+        """Raise :class:`~agentkit.errors.StoreError` naming the path when this process
+        cannot write session ``session_id`` here now (a read-only mount, missing
+        permissions, a file where a directory belongs). Creates the store directory when
+        it is missing. ``Session.open`` and ``Session(store=...)`` call it, so such a
+        store is refused when the session is opened rather than at its first push."""
+        validate_session_id(session_id)
+        self._ensure_root()
+        sdir = self._session_dir(session_id)
+        for path in (self.root_dir, os.path.join(self.root_dir, _LOCKS), sdir):
+            if path == sdir and not os.path.lexists(sdir):
+                break  # created at the first append, in the root just checked
+            probe = os.path.join(path, f".tmp-probe-{uuid.uuid4().hex}")
+            try:
+                os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o644))
+                os.unlink(probe)
+            except OSError as exc:
+                raise os_error(f"cannot write session {session_id!r}: cannot create files in {path}", exc) from exc
+        for path in (self._log_path(session_id), self._lock_path(session_id)):
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND | _O_CLOEXEC))
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise os_error(f"cannot write session {session_id!r}: cannot open {path} for writing", exc) from exc
 
     @contextmanager
     def _write_lock(self, session_id: str) -> Iterator[None]:
@@ -220,9 +248,32 @@ class FileEventStore:
             "header", {"log_id": uuid.uuid4().hex, "session_id": session_id, "created": time.time(), **extra}
         )
 
-    def _create_log(self, session_id: str) -> None:
-        make_dir(self._session_dir(session_id), sync=self.fsync)
-        atomic_write(self._log_path(session_id), self._header(session_id), sync=self.fsync)
+    def _create_log(self, session_id: str, batch: list[Event], line: bytes) -> int:
+        """Under the write lock: start the log of a new session with its first record,
+        in one atomic write, so a failure (a full disk) leaves no session behind."""
+        path = self._log_path(session_id)
+        sdir = self._session_dir(session_id)
+        header = self._header(session_id)
+        data = header + line if batch else header
+        created = False
+        try:
+            created = make_dir(sdir, sync=self.fsync)
+            atomic_write(path, data, sync=self.fsync)
+            st = os.stat(path)
+        except OSError as exc:
+            if _starts_with(path, data):  # renamed into place; the directory fsync failed
+                tail = f"The log is in place, but a power loss may still undo it: reload session {session_id!r}"
+            else:
+                tail = "Nothing was written"
+                if created:
+                    try:  # no empty session directory left behind
+                        os.rmdir(sdir)
+                    except OSError:
+                        pass
+            raise os_error(f"cannot create the log of session {session_id!r} at {path}", exc, tail=tail) from exc
+        lines = 2 if batch else 1
+        self._views.put(session_id, View(st.st_dev, st.st_ino, header, len(data), len(batch), lines))
+        return len(batch)
 
     def append(self, session_id: str, events: Sequence[Event], *, expected_revision: int) -> int:
         """Compare-and-swap append of ``events`` as one record; durable when it returns.
@@ -239,15 +290,7 @@ class FileEventStore:
             except FileNotFoundError:
                 if expected != 0:
                     raise conflict(session_id, expected, 0) from None
-                try:
-                    self._create_log(session_id)
-                    fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
-                except OSError as exc:
-                    raise os_error(
-                        f"cannot create the log of session {session_id!r} at {path}",
-                        exc,
-                        tail="Nothing was written",
-                    ) from exc
+                return self._create_log(session_id, batch, line)
             except OSError as exc:
                 raise os_error(f"cannot open {path} for appending", exc, tail="Nothing was written") from exc
             try:

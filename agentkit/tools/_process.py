@@ -7,7 +7,9 @@ during the grace period too, so a process that prints its last words on SIGTERM 
 blocked on a full pipe and killed for it. Output is read by one thread per stream into
 a bounded queue (a slow consumer therefore slows the process down instead of buffering
 without limit) and decoded incrementally, so a UTF-8 code point split across two reads
-is never mangled.
+is never mangled. A descendant that left the group (``setsid``) cannot be killed with
+it, but it cannot hold the call either: the timeout and the cancel token apply while the
+group terminates, and once the group is dead its pipes are closed after a bounded wait.
 """
 
 from __future__ import annotations
@@ -15,22 +17,29 @@ from __future__ import annotations
 import codecs
 import os
 import queue
+import select
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from ..cancel import CancelToken
 from .context import OutputCallback, ShellResult
 
 _READ_SIZE = 65_536
-_ABANDON_AFTER = 5.0
-"""Seconds without output, once the group has been killed, after which pipes still held
-open by something outside the group (a daemon that called setsid) are abandoned."""
+_ABANDON_AFTER = 2.0
+"""Once the group has been killed, pipes still held open by something outside it (a
+descendant that called setsid) are abandoned after this many seconds spent waiting for
+output (a trickle of output does not reset it), or this many seconds of any kind once the
+caller's timeout or cancellation has fired. Abandoned pipes are closed: their writers get
+SIGPIPE (EPIPE) on their next write."""
 _RESIDUE_BYTES = 4 * 1_048_576
+_RESIDUE_CHUNKS = 128
 """Output still in flight when the group is dead is bounded by the pipe buffers and the
-read queue; more than this after the kill comes from outside the group."""
+read queue (a few dozen reads at most); more than this after the kill comes from outside
+the group."""
 _EOF = object()
 
 
@@ -126,10 +135,17 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _reader(stream_name: str, pipe: object, out: queue.Queue[object], stop: threading.Event) -> None:
-    """Read one pipe into ``out`` until EOF, or until ``stop`` is set while ``out`` is
-    full (the supervisor gave up on the pipe)."""
+def _reader(stream_name: str, pipe: object, out: queue.Queue[object], stop: threading.Event,
+            wake_fd: int) -> None:
+    """Read one pipe into ``out`` until EOF, or until ``stop`` is set (the supervisor gave
+    up on the pipe; ``wake_fd`` becomes readable then, so a reader waiting for output from
+    a writer that left the group notices at once). The reader closes its pipe itself: an
+    abandoned pipe's writer gets SIGPIPE, and no other thread closes a descriptor that a
+    read here could still use."""
     fd = pipe.fileno()  # type: ignore[attr-defined]
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    poller.register(wake_fd, select.POLLIN)
 
     def put(item: object) -> bool:
         while not stop.is_set():
@@ -140,17 +156,22 @@ def _reader(stream_name: str, pipe: object, out: queue.Queue[object], stop: thre
                 continue
         return False
 
-    while True:
-        try:
-            data = os.read(fd, _READ_SIZE)
-        except OSError:
-            break
-        if not data:
-            break
-        if not put((stream_name, data)):
-            pipe.close()  # type: ignore[attr-defined]  # abandoned: the writer gets SIGPIPE
-            return
-    put((stream_name, _EOF))
+    try:
+        while True:
+            poller.poll()
+            if stop.is_set():
+                return  # abandoned
+            try:
+                data = os.read(fd, _READ_SIZE)
+            except OSError:
+                break
+            if not data:
+                break
+            if not put((stream_name, data)):
+                return
+        put((stream_name, _EOF))
+    finally:
+        pipe.close()  # type: ignore[attr-defined]
 
 
 def supervise(
@@ -172,14 +193,17 @@ def supervise(
     is gone, its exception propagates. When the leader has exited but a descendant keeps
     the pipes open past ``drain_after_exit`` seconds, the remaining group is terminated
     too, so no orphan outlives a command. Output beyond ``max_output_bytes`` is dropped
-    (an incomplete trailing code point with it) and ends the command.
+    (an incomplete trailing code point with it) and ends the command. A timeout or a
+    cancellation is reported (``timed_out`` / ``cancelled``) whenever it fires before the
+    call ends, and ends it within about ``grace`` + :data:`_ABANDON_AFTER` seconds.
     """
     started = time.monotonic()
     chunks: queue.Queue[object] = queue.Queue(maxsize=16)
     stop = threading.Event()
+    wake_r, wake_w = os.pipe()  # readable once ``stop`` is set: wakes the readers
     readers = [
-        threading.Thread(target=_reader, args=("stdout", proc.stdout, chunks, stop), daemon=True),
-        threading.Thread(target=_reader, args=("stderr", proc.stderr, chunks, stop), daemon=True),
+        threading.Thread(target=_reader, args=("stdout", proc.stdout, chunks, stop, wake_r), daemon=True),
+        threading.Thread(target=_reader, args=("stderr", proc.stderr, chunks, stop, wake_r), daemon=True),
     ]
     for t in readers:
         t.start()
@@ -190,14 +214,14 @@ def supervise(
     captured: dict[str, list[str]] = {"stdout": [], "stderr": []}
     group = _Group(proc, grace)
     total = 0
-    after_kill = 0
+    after_kill = chunks_after_kill = 0
+    waited_after_kill = 0.0
     open_streams = 2
     timed_out = cancelled = limited = False
+    stopped_at = 0.0  # when the timeout or the cancellation fired
     listener_error: BaseException | None = None
     exited_at: float | None = None
     deadline = None if timeout is None else started + timeout
-    last_item = started
-    abandoned = False
 
     def deliver(name: str, text: str) -> None:
         nonlocal listener_error
@@ -212,63 +236,75 @@ def supervise(
                 listener_error = exc
                 group.terminate()
 
-    # until both pipes are closed and the leader has exited (a process that closed its
-    # output is still bound by the timeout and the cancel token)
-    while open_streams or proc.poll() is None:
-        try:
-            item = chunks.get(timeout=0.05)
-        except queue.Empty:
-            item = None
-        if item is not None:
-            name, data = item  # type: ignore[misc]
-            if data is _EOF:
-                open_streams -= 1
-                if not limited:  # after a cut, an incomplete code point is dropped
-                    deliver(name, decoders[name].decode(b"", final=True))
-            else:
-                if group.killed_at is not None:
-                    after_kill += len(data)
-                if not limited:
-                    room = max_output_bytes - total
-                    if len(data) > room:
-                        limited = True
-                        deliver(name, decoders[name].decode(data[:room]))
-                        total = max_output_bytes
-                        group.terminate()
-                    else:
-                        total += len(data)
-                        deliver(name, decoders[name].decode(data))
-            last_item = time.monotonic()  # after delivery: a slow listener is not idleness
-        now = time.monotonic()
-        group.escalate(now)
-        if group.terminating:
-            if group.killed_at is not None and (
-                now - max(group.killed_at, last_item) > _ABANDON_AFTER or after_kill > _RESIDUE_BYTES
-            ):
-                abandoned = True
-                break  # something that left the process group holds the pipes: stop waiting
-            continue
-        if cancel is not None and cancel.cancelled:
-            cancelled = True
-            group.terminate()
-        elif deadline is not None and now >= deadline:
-            timed_out = True
-            group.terminate()
-        elif proc.poll() is not None:
-            if exited_at is None:
-                exited_at = now
-            elif now - exited_at > drain_after_exit:
-                group.terminate()  # descendants hold the pipes open: end them
-    stop.set()  # a reader blocked on the full queue (the pipes were abandoned) ends
-    if group.terminating or _group_alive(proc.pid):
-        group.finish()  # no descendant outlives a command
-    exit_code = proc.wait()
-    for t, pipe in zip(readers, (proc.stdout, proc.stderr), strict=True):
-        t.join(timeout=0.3 if abandoned else 1.0)
-        # a reader still blocked in read() keeps its pipe: closing the fd under it could
-        # let a reused descriptor be read; it ends when the last writer goes away
-        if not t.is_alive() and pipe is not None:
-            pipe.close()
+    try:
+        # until both pipes are closed and the leader has exited (a process that closed its
+        # output is still bound by the timeout and the cancel token)
+        while open_streams or proc.poll() is None:
+            waiting_since = time.monotonic()
+            try:
+                item = chunks.get(timeout=0.05)
+            except queue.Empty:
+                item = None
+            if group.killed_at is not None:
+                # time spent waiting, not delivering: a slow listener is not idleness,
+                # and a trickle of output from outside the group cannot reset it
+                waited_after_kill += time.monotonic() - waiting_since
+            if item is not None:
+                name, data = cast("tuple[str, Any]", item)  # bytes, or _EOF
+                if data is _EOF:
+                    open_streams -= 1
+                    if not limited:  # after a cut, an incomplete code point is dropped
+                        deliver(name, decoders[name].decode(b"", final=True))
+                else:
+                    if group.killed_at is not None:
+                        after_kill += len(data)
+                        chunks_after_kill += 1
+                    if not limited:
+                        room = max_output_bytes - total
+                        if len(data) > room:
+                            limited = True
+                            deliver(name, decoders[name].decode(data[:room]))
+                            total = max_output_bytes
+                            group.terminate()
+                        else:
+                            total += len(data)
+                            deliver(name, decoders[name].decode(data))
+            now = time.monotonic()
+            group.escalate(now)
+            # the caller's limits hold whatever else is ending the command
+            if not (timed_out or cancelled):
+                if cancel is not None and cancel.cancelled:
+                    cancelled, stopped_at = True, now
+                    group.terminate()
+                elif deadline is not None and now >= deadline:
+                    timed_out, stopped_at = True, now
+                    group.terminate()
+            if group.terminating:
+                killed_at = group.killed_at
+                if killed_at is not None and (
+                    waited_after_kill > _ABANDON_AFTER
+                    or after_kill > _RESIDUE_BYTES
+                    or chunks_after_kill > _RESIDUE_CHUNKS
+                    or ((timed_out or cancelled) and now - max(killed_at, stopped_at) > _ABANDON_AFTER)
+                ):
+                    break  # something that left the process group holds the pipes: stop waiting
+                continue
+            if proc.poll() is not None:
+                if exited_at is None:
+                    exited_at = now
+                elif now - exited_at > drain_after_exit:
+                    group.terminate()  # descendants hold the pipes open: end them
+    finally:
+        stop.set()  # the readers end and close our ends of the pipes
+        os.write(wake_w, b"x")
+        if group.terminating or _group_alive(proc.pid):
+            group.finish()  # no descendant outlives a command
+        exit_code = proc.wait()
+        for t in readers:
+            t.join(timeout=2.0)
+        if not any(t.is_alive() for t in readers):  # (never seen; leaking two fds beats a reused one)
+            os.close(wake_r)
+            os.close(wake_w)
     if listener_error is not None:
         raise listener_error
     return ShellResult(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
+import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, overload
 
 from ..errors import ToolDefinitionError
@@ -62,29 +64,111 @@ def _strip_titles(schema: Any) -> Any:
     return schema
 
 
-def _build(fn: Callable[..., Any], name: str | None, description: str | None,
-           read_only: bool, timeout: float | None) -> Tool:
+def _parent_namespace(frame: types.FrameType | None) -> Mapping[str, Any] | None:
+    """The locals of the frame that applied ``@tool``, so string annotations may name things
+    local to the defining function (as pydantic does for models defined in a function);
+    None at module level, where the function's globals already have everything, and for
+    agentkit's own frames (a plain function wrapped on the way in)."""
+    if frame is None or frame.f_back is None or frame.f_code.co_name == "<module>":
+        return None
+    if str(frame.f_globals.get("__name__", "")).startswith("agentkit."):
+        return None
+    return frame.f_locals
+
+
+def _resolve_hints(fn: Callable[..., Any], tool_name: str, sig: inspect.Signature,
+                   parent_ns: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Each parameter's annotation, string annotations evaluated in the function's globals
+    and, before those, the defining frame's locals and the function's closure. The return
+    annotation is not needed and not evaluated."""
+    target = inspect.unwrap(fn)
+    globalns = getattr(target, "__globals__", {})
+    localns: dict[str, Any] = {}
+    try:
+        localns.update(inspect.getclosurevars(target).nonlocals)
+    except (TypeError, ValueError):  # not a Python function
+        pass
+    localns.update(parent_ns or {})
+    hints: dict[str, Any] = {}
+    for pname, param in sig.parameters.items():
+        if param.annotation is inspect.Parameter.empty:
+            continue
+        holder = types.SimpleNamespace(__annotations__={pname: param.annotation})
+        try:
+            hints[pname] = typing.get_type_hints(holder, globalns, localns, include_extras=True)[pname]
+        except Exception as exc:  # noqa: BLE001 - NameError, SyntaxError, TypeError...
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: cannot resolve the type hint {param.annotation!r} of parameter "
+                f"{pname!r} ({type(exc).__name__}: {exc}); import or define the names it uses in the "
+                f"module, or in the function that applies @tool before applying it"
+            ) from None
+    return hints
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__qualname__
+    return repr(annotation).replace("typing.", "")
+
+
+_UNKNOWN_TYPE_RE = re.compile(r"Unable to generate pydantic-core schema for (.+?)\. Set `arbitrary_types_allowed")
+
+
+def _schema_error(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> ToolDefinitionError:
+    """A ToolDefinitionError naming the tool and the parameter pydantic cannot describe, in
+    @tool's terms (pydantic's advice about ``arbitrary_types_allowed`` is left out: a tool's
+    input must be JSON, so that setting would not help)."""
     import pydantic
 
-    try:
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception as exc:  # noqa: BLE001 - unresolved forward references
-        raise ToolDefinitionError(
-            f"cannot resolve the type hints of {fn.__qualname__}: {exc}"
-        ) from None
+    culprit = None
+    for pname, spec in fields.items():
+        try:
+            pydantic.create_model("probe", p=spec).model_json_schema()
+        except Exception:  # noqa: BLE001 - the same error, for one field
+            culprit = pname
+            break
+    text = str(exc)
+    m = _UNKNOWN_TYPE_RE.search(text)
+    if m is not None:
+        unknown = re.sub(r"^<class '(?:[\w.]+\.)?([\w]+)'>$", r"\1", m.group(1))
+        detail = f"there is no JSON Schema for {unknown}"
+    elif "JsonSchema for core_schema." in text:
+        kind = text.split("JsonSchema for core_schema.", 1)[1].split()[0].removesuffix("Schema")
+        detail = f"a {kind.lower()} has no JSON Schema"
+    else:
+        detail = text.split("\n", 1)[0].split(". Set `arbitrary_types_allowed", 1)[0]
+    what = "its type hints" if culprit is None else (
+        f"parameter {culprit!r} of type {_type_name(fields[culprit][0])}")
+    return ToolDefinitionError(
+        f"tool {tool_name!r}: cannot describe {what} to a model as JSON Schema ({detail}). Use "
+        f"JSON-compatible types (str, int, float, bool, None, list, dict, Literal, Optional, unions, "
+        f"dataclasses, TypedDicts, pydantic models), or give the tool that value another way (a "
+        f"closure, or the execution context through ToolContext)"
+    )
+
+
+def _build(fn: Callable[..., Any], name: str | None, description: str | None,
+           read_only: bool, timeout: float | None,
+           parent_ns: Mapping[str, Any] | None = None) -> Tool:
+    import pydantic
+
+    model_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     sig = inspect.signature(fn)
+    hints = _resolve_hints(fn, model_name, sig, parent_ns)
     doc_desc, arg_docs = _parse_docstring(fn.__doc__)
     fields: dict[str, Any] = {}
     context_param: str | None = None
     for pname, param in sig.parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            stars = "*" if param.kind is param.VAR_POSITIONAL else "**"
             raise ToolDefinitionError(
-                f"tool {fn.__qualname__}: *args/**kwargs cannot be described to a model; "
-                f"declare each argument"
+                f"tool {model_name!r}: parameter {stars}{pname} cannot be described to a model; "
+                f"declare each argument as a named parameter"
             )
         if param.kind is param.POSITIONAL_ONLY:
             raise ToolDefinitionError(
-                f"tool {fn.__qualname__}: positional-only parameter {pname!r} is not supported"
+                f"tool {model_name!r}: positional-only parameter {pname!r} is not supported; "
+                f"remove the '/' from its signature"
             )
         annotation = hints.get(pname, Any)
         if annotation is ToolContext:
@@ -98,18 +182,15 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None,
             annotation,
             pydantic.Field(default, alias=pname, description=arg_docs.get(pname) or None),
         )
-    model_name = name or fn.__name__
     internal = {f"f{i}": spec for i, spec in enumerate(fields.values())}
     params = dict(zip(fields, internal, strict=True))
     try:
-        args_model = pydantic.create_model(  # type: ignore[call-overload]
+        args_model = pydantic.create_model(
             f"{model_name}_input", __config__=pydantic.ConfigDict(extra="forbid"), **internal
         )
         schema = _strip_titles(args_model.model_json_schema(by_alias=True))
     except Exception as exc:  # noqa: BLE001 - pydantic raises several types here
-        raise ToolDefinitionError(
-            f"tool {model_name!r}: cannot derive a JSON Schema from its type hints: {exc}"
-        ) from None
+        raise _schema_error(model_name, fields, exc) from None
     schema.setdefault("properties", {})
     schema["type"] = "object"
 
@@ -173,10 +254,13 @@ def tool(
             \"\"\"
             return a + b
     """
+    # as pydantic does for a model defined in a function: string annotations may name
+    # things local to the function that applies @tool (e.g. a Literal imported there)
+    parent_ns = _parent_namespace(sys._getframe(1))
     if fn is not None:
-        return _build(fn, name, description, read_only, timeout)
+        return _build(fn, name, description, read_only, timeout, parent_ns)
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return _build(f, name, description, read_only, timeout)
+        return _build(f, name, description, read_only, timeout, parent_ns)
 
     return wrap

@@ -1,17 +1,22 @@
 """Built-in HTTP tools on ``requests``: http_get and http_post.
 
 Requests have a timeout, responses are read as a stream and cut at
-``max_response_bytes``, and only ``http``/``https`` URLs are accepted. With a
-``context``, each request first asks ``context.request_permission`` (operation
+``max_response_bytes``, and only ``http``/``https`` URLs are accepted. By default only
+public addresses are reachable: a URL whose host is, or resolves to, a loopback, private,
+link-local (cloud metadata), unspecified, multicast or carrier-grade NAT address is
+refused (``allow_private_networks`` opts in, ``allowed_hosts`` narrows), and the check is
+made on the address actually connected to (see ``_netguard`` and ``_http_transport``).
+With a ``context``, each request also asks ``context.request_permission`` (operation
 ``http-get``/``http-post``, target the URL). Redirects are followed here, hop by hop, so
 every URL the tool reaches is checked and asked for the same way (a redirect cannot
-smuggle a request to a host the permission handler would refuse), and credentials are
-not carried to another host. A status of 400 or more is an error result.
+smuggle a request to a host the policy or the permission handler would refuse), and
+credentials are not carried to another host. A status of 400 or more is an error result.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from email.message import Message
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -22,6 +27,8 @@ from ..errors import ConfigurationError
 from ..messages import ToolOutput
 from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ._common import ask, check_limits, guarded, visible
+from ._http_transport import GuardedAdapter
+from ._netguard import AddressRefused, NetworkPolicy
 from .base import Tool, ToolContext
 
 __all__ = ["http_tools"]
@@ -35,6 +42,13 @@ def _check_url(url: str) -> None:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigurationError(
             f"invalid URL {url!r}: give an absolute http:// or https:// URL"
+        )
+    if any(c == "\\" or ord(c) <= 32 or c == "\x7f" for c in parts.netloc):
+        # parsers disagree on these (a backslash ends the host for some), so the host
+        # checked could differ from the host connected to
+        raise ConfigurationError(
+            f"invalid URL {url!r}: a backslash, space or control character before the path makes "
+            f"the host ambiguous; percent-encode it"
         )
 
 
@@ -78,6 +92,8 @@ def http_tools(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_redirects: int = 5,
     session: requests.Session | None = None,
+    allowed_hosts: Iterable[str] | None = None,
+    allow_private_networks: bool | Iterable[str] = False,
 ) -> list[Tool]:
     """``http_get {url, headers}`` and ``http_post {url, body, headers}``.
 
@@ -86,6 +102,15 @@ def http_tools(
     connecting and each read; a body longer than ``max_response_bytes`` is cut and
     the result says so. At most ``max_redirects`` redirects are followed, each target
     checked and (with a ``context``) asked for like the first URL.
+
+    Only public addresses are reachable unless ``allow_private_networks`` is True (any
+    host) or a list of host patterns (those hosts only): loopback, private, link-local
+    (cloud metadata), unspecified, multicast and carrier-grade NAT addresses are refused,
+    in any notation and whatever name resolves to them, checked on the address connected
+    to. ``allowed_hosts`` (hosts, ``*.example.com`` globs, IP addresses, each optionally
+    with ``:port``) limits the tools to those hosts. ``session`` lends its headers,
+    cookies, auth and ``verify``/``cert`` settings; the connection itself is always the
+    tools' own, direct (never through a proxy) and address-checked.
     """
     if timeout <= 0:
         raise ConfigurationError("timeout must be positive")
@@ -94,18 +119,45 @@ def http_tools(
     if not isinstance(max_redirects, int) or max_redirects < 0:
         raise ConfigurationError("max_redirects must be an int >= 0")
     check_limits(max_lines, max_bytes)
-    http = session or requests
+    policy = NetworkPolicy.from_options(allowed_hosts, allow_private_networks)
+
+    def request(adapter: GuardedAdapter, method: str, url: str, **kwargs: Any) -> requests.Response:
+        """One request, prepared with ``session``'s settings when given and sent directly
+        (no proxy) through the address-checked ``adapter``."""
+        headers = requests.structures.CaseInsensitiveDict(kwargs.pop("headers", None) or {})
+        req = requests.Request(method, url, headers=headers, **kwargs)
+        if session is None:
+            req.headers = requests.utils.default_headers()
+            req.headers.update(headers)
+            return adapter.send(req.prepare(), stream=True, timeout=timeout, proxies={})
+        prepared = session.prepare_request(req)
+        resp = adapter.send(prepared, stream=True, timeout=timeout, verify=session.verify,
+                            cert=session.cert, proxies={})
+        requests.cookies.extract_cookies_to_jar(session.cookies, prepared, resp.raw)
+        return resp
 
     def send(method: str, url: str, ctx: ToolContext, **kwargs: Any) -> ToolOutput:
+        adapter = GuardedAdapter(policy)  # one per call: its connections close with it
+        try:
+            return exchange(adapter, method, url, ctx, **kwargs)
+        finally:
+            adapter.close()
+
+    def exchange(adapter: GuardedAdapter, method: str, url: str, ctx: ToolContext,
+                 **kwargs: Any) -> ToolOutput:
         first_url = url
         for _ in range(max_redirects + 1):
             _check_url(url)
+            refused = policy.check_url(url)
+            if refused is not None:
+                return ToolOutput.error(f"{method} {url} refused: {refused}")
             if context is not None:
                 ask(context, ctx, f"http-{method.lower()}", url)
             ctx.cancel.raise_if_cancelled()
             try:
-                resp = http.request(method, url, timeout=timeout, stream=True, allow_redirects=False,
-                                    **kwargs)
+                resp = request(adapter, method, url, **kwargs)
+            except AddressRefused as exc:
+                return ToolOutput.error(f"{method} {url} refused: {exc}")
             except requests.Timeout:
                 return ToolOutput.error(f"{method} {url} timed out after {timeout:g}s")
             except requests.RequestException as exc:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextvars
-import json
 import threading
 from dataclasses import replace
 from typing import Any
 
+from .._json import dumps, json_problem, loads
 from ..errors import AgentkitError, CancelledError
 from ..messages import ToolCallPart, ToolOutput, content_to_dict
 from .base import Tool, ToolContext, to_tool_output
@@ -50,8 +50,8 @@ def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
 
 
 def _recordable(tool: Tool, out: ToolOutput) -> ToolOutput:
-    """``out`` when it can be stored and sent (a tool built its own ToolOutput), else an
-    error result saying why: a bad output must not fail the session's store append."""
+    """``out`` as it can be stored and sent (JSON values in their plain JSON form), else
+    an error result saying why: a bad output must not fail the session's store append."""
     try:
         if out.kind not in _KINDS:
             raise ValueError(f"unknown output kind {out.kind!r}; use one of {', '.join(_KINDS)}")
@@ -60,9 +60,9 @@ def _recordable(tool: Tool, out: ToolOutput) -> ToolOutput:
         if out.kind == "content":
             content_to_dict(out.value)
         elif out.kind in ("json", "error-json"):
-            json.dumps(out.value)
+            out = replace(out, value=_plain_json(out.value))
         if out.metadata is not None:
-            json.dumps(out.metadata)
+            out = replace(out, metadata=_plain_json(out.metadata))
     except (TypeError, ValueError, AgentkitError) as exc:
         return ToolOutput.error(
             f"tool {tool.name!r} returned an output that cannot be recorded: {exc}. "
@@ -71,12 +71,25 @@ def _recordable(tool: Tool, out: ToolOutput) -> ToolOutput:
     return out
 
 
+def _plain_json(value: Any) -> Any:
+    """``value`` as the JSON a store gives back (tuples become lists, keys strings), or
+    ValueError saying why it cannot be (NaN, nesting deeper than 500 levels...)."""
+    if json_problem(value) is None:
+        return value
+    try:
+        plain = loads(dumps(value, allow_nan=False))
+    except RecursionError:
+        plain = value  # deeper than any encoder goes: reported below
+    problem = json_problem(plain)
+    if problem is not None:
+        raise ValueError(problem)
+    return plain
+
+
 def _invoke(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     try:
         value = tool.fn(**kwargs)
-        if isinstance(value, ToolOutput):
-            return _recordable(tool, value)
-        return to_tool_output(value)
+        return _recordable(tool, to_tool_output(value))
     except CancelledError:
         if ctx.cancel.cancelled:
             raise

@@ -23,6 +23,21 @@ ending the chunked body (a server that crashed or a proxy that gave up)."""
 
 
 @dataclass
+class Trickle:
+    """Put ``(None, Trickle(frame))`` among a reply's ``events`` to send ``frame`` (raw
+    SSE bytes, e.g. ``b": keepalive\n\n"``) every ``every`` seconds until the client
+    hangs up, ``stop`` is set or ``limit`` seconds pass, then go on with the events.
+    ``sent`` counts the frames written; ``client_left`` says whether the client hung up."""
+
+    frame: bytes
+    every: float = 0.05
+    limit: float = 30.0
+    stop: threading.Event = field(default_factory=threading.Event)
+    sent: int = 0
+    client_left: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
 class Reply:
     """One scripted HTTP answer.
 
@@ -72,10 +87,13 @@ class FakeServer:
     def __init__(self, responder: Responder | None = None) -> None:
         self.replies: deque[Reply | Responder] = deque()
         self.requests: list[Recorded] = []
+        self.connections = 0
+        """How many TCP connections clients opened."""
         self.responder = responder
         self.check: Callable[[Recorded], Reply | None] | None = None
         """A validator run before replying; a Reply it returns is sent instead."""
         self._lock = threading.Lock()
+        self._closing = threading.Event()  # ends a reply's hang when the server stops
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -89,6 +107,7 @@ class FakeServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closing.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -143,6 +162,11 @@ class FakeServer:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
 
+            def setup(self) -> None:
+                with fake._lock:
+                    fake.connections += 1
+                super().setup()
+
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
@@ -162,7 +186,7 @@ class FakeServer:
 
             def _send(self, reply: Reply) -> None:
                 if reply.hang:
-                    time.sleep(reply.hang)
+                    fake._closing.wait(reply.hang)
                 self.send_response(reply.status)
                 for k, v in reply.headers.items():
                     self.send_header(k, v)
@@ -174,6 +198,10 @@ class FakeServer:
                     for name, data in reply.events:
                         if isinstance(data, threading.Event):  # a gate: pause the stream here
                             reply.gates_passed.append(data.wait(30.0))
+                            continue
+                        if isinstance(data, Trickle):
+                            if not self._trickle(data):
+                                return
                             continue
                         if data is DROP:
                             self.close_connection = True
@@ -196,6 +224,19 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(payload)
                 self.wfile.flush()
+
+            def _trickle(self, trickle: Trickle) -> bool:
+                deadline = time.monotonic() + trickle.limit
+                while not trickle.stop.is_set() and time.monotonic() < deadline:
+                    try:
+                        self._chunk(trickle.frame)
+                    except OSError:  # the client hung up
+                        trickle.client_left.set()
+                        self.close_connection = True
+                        return False
+                    trickle.sent += 1
+                    trickle.stop.wait(trickle.every)
+                return True
 
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")

@@ -1,8 +1,8 @@
 """LangChain adapters: reuse LangChain tools, message histories and chat models in
 agentkit, and take agentkit tools and histories back to LangChain.
 
-Needs the ``agentkit[langchain]`` extra (``langchain-core``). Importing this module does
-not import LangChain; each function does, and raises
+Needs the ``langchain`` extra (``langchain-core``; ``pip install 'sync-agentkit[langchain]'``).
+Importing this module does not import LangChain; each function does, and raises
 :class:`~agentkit.errors.MissingDependencyError` naming the extra when it is missing.
 
 * tools: :func:`from_langchain_tool`, :func:`from_langchain_tools`,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...errors import (
-    AgentkitError,
     AuthenticationError,
     ConfigurationError,
     ContextOverflowError,
@@ -18,7 +18,7 @@ from ...errors import (
     RateLimitError,
 )
 from ...messages import ReasoningPart
-from ...models._common import function_tools, parse_tool_arguments
+from ...models.adapter import ProviderModel, RetryPolicy, TranslatedError, function_tools, parse_tool_arguments
 from ...models.base import (
     FinishEvent,
     ModelRequest,
@@ -80,7 +80,7 @@ def _tool_call_event(call_id: str | None, name: str | None, raw: Any) -> ToolCal
     return ToolCallEvent(tool_call_id=call_id, tool_name=name or "", input=value, input_error=error)
 
 
-class LangChainChatModel:
+class LangChainChatModel(ProviderModel):
     """Any LangChain ``BaseChatModel`` as an agentkit :class:`~agentkit.ChatModel`::
 
         from langchain_openai import ChatOpenAI
@@ -99,8 +99,11 @@ class LangChainChatModel:
     and ``provider_options`` are passed as call keyword arguments, which LangChain
     integrations forward to their API; ``reasoning_budget`` has no common LangChain
     option and is refused (configure reasoning on the chat model itself). LangChain's model errors are translated into
-    agentkit's (``ContextOverflowError``, ``RateLimitError``...).
+    agentkit's (``ContextOverflowError``, ``RateLimitError``...) by :meth:`translate_error`.
+    agentkit does not retry: LangChain integrations retry on their own (``max_retries``).
     """
+
+    retry = RetryPolicy(max_retries=0)
 
     def __init__(
         self,
@@ -122,8 +125,8 @@ class LangChainChatModel:
         self.config = config
         """Passed to every ``stream`` call (callbacks, tags, metadata)."""
         named = model_name or getattr(chat_model, "model_name", None) or getattr(chat_model, "model", None)
-        self.model_name: str = named if isinstance(named, str) else chat_model._llm_type
-        """Recorded on assistant events."""
+        self.model_name = named if isinstance(named, str) else chat_model._llm_type
+        self.provider = chat_model._llm_type
 
     def __repr__(self) -> str:
         return f"LangChainChatModel({type(self.chat_model).__name__}, model_name={self.model_name!r})"
@@ -169,8 +172,8 @@ class LangChainChatModel:
         kwargs.update(request.provider_options)
         return kwargs
 
-    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
-        """Stream the reply to ``request``; bad requests fail here, before the call."""
+    def prepare(self, request: ModelRequest) -> Callable[[], Iterator[StreamEvent]]:
+        """Convert ``request``; bad requests fail here, before the call."""
         from langchain_core.messages import SystemMessage
 
         kwargs = self._call_kwargs(request)
@@ -178,7 +181,7 @@ class LangChainChatModel:
         if request.system:
             messages.insert(0, SystemMessage(content=request.system))
         runnable = self._runnable(request)
-        return self._events(runnable, messages, kwargs, request)
+        return lambda: self._events(runnable, messages, kwargs, request)
 
     def _events(self, runnable: Any, messages: list[Any], kwargs: dict[str, Any],
                 request: ModelRequest) -> Iterator[StreamEvent]:
@@ -191,10 +194,6 @@ class LangChainChatModel:
             for chunk in chunks:
                 cancel.raise_if_cancelled()
                 yield from self._chunk(chunk, state)
-        except AgentkitError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - translated at the adapter boundary
-            raise self._translate(exc) from exc
         finally:
             close = getattr(chunks, "close", None)
             if callable(close):
@@ -304,26 +303,37 @@ class LangChainChatModel:
 
     # -- errors --------------------------------------------------------------------------
 
-    def _translate(self, exc: Exception) -> AgentkitError:
+    def translate_error(self, exc: Exception) -> TranslatedError:
+        """LangChain's model errors (and status codes the integration's SDK reports) as
+        agentkit errors; anything else becomes a plain :class:`ModelError`. Never retried
+        here: the integration has already retried."""
         from langchain_core import exceptions as lce
 
-        provider = self.chat_model._llm_type
+        provider = self.provider
         status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
         status = status if isinstance(status, int) else None
         message = f"{type(self.chat_model).__name__} failed: {type(exc).__name__}: {exc}"
+        fields: dict[str, Any] = {"provider": provider, "status_code": status}
 
         def is_a(*names: str) -> bool:
             return any(isinstance(exc, cls) for n in names if isinstance(cls := getattr(lce, n, None), type))
 
         text = str(exc).lower()
+        error: ModelError
         if is_a("ContextOverflowError") or "context_length_exceeded" in text or "maximum context length" in text:
-            return ContextOverflowError(message)
-        if is_a("ModelAuthenticationError", "ModelPermissionDeniedError") or status in (401, 403):
-            return AuthenticationError(message, provider=provider, status_code=status)
-        if is_a("ModelRateLimitError") or status == 429:
-            return RateLimitError(message, provider=provider, status_code=status)
-        if is_a("ModelAPIError", "ModelConnectionError", "ModelTimeoutError") or (status or 0) >= 500:
-            return ProviderUnavailableError(message, provider=provider, status_code=status)
-        if is_a("ModelError") or status is not None:
-            return ProviderError(message, provider=provider, status_code=status)
-        return ModelError(message)
+            error = ContextOverflowError(message, **fields)
+        elif is_a("ModelAuthenticationError", "ModelPermissionDeniedError") or status in (401, 403):
+            error = AuthenticationError(message, **fields)
+        elif is_a("ModelRateLimitError") or status == 429:
+            error = RateLimitError(message, **fields)
+        elif (
+            is_a("ModelAPIError", "ModelConnectionError", "ModelTimeoutError")
+            or (status or 0) >= 500
+            or isinstance(exc, json.JSONDecodeError)  # a garbage payload from the provider
+        ):
+            error = ProviderUnavailableError(message, **fields)
+        elif is_a("ModelError") or status is not None:
+            error = ProviderError(message, **fields)
+        else:
+            error = ModelError(message, provider=provider)
+        return TranslatedError(error=error)
