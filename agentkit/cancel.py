@@ -34,7 +34,9 @@ class CancelToken:
         """True once this token (or an ancestor) was cancelled."""
         return self._event.is_set()
 
-    is_set = cancelled.fget  # type: ignore[assignment]
+    def is_set(self) -> bool:
+        """The same as :attr:`cancelled`, so a token can stand where a ``threading.Event`` is read."""
+        return self._event.is_set()
 
     @property
     def reason(self) -> str | None:

@@ -158,13 +158,13 @@ class Projector:
         elif isinstance(ev, RuntimeEvent):
             if self._jobs is not None:
                 self._jobs.observe(ev)
-            msg = self._render(ev)
-            if msg is None:
+            rendered = self._render(ev)
+            if rendered is None:
                 return
             if self._pending:
-                self._deferred.append(msg)
+                self._deferred.append(rendered)
             else:
-                self._messages.append(msg)
+                self._messages.append(rendered)
         elif isinstance(ev, ContextReplacedEvent):
             self._messages = list(ev.messages)
             self._pending.clear()

@@ -304,3 +304,10 @@ def test_a_listener_closing_the_notifier_behind_a_full_backlog_does_not_stall():
     thread = notifier._thread
     thread.join(5)  # well under close()'s 10 s put timeout
     assert not thread.is_alive() and got == [0]
+
+
+def test_text_nested_deeper_than_json_parses_is_kept_as_text():
+    # a hostile or broken server's text: json.loads raises RecursionError, not ValueError
+    deep = "[" * 100_000 + "]" * 100_000
+    out = tool_result_to_output(NS(content=[_text(deep)], structured_content={"n": 1}, is_error=False))
+    assert (out.kind, out.value) == ("text", deep + '\n{"n": 1}')

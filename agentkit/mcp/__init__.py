@@ -15,7 +15,7 @@ import the mcp SDK; :func:`connect_mcp` does, and raises
 
 from __future__ import annotations
 
-from .config import HttpServer, ServerSpec, StdioServer
+from .config import HttpServer, LogLevel, ServerSpec, StdioServer
 from .connect import connect_mcp
 from .naming import MAX_TOOL_NAME_LENGTH, exposed_names, sanitize_name
 from .results import tool_result_to_output
@@ -25,6 +25,7 @@ __all__ = [
     "MAX_TOOL_NAME_LENGTH",
     "AuthorizeToolCall",
     "HttpServer",
+    "LogLevel",
     "McpServerStatus",
     "McpToolRef",
     "McpToolset",

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from .config import HttpServer, StdioServer
+from .config import HttpServer, LogLevel, StdioServer
 
 __all__: list[str] = []
 
@@ -53,7 +53,7 @@ class ServerConnection:
     """Connection state and async lifecycle of one named MCP server."""
 
     def __init__(self, name: str, spec: Any, *, connect_timeout: float, max_list_pages: int,
-                 log_level: str | None, notify: Notify, tools_changed: Callable[[str], None]) -> None:
+                 log_level: LogLevel | None, notify: Notify, tools_changed: Callable[[str], None]) -> None:
         self.name = name
         self.spec = spec
         self.transport = getattr(spec, "transport", "client")

@@ -11,12 +11,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Literal, Union, get_args
 from urllib.parse import urlparse
 
 from ..errors import ConfigurationError
 
-__all__ = ["HttpServer", "ServerSpec", "StdioServer", "validate_servers"]
+__all__ = ["HttpServer", "LogLevel", "ServerSpec", "StdioServer", "validate_servers"]
+
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+"""The MCP logging levels (``logging/setLevel``), least severe first."""
+_LOG_LEVELS: tuple[str, ...] = get_args(LogLevel)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,18 +147,19 @@ def _from_dict(name: str, cfg: Mapping[str, Any]) -> StdioServer | HttpServer:
 def _check_client(name: str, obj: Any) -> Any:
     try:
         from mcp import Client, ClientSession
-    except ImportError:  # pragma: no cover - connect_mcp checks for mcp first
-        Client = ClientSession = ()  # type: ignore[assignment,misc]
-    if Client and isinstance(obj, Client):
-        if getattr(obj, "_entered", False):
-            raise _fail(name, "this mcp.Client was already entered (async with) on another event loop; "
-                              "pass a fresh, un-entered mcp.Client and agentkit will open it")
-        return obj
-    if ClientSession and isinstance(obj, ClientSession):
-        raise _fail(name, "a bare mcp.ClientSession is bound to the event loop of the transport that "
-                          "created its streams and cannot be moved to agentkit's loop; pass an "
-                          "un-entered mcp.Client(...) (a URL, StdioServerParameters, a Transport or an "
-                          "in-process server) instead")
+    except ImportError:  # pragma: no cover - without mcp installed nothing is an mcp.Client
+        pass
+    else:
+        if isinstance(obj, Client):
+            if getattr(obj, "_entered", False):
+                raise _fail(name, "this mcp.Client was already entered (async with) on another event loop; "
+                                  "pass a fresh, un-entered mcp.Client and agentkit will open it")
+            return obj
+        if isinstance(obj, ClientSession):
+            raise _fail(name, "a bare mcp.ClientSession is bound to the event loop of the transport that "
+                              "created its streams and cannot be moved to agentkit's loop; pass an "
+                              "un-entered mcp.Client(...) (a URL, StdioServerParameters, a Transport or an "
+                              "in-process server) instead")
     raise _fail(name, f"expected a config dict, StdioServer, HttpServer or mcp.Client, "
                       f"not {type(obj).__name__}")
 

@@ -8,14 +8,12 @@ import weakref
 from collections.abc import Mapping
 
 from ..errors import ConfigurationError, McpError, MissingDependencyError
-from .config import ServerSpec, validate_servers
+from .config import _LOG_LEVELS, LogLevel, ServerSpec, validate_servers
 from .toolset import AuthorizeToolCall, McpToolset
 
 __all__ = ["connect_mcp"]
 
 log = logging.getLogger("agentkit.mcp")
-
-_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
 def connect_mcp(
@@ -27,7 +25,7 @@ def connect_mcp(
     max_list_pages: int = 100,
     fail_on_no_tools: bool = False,
     prefix_tool_names: bool | None = None,
-    log_level: str | None = "info",
+    log_level: LogLevel | None = "info",
 ) -> McpToolset:
     """Connect MCP servers and return their tools as an :class:`McpToolset`.
 
@@ -66,8 +64,8 @@ def connect_mcp(
     if prefix_tool_names is not None and not isinstance(prefix_tool_names, bool):
         raise ConfigurationError(f"prefix_tool_names must be True, False or None (prefix only with "
                                  f"several servers), not {prefix_tool_names!r}")
-    if log_level is not None and log_level not in _LEVELS:
-        raise ConfigurationError(f"log_level must be one of {', '.join(_LEVELS)} or None, not {log_level!r}")
+    if log_level is not None and log_level not in _LOG_LEVELS:
+        raise ConfigurationError(f"log_level must be one of {', '.join(_LOG_LEVELS)} or None, not {log_level!r}")
     specs = validate_servers(servers)
 
     from ._portal import LoopThread

@@ -68,8 +68,8 @@ def content_block_to_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:
 
 def _same_json(text: str, value: Any) -> bool:
     try:
-        return json.loads(text) == value
-    except ValueError:
+        return bool(json.loads(text) == value)
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than json can parse
         return False
 
 

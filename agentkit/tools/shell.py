@@ -121,13 +121,6 @@ def shell_tools(
         return finish(shell.run_structured(command, args, cwd=cwd, timeout=timeout, cancel=ctx.cancel,
                                            tool_call_id=ctx.tool_call_id), ctx)
 
-    def start_shell(command: str, ctx: ToolContext, args: list[str] | None = None) -> dict[str, Any]:
-        args = list(args or [])
-        check_allowed(command)
-        ask(context, ctx, "job-start", command, args=args)
-        state = jobs.start(command, args, cwd=cwd, tool_call_id=ctx.tool_call_id)
-        return {"execution_id": state.execution_id, "state": state.state, "command": state.command}
-
     structured = {
         "type": "object",
         "properties": {
@@ -155,6 +148,13 @@ def shell_tools(
                     "and output." + allow_note,
         input_schema=structured, fn=guarded("run_shell", run_shell), context_param="ctx"))
     if include_background and jobs is not None:
+        def start_shell(command: str, ctx: ToolContext, args: list[str] | None = None) -> dict[str, Any]:
+            args = list(args or [])
+            check_allowed(command)
+            ask(context, ctx, "job-start", command, args=args)
+            state = jobs.start(command, args, cwd=cwd, tool_call_id=ctx.tool_call_id)
+            return {"execution_id": state.execution_id, "state": state.state, "command": state.command}
+
         tools.append(Tool(
             name="start_shell",
             description="Start an executable with literal arguments in the background and return "

@@ -276,8 +276,8 @@ class LangChainChatModel(ProviderModel):
                     state.calls.append(call)
                 call.id = call.id or call_id
                 call.name = call.name or part.get("name")
-                if part.get("args"):
-                    call.args.append(part["args"])
+                if args := part.get("args"):
+                    call.args.append(args)
         else:  # a model without streaming yields its whole AIMessage once
             for tc in chunk.tool_calls:
                 yield from self._close_reasoning(state)
