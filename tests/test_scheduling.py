@@ -371,3 +371,22 @@ def test_cancelling_one_key_aborts_its_generation_queued_behind_another():
     with pytest.raises(CancelledError, match="not needed"):
         second.result(timeout=30)
     assert order == ["a"]
+
+
+def timer_threads(key: str) -> int:
+    return sum(t.name == f"agentkit-schedule-{key}" for t in threading.enumerate())
+
+
+def test_a_reset_or_replaced_schedule_leaves_one_timer_not_a_pile():
+    """Each call resets the quiet period by cancelling the old timer: a host calling
+    schedule_generate on every event must not leave a sleeping thread behind per call."""
+    scheduler = GenerationScheduler(Runs())
+    for _ in range(5):
+        scheduler.schedule("reset-me", debounce=60)
+    wait_for(lambda: timer_threads("reset-me") == 1, what="the replaced timers to end")
+    stale = scheduler.schedule("replace-me", debounce=60)
+    assert stale.cancel()
+    scheduler.schedule("replace-me", debounce=60)
+    wait_for(lambda: timer_threads("replace-me") == 1, what="the cancelled schedule's timer to end")
+    scheduler.close()
+    wait_for(lambda: timer_threads("reset-me") + timer_threads("replace-me") == 0, what="every timer to end")
