@@ -303,19 +303,21 @@ def _serve(copy: str, tests: list[str]) -> None:
                 sys.stderr.flush()
                 os._exit(code)
         status = "timeout"
-        while time.monotonic() - started < timeout:
-            done, wait_status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                code = os.waitstatus_to_exitcode(wait_status)
-                status = {0: "survived", 5: "nothing"}.get(code, "killed")
-                break
-            time.sleep(0.02)
-        else:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(pid, 0)
+        try:
+            while time.monotonic() - started < timeout:
+                done, wait_status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    code = os.waitstatus_to_exitcode(wait_status)
+                    status = {0: "survived", 5: "nothing"}.get(code, "killed")
+                    break
+                time.sleep(0.02)
+        finally:
+            if status == "timeout":  # also on Ctrl-C: the tests run in a session of their own
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                os.waitpid(pid, 0)
         print(status, round(time.monotonic() - started, 3), flush=True)
 
 
