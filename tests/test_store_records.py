@@ -180,6 +180,15 @@ def test_holds_intact_record_finds_a_whole_record_before_or_after_another():
     assert holds_intact_record(b[:10] + odd)
 
 
+def test_a_checksum_that_matches_bytes_that_are_not_a_record_is_not_a_record():
+    body = b'"not":json}'
+    fake = b'{"crc":"%08x",' % zlib.crc32(body) + body
+    with pytest.raises(DamagedRecord, match="not a complete JSON record"):
+        decode_record(fake, where="w")
+    b = encode_events([user("b")], 2)[:-1]
+    assert not holds_intact_record(fake + b[:20]) and not holds_intact_record(b[:20] + fake + b"x")
+
+
 def test_a_line_of_several_torn_records_holds_none_and_is_judged_quickly():
     torn = [encode_events([user(f"t{i}")], i + 1)[: 30 + i] for i in range(50)]
     line = b"".join(torn)
