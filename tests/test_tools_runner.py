@@ -292,3 +292,46 @@ def test_system_exit_from_a_timed_tool_reaches_the_caller():
 
     with pytest.raises(SystemExit):
         call(leave_untimed)
+
+
+# -- JSON outputs are recorded in their plain JSON form ----------------------------------
+
+
+def _nested(levels: int) -> list:
+    value: list = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _give(output: ToolOutput) -> ToolOutput:
+    @tool
+    def give():
+        """Return a prepared output."""
+        return output
+
+    return call(give)
+
+
+def test_json_outputs_come_back_as_the_json_a_store_gives_back():
+    value = {"pair": (1, 2), 3: "three", "nested": [{"t": ()}]}
+    out = _give(ToolOutput(kind="json", value=value, metadata={"m": (True, None)}))
+    assert out == ToolOutput(kind="json", value={"pair": [1, 2], "3": "three", "nested": [{"t": []}]},
+                             metadata={"m": [True, None]})
+    plain = {"already": ["plain", 1, 2.5, None]}
+    assert _give(ToolOutput(kind="error-json", value=plain)).value is plain  # nothing to convert: not copied
+
+
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        (float("nan"), "Out of range float values are not JSON compliant"),
+        ({"x": [float("inf")]}, "Out of range float values are not JSON compliant"),
+        (_nested(600), "is nested deeper than 500 levels"),
+        (_nested(100_000), "is nested deeper than 500 levels"),  # deeper than any encoder goes
+    ],
+)
+def test_json_outputs_that_cannot_be_plain_json_are_error_results(value, why):
+    out = _give(ToolOutput(kind="json", value=value))
+    assert out.is_error and out.value.startswith("tool 'give' returned an output that cannot be recorded: ")
+    assert why in out.value
