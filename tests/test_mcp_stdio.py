@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_servers.helpers import DEMO, HANG, PAGED, alive, children, no_leaks, stdio, wait_for
+from mcp_servers.helpers import DEMO, GARBAGE, HANG, PAGED, alive, children, no_leaks, stdio, wait_for
 
 from agentkit import (
     CancelledError,
@@ -308,6 +308,64 @@ def test_fail_on_no_tools_raises_and_leaves_nothing_running():
     assert "missing: failed to connect: FileNotFoundError" in text
     assert "check that 'command' '/nonexistent/mcp-server' is an installed executable" in text
     assert "exits: failed to connect" in text and "exited or closed its stdout before answering" in text
+
+
+def test_a_server_writing_garbage_to_stdout_fails_at_once_without_a_traceback_flood(tmp_path):
+    # A user's script, as run from a terminal: what it prints to stderr is what they see.
+    script = tmp_path / "garbage_user.py"
+    script.write_text(
+        "import sys\n"
+        "from agentkit import McpError\n"
+        "from agentkit.mcp import connect_mcp\n"
+        "try:\n"
+        f"    connect_mcp({{'bad': {{'command': sys.executable, 'args': [{GARBAGE!r}]}}}},\n"
+        "                connect_timeout=600, fail_on_no_tools=True)\n"
+        "except McpError as exc:\n"
+        "    print(exc)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    # The bound is generous (the connect timeout is 600 s): waiting it out would fail here.
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr
+    assert "bad: server wrote invalid output (not a JSON-RPC message): 'Starting notes server v1.2 ...'" in out.stdout
+    assert "must write only MCP messages to stdout" in out.stdout
+    assert "Traceback" not in out.stderr and "Failed to parse" not in out.stderr
+    assert "ValidationError" not in out.stderr
+    # one line saying which server failed and why, not one traceback per garbage line
+    assert out.stderr.count("server wrote invalid output") <= 1
+    assert len(out.stderr.splitlines()) <= 2, out.stderr
+
+
+def test_a_garbage_writing_server_fails_while_the_others_mount_and_its_child_is_stopped(caplog):
+    with no_leaks():
+        # a 600 s connect timeout: waiting it out would trip the test's own timeout
+        toolset = connect_mcp({"bad": stdio(GARBAGE), "demo": stdio(DEMO)}, connect_timeout=600)
+        try:
+            bad = toolset.servers["bad"]
+            assert bad.status == "failed"
+            assert bad.error.startswith("server wrote invalid output (not a JSON-RPC message): "
+                                        "'Starting notes server v1.2 ...'")
+            assert toolset.servers["demo"].connected
+            assert not any(n.startswith("bad__") for n in toolset.tool_name_map)
+        finally:
+            toolset.close()
+    assert not [r for r in caplog.records if "Failed to parse" in r.getMessage()]
+
+
+def test_garbage_after_connecting_is_one_warning_and_the_server_keeps_working(caplog):
+    with no_leaks(), connect_mcp({"chatty": stdio(GARBAGE, "--mid-session")}) as toolset:
+        chatty = by_name(toolset)["chatty"]
+        assert chatty(text="one").as_text() == "ok: one"
+        assert chatty(text="two").as_text() == "ok: two"
+        status = toolset.servers["chatty"]
+        assert status.connected
+        assert [w for w in status.warnings if "invalid output" in w] == [
+            "server wrote invalid output (not a JSON-RPC message): 'DEBUG chatty called with one'; an MCP "
+            "stdio server must write only MCP messages to stdout (its logs and prints belong on stderr); "
+            "such lines are ignored"
+        ]
+    assert not [r for r in caplog.records if "Failed to parse" in r.getMessage()]
 
 
 def test_paginated_listing_follows_cursors_and_names_collisions():

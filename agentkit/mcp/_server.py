@@ -77,6 +77,7 @@ class ServerConnection:
         self._tg: anyio.abc.TaskGroup | None = None
         self._resource_uris: set[str] = set()
         self._stop_requested = False
+        self._invalid_output_seen = False
 
     # -- state (any thread) ------------------------------------------------------------
 
@@ -354,11 +355,35 @@ class ServerConnection:
                       f"subscribe again to keep receiving its updates")
         self._resource_uris.discard(uri)  # the stream ended: a new subscribe opens another
 
+    def _invalid_output(self, exc: ValueError) -> None:
+        """The server wrote something that is not a JSON-RPC message. While connecting,
+        that ends the connect at once (it would otherwise wait out ``connect_timeout``);
+        once connected, it is a warning, given once (the messages around it still work).
+        A blank line is let pass."""
+        line = _offending_line(exc)
+        if line is not None and not line.strip():
+            return
+        shown = describe_error(exc)[:200] if line is None else repr(line[:120]) + (" ..." if len(line) > 120 else "")
+        what = f"server wrote invalid output (not a JSON-RPC message): {shown}"
+        if isinstance(self.spec, StdioServer):
+            what += ("; an MCP stdio server must write only MCP messages to stdout (its logs and "
+                     "prints belong on stderr)")
+        if self.status == "connecting":
+            self.fail(what)
+            if self._scope is not None:
+                self._scope.cancel()
+        elif not self._invalid_output_seen:
+            self._invalid_output_seen = True
+            self.warn(f"{what}; such lines are ignored")
+
     def _mark_dirty(self) -> None:
         if self._dirty is not None:
             self._dirty.set()
 
     async def _on_message(self, message: Any) -> None:
+        if isinstance(message, ValueError):  # a line that is not a JSON-RPC message
+            self._invalid_output(message)
+            return
         if isinstance(message, Exception):
             log.debug("MCP server %r transport error: %s", self.name, describe_error(message))
             return
@@ -402,6 +427,41 @@ def _connect_hint(spec: Any, exc: BaseException) -> str:
                                             type(e).__name__ == "ConnectError" for e in leaves):
         return f" (check that the server is running and that 'url' {spec.url!r} is right)"
     return ""
+
+
+def _offending_line(exc: ValueError) -> str | None:
+    """The line the server wrote, as pydantic's validation error keeps it (None when the
+    error does not say)."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            found = errors()
+        except Exception:  # noqa: BLE001 - not a pydantic error after all
+            found = []
+        for error in found:
+            if isinstance(error.get("input"), str):
+                return str(error["input"])
+    return None
+
+
+class _QuietParseErrors(logging.Filter):
+    """The mcp SDK logs a full traceback for every stdout line that is not JSON-RPC; a
+    server printing garbage floods stderr with them. On agentkit's loop threads the
+    connection reports the problem itself (its status, or one warning), so those
+    records are dropped; other users of the SDK in the process keep them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == "Failed to parse JSONRPC message from server"
+                    and record.threadName is not None and record.threadName.startswith("agentkit-mcp"))
+
+
+def _install_log_filter() -> None:
+    stdio_log = logging.getLogger("mcp.client.stdio")
+    if not any(isinstance(f, _QuietParseErrors) for f in stdio_log.filters):
+        stdio_log.addFilter(_QuietParseErrors())
+
+
+_install_log_filter()
 
 
 def _answered(exc: BaseException) -> bool:

@@ -310,14 +310,15 @@ def _events(stream: Any, cancel: CancelToken) -> Iterator[StreamEvent]:
             if kind == "message_start":
                 _read_usage(getattr(event.message, "usage", None), usage)
             elif kind == "content_block_start":
-                block = _Block(event.content_block)
-                blocks[event.index] = block
-                if block.kind == "text" and getattr(event.content_block, "text", ""):
-                    yield TextDelta(event.content_block.text)
-                if block.kind == "thinking" and block.text[0]:
-                    yield ReasoningDelta(block.text[0])
+                started = _Block(event.content_block)
+                blocks[event.index] = started
+                first_text: str = getattr(event.content_block, "text", "") or ""
+                if started.kind == "text" and first_text:
+                    yield TextDelta(first_text)
+                if started.kind == "thinking" and started.text[0]:
+                    yield ReasoningDelta(started.text[0])
             elif kind == "content_block_delta":
-                block = blocks.get(event.index)
+                block: _Block | None = blocks.get(event.index)
                 delta = event.delta
                 dtype = getattr(delta, "type", None)
                 if dtype == "text_delta" and delta.text:
@@ -331,9 +332,9 @@ def _events(stream: Any, cancel: CancelToken) -> Iterator[StreamEvent]:
                 elif dtype == "input_json_delta" and block is not None:
                     block.json.append(delta.partial_json)
             elif kind == "content_block_stop":
-                block = blocks.pop(event.index, None)
-                if block is not None:
-                    yield from _finish_block(block)
+                done = blocks.pop(event.index, None)
+                if done is not None:
+                    yield from _finish_block(done)
             elif kind == "message_delta":
                 stop_reason = getattr(event.delta, "stop_reason", None) or stop_reason
                 _read_usage(getattr(event, "usage", None), usage)

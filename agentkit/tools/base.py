@@ -7,17 +7,17 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
 from ..cancel import CancelToken
-from ..errors import ToolDefinitionError
-from ..messages import FilePart, ImagePart, TextPart, ToolOutput
+from ..errors import ConfigurationError, ToolDefinitionError
+from ..messages import FilePart, ImagePart, TextPart, ToolCallPart, ToolOutput
 from ..models.base import ToolSpec
 
-__all__ = ["Tool", "ToolContext", "ToolRegistry", "to_tool_output"]
+__all__ = ["Tool", "ToolContext", "ToolDecision", "ToolRegistry", "to_tool_output"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -39,6 +39,44 @@ class ToolContext:
         """Send a progress update to ``on_tool_call_update`` listeners."""
         if self._progress is not None:
             self._progress(update)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolDecision:
+    """What a ``before_tool_call`` hook decided about one tool call.
+
+    Build it with :meth:`allow`, :meth:`block`, :meth:`rewrite` or :meth:`respond`.
+    """
+
+    action: Literal["allow", "block", "rewrite", "respond"]
+    reason: str | None = None
+    """Why the call was blocked (the model reads it)."""
+    input: Any = None
+    """The replacement input of a rewrite."""
+    output: ToolOutput | None = None
+    """The result of a respond."""
+
+    @classmethod
+    def allow(cls) -> ToolDecision:
+        """Run the call as the model wrote it."""
+        return cls(action="allow")
+
+    @classmethod
+    def block(cls, reason: str) -> ToolDecision:
+        """Do not run the tool; the model reads an error result with ``reason``."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ConfigurationError("ToolDecision.block needs a non-empty reason the model can read")
+        return cls(action="block", reason=reason)
+
+    @classmethod
+    def rewrite(cls, input: Any) -> ToolDecision:
+        """Run the tool with ``input`` instead (validated against the schema again)."""
+        return cls(action="rewrite", input=input)
+
+    @classmethod
+    def respond(cls, output: Any) -> ToolDecision:
+        """Do not run the tool; use ``output`` (anything a tool may return) as its result."""
+        return cls(action="respond", output=to_tool_output(output))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +102,11 @@ class Tool:
         default=None, repr=False
     )
     """Turns validated JSON input into the keyword arguments ``fn`` takes."""
+    before_call: Callable[[ToolCallPart, ToolContext], ToolDecision | None] | None = field(
+        default=None, repr=False
+    )
+    """The tool's own gate, run after the generation's ``before_tool_call`` hooks (MCP
+    tools put ``authorize_tool_call`` here)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
@@ -151,7 +194,7 @@ class ToolRegistry(Mapping[str, Tool]):
             self.add(t)
 
     def add(self, tool: Any) -> Tool:
-        """Register a tool (an agentkit Tool, or an object an adapter can convert)."""
+        """Register a tool (an agentkit Tool, or a plain function to wrap with ``@tool``)."""
         t = coerce_tool(tool)
         with self._lock:
             if t.name in self._tools:
@@ -175,40 +218,20 @@ class ToolRegistry(Mapping[str, Tool]):
         return tuple(t.spec for t in self._tools.values())
 
 
-_COERCERS: list[Callable[[Any], Tool | None]] = []
-
-
-def register_tool_coercer(fn: Callable[[Any], Tool | None]) -> None:
-    """Let an adapter turn foreign tool objects into Tools (private extension point)."""
-    if fn not in _COERCERS:
-        _COERCERS.append(fn)
-
-
 def coerce_tool(obj: Any) -> Tool:
-    """Return ``obj`` as a Tool: a Tool, a plain function (wrapped with ``@tool``), or an
-    object an installed adapter recognises (LangChain tools)."""
+    """Return ``obj`` as a Tool: a Tool as it is, a plain function wrapped with ``@tool``.
+
+    Foreign tools (LangChain tools and toolkits) are converted before they get here, by
+    ``Session`` and ``run_agent`` (or by :func:`agentkit.adapters.langchain.from_langchain_tool`).
+    """
     if isinstance(obj, Tool):
         return obj
-    for coercer in _COERCERS:
-        converted = coercer(obj)
-        if converted is not None:
-            return converted
-    if _looks_like_langchain_tool(obj):
-        from ..adapters.langchain import from_langchain_tool
-
-        return from_langchain_tool(obj)
     if callable(obj) and hasattr(obj, "__name__"):
         from .decorator import tool as _tool
 
         return _tool(obj)
     raise ToolDefinitionError(
         f"cannot use {obj!r} as a tool: pass an agentkit Tool, a function decorated "
-        f"with @tool, or a LangChain tool"
-    )
-
-
-def _looks_like_langchain_tool(obj: Any) -> bool:
-    return any(
-        c.__name__ == "BaseTool" and c.__module__.startswith("langchain_core")
-        for c in type(obj).__mro__
+        f"with @tool, or a LangChain tool or toolkit (Session and run_agent convert those "
+        f"with agentkit.adapters.langchain.from_langchain_tool(s))"
     )

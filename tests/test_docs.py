@@ -1,0 +1,386 @@
+"""Every code block in README.md and docs/*.md runs as written.
+
+The rules (README.md, "Contributing" / "Documentation examples", says the same to writers):
+
+* A ```` ```python ```` block is executed. The python blocks of one page run in order in
+  one fresh namespace (a page is one story: a later block may use what an earlier one
+  defined, nothing else), with a fresh temporary directory as the working directory.
+  That directory holds a copy of the repository's ``examples/`` folder, so a page may
+  start ``examples/mcp_server_demo.py`` as it would from a checkout.
+* Provider spec strings and SDK clients reach loopback fakes: ``OPENAI_BASE_URL`` /
+  ``ANTHROPIC_BASE_URL`` point at servers from ``tests/fakes`` speaking the real wire
+  formats, with ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` set to dummy keys. The fakes
+  answer like a cooperative model (``tests/fakes/plausible.py``: they call a tool when
+  tools are offered, then answer), so the official SDKs' code paths really run.
+* A page that leaves files in its directory (a session store, notes) is run a second
+  time there, as a reader who runs it again would: it must work then too.
+* A ```` ```text ```` block (a file layout, sample output) is not code and is not run; a
+  ```` ```json ```` block must parse.
+* Any other block (``bash``, a block without a language) is run by nobody here, so it
+  must be preceded by a marker naming why: ``<!-- docs-test: not run: <reason> -->`` on
+  the line right before its opening fence (an HTML comment, invisible on the rendered
+  page). Install commands are the usual case. A python block may not carry it: make the
+  block run instead.
+* Every ``pip install '<name>[<extras>]'`` on a page, in a block or in the text, must name
+  the distribution and extras pyproject.toml defines.
+
+A failing block fails its page's test with the page, the block's first line and the
+traceback (whose line numbers are the page's own).
+"""
+
+from __future__ import annotations
+
+import builtins
+import gc
+import json
+import re
+import shutil
+import symtable
+import sys
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pytest depends on tomli before 3.11
+    import tomli as tomllib
+
+from fakes.plausible import anthropic_responder, openai_responder
+from fakes.server import FakeServer
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+MARKER = re.compile(r"^<!--\s*docs-test:\s*not run:\s*(?P<reason>\S.*?)\s*-->\s*$")
+FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Block:
+    """One fenced code block of a page."""
+
+    page: Path
+    line: int
+    """1-based line of the block's first code line (the line after the opening fence)."""
+    language: str
+    code: str
+    skip_reason: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{_shown(self.page)}:{self.line}"
+
+
+def _shown(page: Path) -> Path:
+    return page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
+
+
+class DocBlockError(AssertionError):
+    """A block of a page failed (or breaks the rules above)."""
+
+
+def extract_blocks(page: Path) -> list[Block]:
+    """The fenced code blocks of a Markdown page, with their line numbers and markers."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        fence, info = opening.group("fence"), opening.group("info").strip()
+        previous = lines[i - 1].strip() if i else ""
+        marker = MARKER.match(previous)
+        end = i + 1
+        while end < len(lines) and not lines[end].strip().startswith(fence):
+            end += 1
+        if end == len(lines):
+            raise DocBlockError(f"{page}:{i + 1}: a code fence is never closed")
+        blocks.append(
+            Block(
+                page=page,
+                line=i + 2,
+                language=info.split()[0].lower() if info else "",
+                code="\n".join(lines[i + 1 : end]) + "\n",
+                skip_reason=marker.group("reason") if marker else None,
+            )
+        )
+        i = end + 1
+    return blocks
+
+
+def _pyproject() -> dict[str, Any]:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        project: dict[str, Any] = tomllib.load(f)["project"]
+    return project
+
+
+_INSTALL = re.compile(r"pip install\s+(?:-e\s+)?['\"]?(?P<name>[A-Za-z0-9_.\-]+)\[(?P<extras>[^\]]+)\]")
+
+
+def check_unrun_block(block: Block) -> None:
+    """A block that is not run must say why."""
+    if block.skip_reason is None:
+        raise DocBlockError(
+            f"{block.where}: a {block.language or 'plain'} block that nothing runs. Make it a "
+            f"```python block that runs, a ```text block if it is not code, or put "
+            f"'<!-- docs-test: not run: <reason> -->' on the line before its fence"
+        )
+
+
+def check_json_block(block: Block) -> None:
+    """A ``json`` block is data a reader may copy: it must parse."""
+    try:
+        json.loads(block.code)
+    except ValueError as exc:
+        raise DocBlockError(
+            f"{block.where}: the json block starting at line {block.line} does not parse: {exc}"
+        ) from None
+
+
+def check_install_hints(page: Path) -> None:
+    """Every ``pip install '<name>[<extras>]'`` on the page (in a block or in the text)
+    names this project's distribution and extras it defines."""
+    project = _pyproject()
+    dist = project["name"]
+    extras = set(project.get("optional-dependencies", {}))
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1):
+        for found in _INSTALL.finditer(line):
+            name = found.group("name")
+            if name not in (dist, "."):
+                raise DocBlockError(
+                    f"{_shown(page)}:{number}: installs {name!r}, but this project is distributed as {dist!r}"
+                )
+            for extra in (e.strip() for e in found.group("extras").split(",")):
+                if extra not in extras:
+                    raise DocBlockError(
+                        f"{_shown(page)}:{number}: installs the extra {extra!r}, which pyproject.toml does not define "
+                        f"(it has {', '.join(sorted(extras))})"
+                    )
+
+
+def _close_leftovers(namespace: dict[str, Any]) -> None:
+    """Close what a page left open (sessions, contexts, MCP toolsets), as its reader's
+    process would on exit; a page that closes its own objects loses nothing."""
+    for value in list(namespace.values()):
+        close = getattr(value, "close", None)
+        if callable(close) and type(value).__module__.startswith("agentkit"):
+            try:
+                close()
+            except Exception:
+                pass
+
+
+def _globals_used_in_bodies(code: str) -> set[str]:
+    """Global names that the functions, lambdas and classes of ``code`` refer to. Running
+    a block only checks the names its top level uses; a function body that is never
+    called (a tool the example only defines) is checked through these."""
+    used: set[str] = set()
+
+    def walk(table: symtable.SymbolTable) -> None:
+        for child in table.get_children():
+            used.update(s.get_name() for s in child.get_symbols() if s.is_referenced() and s.is_global())
+            walk(child)
+
+    walk(symtable.symtable(code, "<block>", "exec"))
+    return used
+
+
+def check_names_resolve(blocks: list[Block], namespace: dict[str, Any]) -> None:
+    """Every global name a page's functions use is defined by the page (or a builtin)."""
+    for block in blocks:
+        missing = sorted(n for n in _globals_used_in_bodies(block.code) if n not in namespace
+                         and not hasattr(builtins, n))
+        if missing:
+            raise DocBlockError(
+                f"{block.where}: the python block starting at line {block.line} uses "
+                f"{', '.join(missing)}, defined nowhere on the page: define or import it"
+            )
+
+
+def run_page(page: Path) -> list[Block]:
+    """Run a page's python blocks in order in one namespace (in the current directory);
+    raise :class:`DocBlockError` naming the page and line of the first block that fails.
+    Returns the blocks that ran."""
+    check_install_hints(page)
+    ran: list[Block] = []
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    try:
+        for block in extract_blocks(page):
+            if block.language == "json" and block.skip_reason is None:
+                check_json_block(block)
+                continue
+            if block.language != "python" or block.skip_reason is not None:
+                if block.language != "text":
+                    check_unrun_block(block)
+                continue
+            # Pad so that tracebacks give the page's own line numbers.
+            source = "\n" * (block.line - 1) + block.code
+            try:
+                exec(compile(source, str(page), "exec"), namespace)  # the page's own code
+            except (Exception, SystemExit) as exc:  # report any failure, with its block
+                detail = "".join(traceback.format_exception(exc)[-12:])
+                raise DocBlockError(
+                    f"{block.where}: the python block starting at line {block.line} failed: "
+                    f"{type(exc).__name__}: {exc}\n{detail}"
+                ) from exc
+            ran.append(block)
+        check_names_resolve(ran, namespace)
+    finally:
+        _close_leftovers(namespace)
+        namespace.clear()
+        gc.collect()
+    return ran
+
+
+@pytest.fixture
+def providers(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeServer, FakeServer]]:
+    """Loopback OpenAI and Anthropic fakes, wired in through the SDKs' own environment
+    variables, as a reader's real keys would be."""
+    with FakeServer(openai_responder) as openai, FakeServer(anthropic_responder) as anthropic:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{openai.url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-docs-test")
+        for name in ("AGENTKIT_MODEL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "ANTHROPIC_AUTH_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        yield openai, anthropic
+
+
+@pytest.mark.filterwarnings("ignore:`langchain-community` is being sunset:DeprecationWarning")
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_every_block_of_the_page_runs(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, providers: tuple[FakeServer, FakeServer]
+) -> None:
+    shutil.copytree(ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(page)])
+    failure = None
+    try:
+        run_page(page)
+        if {p.name for p in tmp_path.iterdir()} - {"examples"}:
+            # It left files behind (a store, notes): a reader who runs it again meets them.
+            try:
+                run_page(page)
+            except DocBlockError as exc:
+                raise DocBlockError(f"on a second run in the same directory (the files of the first were "
+                                    f"still there, as for a reader who runs the page again): {exc}") from None
+    except DocBlockError as exc:
+        failure = str(exc)
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
+    skipped = [b.where for b in extract_blocks(page) if b.language == "python" and b.skip_reason]
+    assert not skipped, f"python blocks marked not run: {skipped}; make them run instead"
+
+
+def test_provider_specs_on_a_page_reach_the_loopback_fakes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, providers: tuple[FakeServer, FakeServer]
+) -> None:
+    openai, anthropic = providers
+    monkeypatch.chdir(tmp_path)
+    run_page(ROOT / "README.md")  # "openai:gpt-4.1-mini", then "anthropic:claude-sonnet-4-5"
+    assert [r.path for r in openai.requests] == ["/v1/chat/completions"] * 2
+    first, second = openai.bodies
+    assert [t["function"]["name"] for t in first["tools"]] == ["add"]
+    assert second["messages"][-1]["role"] == "tool" and second["messages"][-1]["content"] == "42"  # add(7, 35) ran
+    assert anthropic.requests and all(r.path == "/v1/messages" for r in anthropic.requests)
+    headers = anthropic.requests[0].headers  # the SDK sends the key as x-api-key or as a bearer token
+    sent_key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+    assert sent_key == "sk-ant-docs-test"
+
+
+# -- the harness itself -------------------------------------------------------------------
+
+
+def test_a_failing_block_is_named_by_page_and_line(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# A page\n\n```python\nvalue = 1\n```\n\nText.\n\n```python\n\nprint(value)\nadd(1, 2)\n```\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(DocBlockError) as caught:
+        run_page(page)
+    message = str(caught.value)
+    assert f"{page}:10: the python block starting at line 10 failed: NameError" in message
+    assert f'File "{page}", line 12' in message  # the traceback points at the page's line
+
+
+def test_blocks_of_one_page_share_a_namespace_and_pages_do_not(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    first.write_text("```python\nshared = 41\n```\n\n```python\nassert shared + 1 == 42\n```\n", encoding="utf-8")
+    second.write_text("```python\nshared\n```\n", encoding="utf-8")
+    assert [b.line for b in run_page(first)] == [2, 6]
+    with pytest.raises(DocBlockError, match="NameError: name 'shared' is not defined"):
+        run_page(second)
+
+
+def test_a_name_used_only_inside_a_function_must_be_defined_too(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\ndef crawl(url):\n    return [fetch(p) for p in pages(url)]\n\nLIMIT = 3\n```\n\n"
+        "```python\ndef pages(url):\n    return [url] * LIMIT\n```\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(DocBlockError, match=r"page.md:2: .* uses fetch, defined nowhere on the page"):
+        run_page(page)
+
+
+def test_a_json_block_must_parse(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text('```json\n{"a": 1}\n```\n\n```json\n{"a": 1,}\n```\n', encoding="utf-8")
+    with pytest.raises(DocBlockError, match=r"page.md:6: the json block starting at line 6 does not parse"):
+        run_page(page)
+
+
+def test_an_unmarked_shell_block_is_refused_and_a_marked_one_is_checked(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```bash\nrm -rf build\n```\n", encoding="utf-8")
+    with pytest.raises(DocBlockError, match=r"page.md:2: a bash block that nothing runs"):
+        run_page(page)
+    dist = _pyproject()["name"]
+    page.write_text(
+        f"<!-- docs-test: not run: installs packages -->\n```bash\npip install '{dist}[no-such-extra]'\n```\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(DocBlockError, match="the extra 'no-such-extra', which pyproject.toml does not define"):
+        run_page(page)
+    page.write_text(
+        f"<!-- docs-test: not run: installs packages -->\n```bash\npip install '{dist}[mcp]'\n```\n"
+        "\n```text\nanything/at/all\n```\n",
+        encoding="utf-8",
+    )
+    assert run_page(page) == []
+
+
+def test_the_pages_have_blocks_to_run() -> None:
+    python_blocks = [b for p in PAGES for b in extract_blocks(p) if b.language == "python"]
+    assert len(python_blocks) >= 30, "the block extractor found too few python blocks: is it broken?"
+
+
+@dataclass
+class _Point:
+    x: int
+    y: int = 0
+
+
+def _plot(mode: Literal["line", "scatter"], points: list[_Point], title: Optional[str] = None) -> str:
+    """Plot points."""
+    return mode
+
+
+def test_the_fake_models_arguments_satisfy_the_tools_schema() -> None:
+    """The fakes call tools with arguments a real model would send: valid for the schema."""
+    import jsonschema
+    from fakes.plausible import _arguments
+
+    from agentkit import tool
+
+    schema = tool(_plot).input_schema
+    args = _arguments(schema, "Plot 3 and 4")
+    jsonschema.validate(args, schema)
+    assert args == {"mode": "line", "points": [{"x": 3}]}
