@@ -140,7 +140,7 @@ class Projector:
             if last is not None:
                 tool_msg = Message(role="tool", content=self._in_order(last.content + closing))
                 return [*head[:-1], tool_msg, *deferred]
-            return [*head, Message(role="tool", content=closing), *deferred]
+            return [*head, Message(role="tool", content=self._in_order(closing)), *deferred]
         if job_status and self._jobs:
             return [*self._messages, self._jobs.status_message()]
         return list(self._messages)
