@@ -20,7 +20,8 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     ├── HookError                               a hook raised or returned something unusable
     ├── SessionError
     │   ├── SessionClosedError                  the session was closed or aborted
-    │   └── SessionFailedError                  a previous append failed; the session refuses work
+    │   ├── SessionFailedError                  a previous append failed; the session refuses work
+    │   └── TransactionError                    an illegal transaction step or intent reconciliation
     ├── StoreError
     │   ├── StoreConflictError                  compare-and-swap: the expected revision is stale
     │   ├── StoreCorruptionError                a record in the middle of a log is damaged
@@ -59,6 +60,7 @@ __all__ = [
     "StoreError",
     "StoreLockTimeout",
     "ToolDefinitionError",
+    "TransactionError",
 ]
 
 
@@ -167,6 +169,13 @@ class SessionFailedError(SessionError):
 
     Reopen the session with ``Session.open`` to continue from what is durable.
     """
+
+
+class TransactionError(SessionError):
+    """A transactional generation or an execution intent refused a step: a wrong or stale
+    claim token, a second execution claim, a transition its state does not allow, a
+    different outcome or reconciliation than the one already recorded. Nothing was run
+    or committed."""
 
 
 class StoreError(AgentkitError):

@@ -15,6 +15,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
+from ._intents import Intents
 from ._json import json_problem
 from .cancel import CancelToken
 from .errors import CancelledError, CompletionValidationError, ConfigurationError, ContextOverflowError
@@ -74,6 +75,11 @@ class LoopHost(Protocol):
     """What the loop needs from its session: the event log's commit and projection."""
 
     session_id: str | None
+
+    @property
+    def durable(self) -> bool:
+        """True when commits are durable (tool calls are then preceded by execution intents)."""
+        ...
 
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number, persist and publish ``events``; returns them with their ``seq``."""
@@ -271,6 +277,7 @@ class _Loop:
         self.emit = opts.event_sink()
         self.hooks = opts.hooks
         self.gate = decision_gate(self._decide) if opts.hooks.before_tool_call else None
+        self.intents = Intents(host.commit, durable=host.durable)
 
     def run(self) -> RunResult:
         opts = self.opts
@@ -403,6 +410,7 @@ class _Loop:
             cancel=self.cancel,
             session_id=self.host.session_id,
             execution_context=self.opts.execution_context,
+            idempotency_key=self.intents.key(cid),
             _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
         )
 
@@ -429,6 +437,7 @@ class _Loop:
         opts = self.opts
         parallel = opts.tool_execution == "parallel" and len(calls) > 1
         plan = [(call, *self.ledger.check(call)) for call in calls]
+        self.intents.declare([call for call, action, _ in plan if action == "run"])
         futures: dict[int, Future[ToolOutput]] = {}
         records: list[ToolCallRecord] = []
         stopped: CancelledError | None = None
@@ -456,9 +465,10 @@ class _Loop:
                     output = done or self._cancelled_output(call, future, stopped, started=False)
                 if action == "run" and stopped is None:
                     self.ledger.record(call, output)
-                self.host.commit(
-                    [ToolResultEvent(tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output)]
-                )
+                intent_id = self.intents.recorded(call.tool_call_id) if action == "run" else None
+                self.host.commit([ToolResultEvent(
+                    tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output, intent_id=intent_id
+                )])
                 record = ToolCallRecord(
                     id=call.tool_call_id,
                     name=call.tool_name,
