@@ -328,7 +328,8 @@ def test_a_store_failure_during_generate_stops_before_the_next_inference(tmp_pat
             remount(root, read_only=False)
             s.close()
         stored = FileEventStore(root).load("g")
-        assert [type(e).__name__ for e in stored.events] == ["UserMessageEvent", "AssistantMessageEvent", "ControlEvent"]
+        kinds = [type(e).__name__ for e in stored.events]
+        assert kinds == ["UserMessageEvent", "AssistantMessageEvent", "ControlEvent"]  # the call and its intent
         # reopening shows the unanswered tool call; the next generation closes it first
         model2 = ScriptedModel(["recovered"])
         with Session.open("g", store=FileEventStore(root), model=model2, tools=[break_disk]) as again:

@@ -315,7 +315,7 @@ def test_interrupted_from_execution_completed_by_the_host_and_by_close():
     s.finalize_generation(done, "interrupted")
     pending = s.begin_generation("b")
     s.generate(transaction=pending)
-    waiting = s.begin_generation("c")
+    s.begin_generation("c")
     s.close()
     assert states(s) == ["interrupted", "interrupted", "interrupted"]
 
