@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._eventlog import EventLog
+from ._json import dumps, json_problem, loads
 from .errors import ConfigurationError, SessionError, StoreError, TransactionError
 from .events import ControlEvent, Event, RuntimeEvent, ToolResultEvent, UserMessageEvent, new_id
-from .messages import Message, Prompt, ToolOutput, _output_to_dict, normalize_prompt
+from .messages import Message, Prompt, ToolOutput, _output_from_dict, _output_to_dict, normalize_prompt
 from .tools.base import to_tool_output
 from .transactions import (
     ACTION_OF,
@@ -173,6 +174,18 @@ def reconcile(
         record["output"] = _output_to_dict(result)
     if error is not None:
         record["error"] = error
+    try:
+        record = loads(dumps(record))  # as a store gives it back (tuples become lists)
+        problem = json_problem(record, envelope=4)
+    except (TypeError, ValueError) as exc:
+        problem = str(exc)
+    if problem is not None:
+        raise ConfigurationError(
+            f"cannot record this reconciliation of intent {intent_id!r}: it is not plain JSON "
+            f"({problem}); pass output as text, plain JSON or content parts"
+        )
+    if resolution == "executed":
+        result = _output_from_dict(record["output"])
     with log.lock:
         intent = log.ledger.check_reconcile(intent_id, record)
         if intent is None:

@@ -239,3 +239,16 @@ def test_abandoned_unknown_tells_the_model_it_stays_unknown(tmp_path):
         s.generate()
         out = model.requests[0].messages[2].content[0].output
         assert out.is_error and "unknown and will stay unknown" in out.value
+
+
+def test_a_reconciliation_compares_equal_after_a_restart(tmp_path):
+    key = _crash_mid_tool(tmp_path, "again")
+    with Session.open("again", store=FileEventStore(tmp_path / "store")) as s:
+        s.reconcile_tool_execution(key, "executed", output={"ids": (1, 2)})  # a tuple: JSON has lists
+        with pytest.raises(ConfigurationError, match="not plain JSON"):
+            s.reconcile_tool_execution(key, "executed", output={"x": float("nan")})
+    with Session.open("again", store=FileEventStore(tmp_path / "store")) as s:
+        s.reconcile_tool_execution(key, "executed", output={"ids": [1, 2]})  # the same: no-op
+        with pytest.raises(TransactionError, match="already reconciled"):
+            s.reconcile_tool_execution(key, "executed", output={"ids": [1, 3]})
+        assert sum(isinstance(e, ControlEvent) and e.action == "tool-execution-reconciled" for e in s.events) == 1
