@@ -36,7 +36,7 @@ from .stores.base import EventStore, StoredSession, validate_session_id
 from .stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
 from .subscriptions import Listener, Subscription
 from .tools.base import ToolRegistry
-from .transactions import GenerationTransaction, UncertainExecution
+from .transactions import GenerationTransaction, UncertainExecution, reserved_problem
 
 __all__ = ["Session"]
 
@@ -209,9 +209,14 @@ class Session:
         return self._log.commit([RuntimeEvent(runtime_type=type, data=dict(data or {}))])[0]
 
     def push_event(self, event: Event) -> Event:
-        """Commit any event; returns it with its ``seq``."""
+        """Commit any event; returns it with its ``seq``. The records of transactions and
+        execution intents are written only by the Session's own methods (they carry
+        authority): an event with a ``generation_id`` or such a control action is refused."""
         if not isinstance(event, Event):
             raise ConfigurationError(f"push_event takes an Event, not {type(event).__name__}")
+        problem = reserved_problem(event)
+        if problem is not None:
+            raise ConfigurationError(problem)
         return self._log.commit([event])[0]
 
     def _executor(self) -> Executor:

@@ -38,6 +38,7 @@ __all__ = [
     "TransactionLedger",
     "UncertainExecution",
     "claim_digest",
+    "reserved_problem",
 ]
 
 BEGUN = "begun"
@@ -115,6 +116,27 @@ class _Txn:
     state: str
     digest: str
     reason: str | None = None
+
+
+_RESERVED = frozenset({*ACTION_OF.values(), INTENT, RECONCILED})
+
+
+def reserved_problem(event: Event) -> str | None:
+    """Why ``event`` may not be pushed from outside (it would act as a transaction or
+    intent record without its authority), or None."""
+    if event.generation_id is not None:
+        return (
+            f"a {event.type} event with generation_id={event.generation_id!r} cannot be pushed: "
+            f"the events of a transactional generation are written by begin_generation and "
+            f"generate(transaction=...); push it without generation_id"
+        )
+    if isinstance(event, ControlEvent) and event.action in _RESERVED:
+        return (
+            f"a control event with action {event.action!r} cannot be pushed: transaction and "
+            f"execution-intent records are written by the Session (begin_generation, "
+            f"finalize_generation, reconcile_tool_execution)"
+        )
+    return None
 
 
 class TransactionLedger:

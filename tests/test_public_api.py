@@ -279,6 +279,7 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.transactions': [
         'GenerationTransaction', 'TransactionLedger', 'UncertainExecution', 'claim_digest',
+        'reserved_problem',
     ],
     'agentkit.truncate': [
         'DEFAULT_MAX_BYTES', 'DEFAULT_MAX_LINES', 'TruncatedOutput', 'truncate_output',

@@ -431,3 +431,55 @@ def test_the_fold_ignores_steps_a_log_should_not_hold():
     ])
     assert ledger.states() == {"g": "begun"}
     assert ledger.hidden("g") and not ledger.hidden("unknown")
+
+
+def test_stream_and_scheduled_generations_take_a_transaction():
+    model = echo_model()
+    with Session(model) as s:
+        txn = s.begin_generation("streamed")
+        with s.stream(transaction=txn) as stream:
+            kinds = [e.type for e in stream]
+        assert stream.result.text == "answer to streamed" and "generation-end" in kinds
+        assert states(s) == ["execution-completed"]
+        later = s.begin_generation("scheduled")
+        future = s.schedule_generate("k", debounce=0.01, transaction=later)
+        assert future.result(30).text == "answer to scheduled"
+        assert states(s) == ["execution-completed", "execution-completed"]
+
+
+def test_the_projection_is_rebuilt_only_when_a_transaction_changes_state():
+    with Session(echo_model()) as s:
+        s.push_user_message("hi")
+        s.generate()
+        projector = s._projector
+        s.push_user_message("again")
+        s.generate()
+        assert s._projector is projector  # ordinary generations extend it incrementally
+        txn = s.begin_generation("t")
+        assert s._projector is not projector
+        s.generate(transaction=txn)
+        s.finalize_generation(txn, "accepted")
+        settled = s._projector
+        s.push_user_message("after")
+        s.generate()
+        assert s._projector is settled
+
+
+def test_transaction_records_cannot_be_forged_with_push_event():
+    model = echo_model()
+    with Session(model) as s:
+        txn = s.begin_generation("x")
+        s.generate(transaction=txn)
+        with pytest.raises(ConfigurationError, match="cannot be pushed"):
+            s.push_event(ControlEvent(action="generation-accepted", generation_id=txn.generation_id))
+        with pytest.raises(ConfigurationError, match="'generation-accepted' cannot be pushed"):
+            s.push_event(ControlEvent(action="generation-accepted"))
+        with pytest.raises(ConfigurationError, match="cannot be pushed"):
+            s.push_event(ControlEvent(action="tool-execution-reconciled", data={"intent_id": "i"}))
+        from agentkit import UserMessageEvent
+        from agentkit.messages import TextPart
+
+        with pytest.raises(ConfigurationError, match="generation_id="):
+            s.push_event(UserMessageEvent(content=(TextPart(text="sneak"),), generation_id=txn.generation_id))
+        assert states(s) == ["execution-completed"]
+        s.push_event(ControlEvent(action="my-marker"))  # other control events are fine
