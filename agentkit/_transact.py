@@ -50,7 +50,13 @@ class TaggedLog:
         return self._log.commit([_tag(ev, self.generation_id) for ev in events])
 
     def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]:
-        return self._log.project(for_model=for_model)
+        with self._log.lock:
+            state = self._log.ledger.state(self.generation_id)
+            if for_model and state != STARTED:  # interrupted while it ran: no more model calls
+                raise TransactionError(
+                    f"generation {self.generation_id!r} was {state} while it ran; it stops here"
+                )
+            return self._log.project(for_model=for_model)
 
     def follow_up_waiting(self) -> bool:
         return self._log.follow_up_waiting()
@@ -96,7 +102,7 @@ def complete(log: EventLog, generation_id: str) -> None:
     """Commit ``generation-execution-completed``; TransactionError when the transaction
     was interrupted meanwhile (the session closed)."""
     with log.lock:
-        state = log.ledger.states().get(generation_id)
+        state = log.ledger.state(generation_id)
         if state != STARTED:
             raise TransactionError(
                 f"generation {generation_id!r} is {state} (interrupted while it ran); its "

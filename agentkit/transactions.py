@@ -201,6 +201,11 @@ class TransactionLedger:
         """Generation id -> state, in the order the transactions began."""
         return {gid: txn.state for gid, txn in self._txns.items()}
 
+    def state(self, generation_id: str) -> str | None:
+        """The state of transaction ``generation_id``, or None when none began with it."""
+        txn = self._txns.get(generation_id)
+        return None if txn is None else txn.state
+
     def open_generations(self) -> list[str]:
         """The transactions not in a terminal state, in the order they began."""
         return [gid for gid, txn in self._txns.items() if txn.state not in TERMINAL]

@@ -483,3 +483,22 @@ def test_transaction_records_cannot_be_forged_with_push_event():
             s.push_event(UserMessageEvent(content=(TextPart(text="sneak"),), generation_id=txn.generation_id))
         assert states(s) == ["execution-completed"]
         s.push_event(ControlEvent(action="my-marker"))  # other control events are fine
+
+
+def test_a_generation_interrupted_by_its_own_tool_makes_no_further_model_call():
+    holder: list = []
+
+    @tool
+    def give_up() -> str:
+        """Abandon the transaction from inside."""
+        s, txn = holder
+        s.finalize_generation(txn, "interrupted")
+        return "gave up"
+
+    model = ScriptedModel([ToolCall(name="give_up", input={}), "must not be asked"])
+    with Session(model, tools=[give_up]) as s:
+        txn = s.begin_generation("x")
+        holder.extend([s, txn])
+        with pytest.raises(TransactionError, match="was interrupted while it ran"):
+            s.generate(transaction=txn)
+        assert len(model.requests) == 1 and states(s) == ["interrupted"]
