@@ -8,8 +8,10 @@ on the store revision) and hands them to listeners only after they are durable;
 and intent state from the same commits (:mod:`agentkit.transactions`), and a change of a
 transaction's state starts the projection again, since it changes which events the model
 may see. One re-entrant lock orders
-commits and reads. A failed append marks the log failed: it then refuses every commit,
-since what is durable is no longer what this object holds.
+commits and reads. A stale revision (another writer appended first) writes nothing and
+leaves the log usable: ``refresh`` loads what the other writer committed. Any other
+failed append marks the log failed: it then refuses every commit, since what is durable
+is no longer known to be what this object holds.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class EventLog:
         self._ids: set[str] = set()
         self._seq = 0
         self._revision = revision
-        self._render = render_runtime
+        self._render_runtime = render_runtime
         self.ledger = TransactionLedger()
         self.projector = Projector(render_runtime, hidden=self.ledger.hidden)
         self.subs: list[Subscription] = []
@@ -135,9 +137,8 @@ class EventLog:
                         committed,
                         expected_revision=self._revision,
                     )
-                except StoreConflictError as exc:
-                    self.failed = exc
-                    raise
+                except StoreConflictError:
+                    raise  # nothing was written: refresh() loads the other writer's events
                 except ConfigurationError:
                     raise  # refused before any side effect: the session is unchanged
                 except BaseException as exc:
@@ -162,7 +163,39 @@ class EventLog:
         before = self.ledger.version
         self.ledger.apply(events)
         if self.ledger.version != before:  # what is hidden changed: project again
-            self.projector = Projector(self._render, hidden=self.ledger.hidden)
+            self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
+
+    def refresh(self) -> list[Event]:
+        """Load what other writers committed to the store since this log's revision;
+        returns the new events (also handed to listeners). When the stored log no longer
+        continues this one (another process compacted it), the log and its projection are
+        rebuilt from the store."""
+        with self.lock:
+            self.check_usable()
+            if self._store is None or self.session_id is None:
+                return []
+            stored = self._store.load(self.session_id)
+            if stored is None or stored.revision == self._revision:
+                return []
+            events = list(stored.events)
+            last = self._events[-1] if self._events else None
+            continues = last is None or any(e.id == last.id and e.seq == last.seq for e in events)
+            if continues:
+                new = [e for e in events if e.seq > self._seq]
+                self._events.extend(new)
+                self._ids.update(e.id for e in new)
+                self._fold(new)
+            else:  # rewritten elsewhere: start over from what is durable
+                new = [e for e in events if e.id not in self._ids]
+                self._events = events
+                self._ids = {e.id for e in events}
+                self.ledger = TransactionLedger(events)
+                self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
+            self._seq = max((e.seq for e in self._events), default=0)
+            self._revision = stored.revision
+            for sub in list(self.subs):
+                sub.offer(new)
+            return new
 
     # -- reading -----------------------------------------------------------------------
 

@@ -183,6 +183,13 @@ class Session:
 
     # -- pushing -----------------------------------------------------------------------
 
+    def refresh(self) -> list[Event]:
+        """Load what other writers (another process, another host) committed to this
+        session's store since this object's revision, and return those events. Their
+        listeners hear them too. Call it after a :class:`~agentkit.errors.StoreConflictError`
+        (nothing of yours was written), then retry. A no-op without a store."""
+        return self._log.refresh()
+
     def push_user_message(self, content: Prompt) -> Event:
         """Commit a user message (text, or text plus image/file parts)."""
         return self._log.commit([UserMessageEvent(content=normalize_prompt(content))])[0]
