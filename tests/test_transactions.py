@@ -502,3 +502,20 @@ def test_a_generation_interrupted_by_its_own_tool_makes_no_further_model_call():
         with pytest.raises(TransactionError, match="was interrupted while it ran"):
             s.generate(transaction=txn)
         assert len(model.requests) == 1 and states(s) == ["interrupted"]
+
+
+def test_refresh_brings_another_writers_transactions_with_their_visibility(tmp_path):
+    a = Session.open("w", store=FileEventStore(tmp_path), model=echo_model())
+    b = Session.open("w", store=FileEventStore(tmp_path), model=echo_model())
+    try:
+        txn = a.begin_generation("from a")
+        a.generate(transaction=txn)
+        b.refresh()
+        assert b.transactions() == {txn.generation_id: "execution-completed"}
+        assert b.model_messages() == []  # a's candidate is hidden in b too
+        a.finalize_generation(txn, "accepted")
+        b.refresh()
+        assert "from a" in json.dumps([m.to_dict() for m in b.model_messages()])
+    finally:
+        a.close()
+        b.close()
