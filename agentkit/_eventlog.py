@@ -152,16 +152,16 @@ class EventLog:
             self._events.extend(committed)
             self._ids.update(e.id for e in committed)
             self._seq = seq
-            self._fold(committed)
+            self._fold(committed, live=True)
             # a copy: offer() may remove a listener that fell behind or stalled, and the
             # ones after it must still hear this commit
             for sub in list(self.subs):
                 sub.offer(committed)
             return committed
 
-    def _fold(self, events: Sequence[Event]) -> None:
+    def _fold(self, events: Sequence[Event], *, live: bool = False) -> None:
         before = self.ledger.version
-        self.ledger.apply(events)
+        self.ledger.apply(events, live=live)
         if self.ledger.version != before:  # what is hidden changed: project again
             self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
 

@@ -362,7 +362,7 @@ class Session:
     def uncertain_tool_executions(self) -> list[UncertainExecution]:
         """Tool calls whose execution intent is committed but that have no result and no
         reconciliation: after a crash, the calls that were running, whose effect may or
-        may not have happened (while a generation runs, also its calls in flight).
+        may not have happened. Calls this session object is running now are not listed.
         Without a store no intent is written, so this is always empty."""
         with self._log.lock:
             return self._log.ledger.uncertain()

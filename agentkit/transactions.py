@@ -144,25 +144,31 @@ class TransactionLedger:
     in commit order (see the module docstring). ``version`` changes whenever a
     transaction changes state, that is whenever what the model may see changes."""
 
-    __slots__ = ("_txns", "_intents", "_unresolved", "_reconciled", "version")
+    __slots__ = ("_txns", "_intents", "_unresolved", "_reconciled", "_live", "version")
 
     def __init__(self, events: Iterable[Event] = ()) -> None:
         self._txns: dict[str, _Txn] = {}
         self._intents: dict[str, UncertainExecution] = {}
         self._unresolved: dict[str, UncertainExecution] = {}  # in commit order
         self._reconciled: dict[str, dict[str, Any]] = {}
+        self._live: set[str] = set()  # intents this object committed whose call still runs
         self.version = 0
         self.apply(events)
 
     # -- the fold ----------------------------------------------------------------------
 
-    def apply(self, events: Iterable[Event]) -> None:
-        """Fold ``events`` (in commit order) into the state."""
+    def apply(self, events: Iterable[Event], *, live: bool = False) -> None:
+        """Fold ``events`` (in commit order) into the state. ``live``: they were just
+        committed by this process, so an intent among them belongs to a call that is
+        running here now, not to one whose outcome is unknown."""
         for ev in events:
             if isinstance(ev, ControlEvent):
                 self._control(ev)
+                if live and ev.action == INTENT:
+                    self._live.add(ev.id)
             elif isinstance(ev, ToolResultEvent) and ev.intent_id is not None:
                 self._unresolved.pop(ev.intent_id, None)
+                self._live.discard(ev.intent_id)
 
     def _control(self, ev: ControlEvent) -> None:
         action, gid = ev.action, ev.generation_id
@@ -217,8 +223,9 @@ class TransactionLedger:
         return txn is not None and txn.state not in _VISIBLE
 
     def uncertain(self) -> list[UncertainExecution]:
-        """Intents without a result or reconciliation, in commit order."""
-        return list(self._unresolved.values())
+        """Intents without a result or reconciliation, in commit order, except the calls
+        this process is running now."""
+        return [i for k, i in self._unresolved.items() if k not in self._live]
 
     def intent(self, intent_id: str) -> UncertainExecution | None:
         """The intent ``intent_id`` (resolved or not), or None."""
@@ -283,6 +290,11 @@ class TransactionLedger:
                 f"tool execution intent {intent_id!r} was already reconciled as "
                 f"{earlier.get('resolution')!r} with a different output or error; a "
                 f"reconciliation cannot be changed"
+            )
+        if intent_id in self._live and intent_id in self._unresolved:
+            raise TransactionError(
+                f"tool execution intent {intent_id!r} ({intent.tool_name!r}) belongs to a call "
+                f"running in this session now; its result will say what happened"
             )
         if intent_id not in self._unresolved:
             raise TransactionError(

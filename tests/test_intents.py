@@ -252,3 +252,29 @@ def test_a_reconciliation_compares_equal_after_a_restart(tmp_path):
         with pytest.raises(TransactionError, match="already reconciled"):
             s.reconcile_tool_execution(key, "executed", output={"ids": [1, 3]})
         assert sum(isinstance(e, ControlEvent) and e.action == "tool-execution-reconciled" for e in s.events) == 1
+
+
+def test_a_call_running_now_is_not_uncertain_and_cannot_be_reconciled():
+    seen: list = []
+    holder: list[Session] = []
+
+    @tool
+    def look(ctx: ToolContext) -> str:
+        """Look at the session from inside the call."""
+        s = holder[0]
+        seen.append(s.uncertain_tool_executions())
+        try:
+            s.reconcile_tool_execution(ctx.idempotency_key, "not-executed")
+        except TransactionError as exc:
+            seen.append(str(exc))
+        return "looked"
+
+    model = ScriptedModel([ToolCall(name="look", input={}), "ok"])
+    with Session.open("live", store=InMemoryEventStore(), model=model, tools=[look]) as s:
+        holder.append(s)
+        s.push_user_message("go")
+        s.generate()
+        assert seen[0] == []
+        assert "running in this session now" in seen[1]
+        result = [e for e in s.events if isinstance(e, ToolResultEvent)]
+        assert len(result) == 1 and result[0].output.value == "looked"
