@@ -130,6 +130,11 @@ def reserved_problem(event: Event) -> str | None:
             f"the events of a transactional generation are written by begin_generation and "
             f"generate(transaction=...); push it without generation_id"
         )
+    if isinstance(event, ToolResultEvent) and event.intent_id is not None:
+        return (
+            f"a tool-result event with intent_id={event.intent_id!r} cannot be pushed: it would "
+            f"settle an execution intent; use reconcile_tool_execution"
+        )
     if isinstance(event, ControlEvent) and event.action in _RESERVED:
         return (
             f"a control event with action {event.action!r} cannot be pushed: transaction and "

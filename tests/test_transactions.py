@@ -481,6 +481,11 @@ def test_transaction_records_cannot_be_forged_with_push_event():
 
         with pytest.raises(ConfigurationError, match="generation_id="):
             s.push_event(UserMessageEvent(content=(TextPart(text="sneak"),), generation_id=txn.generation_id))
+        from agentkit import ToolOutput
+
+        forged = ToolResultEvent(tool_call_id="c", tool_name="t", output=ToolOutput.text("ok"), intent_id="i")
+        with pytest.raises(ConfigurationError, match="use reconcile_tool_execution"):
+            s.push_event(forged)
         assert states(s) == ["execution-completed"]
         s.push_event(ControlEvent(action="my-marker"))  # other control events are fine
 
