@@ -3,6 +3,8 @@
     python tests/_txn_child.py charge <store-root> <session-id> <marker-file>
         a durable session whose model calls charge(amount=42); the tool appends a line to
         the marker file, prints "tool-running" and sleeps until killed.
+    python tests/_txn_child.py txn-charge <store-root> <session-id> <marker-file>
+        the same, inside a transactional generation.
     python tests/_txn_child.py begin <store-root> <session-id>
         begins a transactional generation, prints its generation id and claim token, and
         sleeps until killed (the transaction is left open).
@@ -27,7 +29,7 @@ def out(*parts: object) -> None:
 def main() -> None:
     mode, root, sid = sys.argv[1:4]
     store = FileEventStore(root)
-    if mode == "charge":
+    if mode in ("charge", "txn-charge"):
         marker = Path(sys.argv[4])
 
         @tool
@@ -41,8 +43,12 @@ def main() -> None:
 
         model = ScriptedModel([ToolCall(name="charge", input={"amount": 42}), "never reached"])
         session = Session.open(sid, store=store, model=model, tools=[charge])
-        session.push_user_message("charge the customer 42")
-        session.generate()
+        if mode == "charge":
+            session.push_user_message("charge the customer 42")
+            session.generate()
+        else:
+            txn = session.begin_generation("charge the customer 42")
+            session.generate(transaction=txn)
     elif mode == "begin":
         session = Session.open(sid, store=store, model=ScriptedModel(["never reached"]))
         txn = session.begin_generation("draft the change")

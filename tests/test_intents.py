@@ -110,10 +110,10 @@ def test_without_a_store_intents_stay_in_memory():
         assert s.uncertain_tool_executions() == []
 
 
-def _crash_mid_tool(tmp_path: Path, sid: str) -> str:
+def _crash_mid_tool(tmp_path: Path, sid: str, mode: str = "charge") -> str:
     """Run the child until its tool runs, SIGKILL it; returns the key the tool got."""
     marker = tmp_path / f"{sid}.runs"
-    proc = subprocess.Popen([sys.executable, str(CHILD), "charge", str(tmp_path / "store"), sid, str(marker)],
+    proc = subprocess.Popen([sys.executable, str(CHILD), mode, str(tmp_path / "store"), sid, str(marker)],
                             stdout=subprocess.PIPE, text=True)
     try:
         word, key = proc.stdout.readline().split()
@@ -278,3 +278,19 @@ def test_a_call_running_now_is_not_uncertain_and_cannot_be_reconciled():
         assert "running in this session now" in seen[1]
         result = [e for e in s.events if isinstance(e, ToolResultEvent)]
         assert len(result) == 1 and result[0].output.value == "looked"
+
+
+def test_a_sigkilled_transactional_tool_interrupts_the_transaction_and_stays_uncertain(tmp_path):
+    key = _crash_mid_tool(tmp_path, "t", mode="txn-charge")
+    model = ScriptedModel(["nothing to see"])
+    with Session.open("t", store=FileEventStore(tmp_path / "store"), model=model) as s:
+        (gid,) = s.transactions()
+        assert s.transactions() == {gid: "interrupted"}
+        (unknown,) = s.uncertain_tool_executions()
+        assert unknown.intent_id == key and unknown.generation_id == gid
+        s.reconcile_tool_execution(key, "executed", output="charged")
+        assert s.uncertain_tool_executions() == []
+        s.push_user_message("hello")
+        s.generate()
+        # the interrupted candidate, its call and the reconciled result stay hidden
+        assert [m.role for m in model.requests[0].messages] == ["user"]
