@@ -66,12 +66,14 @@ class LoopThread:
                 raise McpError(f"the MCP event loop is not running: {exc}") from None
 
     def run(self, fn: Callable[..., Awaitable[T]], *args: Any, timeout: float | None,
-            cancel: CancelToken | None = None) -> T:
+            cancel: CancelToken | None = None, pump: Callable[[], None] | None = None) -> T:
         """Run ``fn(*args)`` on the loop and wait for its result.
 
         Raises :class:`CallTimeout` after ``timeout`` seconds and
         :class:`~agentkit.errors.CancelledError` when ``cancel`` is set; either way the
         task on the loop is cancelled. Exceptions of the task propagate unchanged.
+        ``pump()`` runs in the waiting thread between waits and once more at the end (the
+        toolset delivers a call's progress updates with it).
         """
         if self.in_loop_thread():
             raise McpError("a blocking MCP call was made from the MCP event-loop thread itself; "
@@ -82,6 +84,8 @@ class LoopThread:
             while True:
                 step = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
                 done, _ = concurrent.futures.wait([future], timeout=step)
+                if pump is not None:
+                    pump()
                 if done:
                     return future.result()
                 if cancel is not None and cancel.cancelled:
