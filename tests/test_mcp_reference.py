@@ -13,8 +13,8 @@ import pytest
 
 from agentkit import LocalExecutionContext, ScriptedModel, run_agent
 from agentkit.errors import ConfigurationError, McpError
-from agentkit.messages import FilePart, Message, TextPart
 from agentkit.mcp import ElicitationRequest, ElicitationResult, SamplingRequest, connect_mcp
+from agentkit.messages import FilePart, Message, TextPart
 from agentkit.models.scripted import ToolCall
 from tests.mcp_servers.helpers import wait_for
 from tests.mcp_servers.reference import reference_server

@@ -186,7 +186,8 @@ class HostCallbacks:
         if get_roots() is not None:
             async def list_roots(_context: Any) -> Any:
                 roots = get_roots() or ()
-                return types.ListRootsResult(roots=[types.Root(uri=uri, name=name) for uri, name in roots])
+                return types.ListRootsResult(roots=[types.Root.model_validate({"uri": uri, "name": name})
+                                                     for uri, name in roots])
 
             kwargs["list_roots_callback"] = list_roots
 
