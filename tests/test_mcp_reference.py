@@ -19,8 +19,6 @@ from agentkit.models.scripted import ToolCall
 from tests.mcp_servers.helpers import wait_for
 from tests.mcp_servers.reference import reference_server
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
 
 def _tool(mcp, name: str):
     wait_for(lambda: any(t.name == name for t in mcp.tools), what=f"tool {name!r} to be listed")

@@ -28,6 +28,8 @@ AuthorizeToolCall = Callable[[str, str, dict[str, Any], "str | None"], Any]
 deny a call; it runs in the calling thread before anything is sent to the server."""
 
 _CTX = "_agentkit_mcp_context"
+_MAX_PENDING_PROGRESS = 1000
+"""Progress updates of one call waiting for its thread; beyond this, new ones are dropped."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,9 +229,11 @@ class McpToolset:
         updates: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
 
         def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            # on the loop thread: only queue it; the calling thread reports it (pump)
-            updates.put({"server": server, "tool": tool, "progress": progress, "total": total,
-                         "message": message})
+            # on the loop thread: only queue it; the calling thread reports it (pump). A
+            # server flooding notifications faster than listeners take them loses the excess.
+            if updates.qsize() < _MAX_PENDING_PROGRESS:
+                updates.put({"server": server, "tool": tool, "progress": progress, "total": total,
+                             "message": message})
 
         def pump() -> None:
             while True:
