@@ -73,6 +73,9 @@ class McpToolset:
     ``tools`` are ordinary agentkit :class:`~agentkit.tools.Tool` objects (pass them to
     ``run_agent`` or ``Session``); ``tool_name_map`` maps each exposed name to its
     server and original tool name; ``servers`` reports every server's connection.
+    :meth:`list_resources`, :meth:`read_resource`, :meth:`list_prompts` and
+    :meth:`get_prompt` reach a server's resources and prompts; :meth:`set_roots` changes
+    the directories announced to the servers.
     Use it as a context manager or call :meth:`close`: that stops every server (no child
     process survives) and the background event-loop thread. Thread-safe.
     """
@@ -96,7 +99,8 @@ class McpToolset:
     @property
     def tools(self) -> tuple[Tool, ...]:
         """The agentkit tools of every connected server, in server order then listing
-        order. Re-read it after a ``tools/list_changed`` refresh."""
+        order, then (with ``expose_resources=True``) the ``mcp_list_resources`` and
+        ``mcp_read_resource`` helpers. Re-read it after a ``tools/list_changed`` refresh."""
         with self._lock:
             tools, mapping, helpers = self._tools, self._map, self._helpers
         live = self._live_servers()
