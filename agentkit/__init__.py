@@ -2,6 +2,14 @@
 
 ``run_agent(model, prompt, tools=...)`` runs a complete tool-using agent loop in one
 call; :class:`Session` is the thread-safe, event-sourced conversation underneath it.
+
+What is exported here (the rule, see docs/architecture.md): the entry points
+(``run_agent``, ``Session``, ``tool``, ``get_model`` and the built-in tool families),
+the public data types, the ports (``ChatModel``, ``Tool``, ``EventStore``, ``JobStore``,
+``ExecutionContext`` and its capabilities), the test models, the stores and the local
+execution context that need no extra, and every error. Provider adapters and their
+options live in :mod:`agentkit.models`, MCP in :mod:`agentkit.mcp`, LangChain in
+:mod:`agentkit.adapters.langchain`, tool-author helpers in :mod:`agentkit.tools`.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from .errors import (
     CompletionValidationError,
     ConfigurationError,
     ContextOverflowError,
+    JobNotFoundError,
     McpError,
     MissingDependencyError,
     ModelError,
@@ -43,8 +52,18 @@ from .events import (
     UserMessageEvent,
     event_from_dict,
 )
-from .job_store import FileJobStore, InMemoryJobStore, JobStore, StoredJob
-from .jobs import JobRunner
+from .execution import (
+    DirEntry,
+    ExecutionContext,
+    FileSystem,
+    JobControl,
+    JobEvent,
+    JobState,
+    LocalExecutionContext,
+    PermissionRequest,
+    Shell,
+    ShellResult,
+)
 from .messages import (
     FilePart,
     ImagePart,
@@ -66,39 +85,46 @@ from .models import (
     Turn,
     get_model,
 )
-from .projection import Projector, build_model_messages, events_from_messages
+from .projection import build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
-from .scheduling import GenerationScheduler
 from .session import Session
-from .stores import EventStore, FileEventStore, InMemoryEventStore, StoredSession
-from .tools import (
-    ExecutionContext,
-    JobEvent,
-    JobNotFoundError,
-    JobState,
-    LocalExecutionContext,
-    PermissionRequest,
-    ShellResult,
-    Tool,
-    ToolContext,
-    ToolRegistry,
-    filesystem_tools,
-    json_tools,
-    shell_tools,
-    tool,
+from .stores import (
+    EventStore,
+    FileEventStore,
+    FileJobStore,
+    InMemoryEventStore,
+    InMemoryJobStore,
+    JobStore,
+    StoredJob,
+    StoredSession,
 )
-from .truncate import TruncatedOutput, truncate_output
+from .tools import Tool, ToolContext, filesystem_tools, json_tools, shell_tools, tool
 from .usage import Usage
 
 __version__ = "0.1.0"
 
+# Names 0.1.0 exported here that are runtime internals or tool-author helpers with a
+# home elsewhere: still importable from ``agentkit`` (lazily), not part of ``__all__``.
+_MOVED = {
+    "GenerationScheduler": "agentkit.scheduling",
+    "JobRunner": "agentkit.jobs",
+    "Projector": "agentkit.projection",
+    "ToolRegistry": "agentkit.tools",
+    "TruncatedOutput": "agentkit.tools",
+    "truncate_output": "agentkit.tools",
+}
+
 
 def __getattr__(name: str) -> object:
-    # http_tools imports requests; it is loaded on first use
-    if name == "http_tools":
-        from .tools.http import http_tools
+    import importlib
 
-        return http_tools
+    if name == "http_tools":  # imports requests: agentkit.tools loads it on first use
+        from . import tools
+
+        return tools.http_tools
+    home = _MOVED.get(name)
+    if home is not None:
+        return getattr(importlib.import_module(home), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
@@ -114,21 +140,22 @@ __all__ = [
     "ContextOverflowError",
     "ContextReplacedEvent",
     "ControlEvent",
+    "DirEntry",
     "Event",
     "EventStore",
     "ExecutionContext",
     "FileEventStore",
     "FileJobStore",
     "FilePart",
+    "FileSystem",
     "FunctionModel",
     "GenerateResult",
-    "GenerationScheduler",
     "ImagePart",
     "InMemoryEventStore",
     "InMemoryJobStore",
+    "JobControl",
     "JobEvent",
     "JobNotFoundError",
-    "JobRunner",
     "JobState",
     "JobStore",
     "LocalExecutionContext",
@@ -139,7 +166,6 @@ __all__ = [
     "ModelRequest",
     "ModelSettings",
     "PermissionRequest",
-    "Projector",
     "ProviderError",
     "ProviderUnavailableError",
     "RateLimitError",
@@ -153,6 +179,7 @@ __all__ = [
     "SessionClosedError",
     "SessionError",
     "SessionFailedError",
+    "Shell",
     "ShellResult",
     "Step",
     "StoreConflictError",
@@ -169,15 +196,12 @@ __all__ = [
     "ToolContext",
     "ToolDefinitionError",
     "ToolOutput",
-    "ToolRegistry",
     "ToolResultEvent",
     "ToolResultPart",
     "ToolSpec",
-    "TruncatedOutput",
     "Turn",
     "Usage",
     "UserMessageEvent",
-    "__version__",
     "build_model_messages",
     "event_from_dict",
     "events_from_messages",
@@ -188,5 +212,5 @@ __all__ = [
     "run_agent",
     "shell_tools",
     "tool",
-    "truncate_output",
+    "__version__",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ._foreign import history_from
 from .cancel import CancelToken
 from .errors import ConfigurationError
 from .loop import ToolExecution
@@ -47,7 +48,7 @@ def run_agent(
     previous ``result.messages``); system messages in it become the system prompt.
     Returns a :class:`RunResult`; a thin wrapper over :class:`Session`.
     """
-    history = list(messages or ())
+    history = history_from(messages)
     system_texts = [m.text for m in history if isinstance(m, Message) and m.role == "system"]
     if system_texts:
         system = "\n\n".join(([system] if system else []) + system_texts)

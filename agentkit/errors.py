@@ -26,6 +26,7 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     │   ├── SchemaVersionError                  a record was written by a newer agentkit
     │   └── StoreLockTimeout (TimeoutError)     a store lock stayed held past the timeout
     ├── AccessDenied (PermissionError)          an execution context refused an operation
+    ├── JobNotFoundError (LookupError)          no background job has this execution id
     └── McpError                                an MCP server could not be connected or used
 """
 
@@ -39,6 +40,7 @@ __all__ = [
     "CompletionValidationError",
     "ConfigurationError",
     "ContextOverflowError",
+    "JobNotFoundError",
     "McpError",
     "MissingDependencyError",
     "ModelError",
@@ -192,6 +194,10 @@ class StoreLockTimeout(StoreError, TimeoutError):
 
 class AccessDenied(AgentkitError, PermissionError):
     """An execution context refused an operation (path escape, read-only root, veto)."""
+
+
+class JobNotFoundError(AgentkitError, LookupError):
+    """No job with this execution id is known (it may have been pruned)."""
 
 
 class McpError(AgentkitError):

@@ -1,10 +1,10 @@
 """Background jobs in a Session.
 
 The job runner itself -- worker threads, ordered events, backpressure, job stores and
-restart settlement -- belongs to the execution context that owns it
-(:class:`~agentkit.tools._jobs.JobRunner`, the ``jobs`` capability of
-:class:`~agentkit.tools.context.LocalExecutionContext`); it is re-exported here under its
-public name. This runtime module holds the Session side: :func:`bridge_job_events` turns
+restart settlement -- belongs to the execution context that owns it (the private
+``JobRunner``, the ``jobs`` capability of
+:class:`~agentkit.execution.local.LocalExecutionContext`); it is re-exported here for
+0.1.0 imports. This runtime module holds the Session side: :func:`bridge_job_events` turns
 a context's job events into Session runtime events (``job-started``, ``job-output``,
 ``job-finished``, ``job-failed``, ``job-aborted``).
 """
@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import SessionClosedError, SessionError, StoreError
-from .tools._jobs import JobRunner
-from .tools.context import JobEvent
+from .execution._jobs import JobRunner
+from .execution.base import JobEvent
 from .truncate import truncate_output
 
 __all__ = ["JobRunner", "bridge_job_events"]

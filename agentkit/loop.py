@@ -1,7 +1,8 @@
 """The step loop: infer, commit, run tools, commit, repeat.
 
-The loop talks to its host (the Session) through :class:`LoopHost`: it reads projected
-messages and commits events. Tool results are committed before the next model request,
+The loop talks to its host through :class:`LoopHost`, the session's event log
+(:class:`~agentkit._eventlog.EventLog`): it reads projected messages and commits events;
+tool calls run on the executor the Session hands it. Tool results are committed before the next model request,
 so a retried or resumed generation never re-runs a finished tool.
 """
 
@@ -66,13 +67,17 @@ _CALLBACKS = (
 
 
 class LoopHost(Protocol):
-    """What the loop needs from its session."""
+    """What the loop needs from its session: the event log's commit and projection."""
 
     session_id: str | None
 
-    def _commit(self, events: Sequence[Event]) -> list[Event]: ...
-    def _project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str]]: ...
-    def _executor(self) -> Executor: ...
+    def commit(self, events: Sequence[Event]) -> list[Event]:
+        """Number, persist and publish ``events``; returns them with their ``seq``."""
+        ...
+
+    def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str]]:
+        """The messages so far and the tool calls still waiting for results."""
+        ...
 
 
 @dataclass(kw_only=True)
@@ -242,14 +247,20 @@ class _Ledger:
         return self._seen[call.tool_call_id][1]
 
 
-def run_loop(host: LoopHost, opts: LoopOptions, cancel: CancelToken) -> RunResult:
-    """Run one generation to completion and return its result."""
-    return _Loop(host, opts, cancel).run()
+def run_loop(
+    host: LoopHost, opts: LoopOptions, cancel: CancelToken, executor: Callable[[], Executor]
+) -> RunResult:
+    """Run one generation to completion and return its result; ``executor()`` gives the
+    pool tool calls run on (asked for only when a tool call runs)."""
+    return _Loop(host, opts, cancel, executor).run()
 
 
 class _Loop:
-    def __init__(self, host: LoopHost, opts: LoopOptions, cancel: CancelToken) -> None:
+    def __init__(
+        self, host: LoopHost, opts: LoopOptions, cancel: CancelToken, executor: Callable[[], Executor]
+    ) -> None:
         self.host = host
+        self.executor = executor
         self.opts = opts
         self.cancel = cancel
         self.ledger = _Ledger()
@@ -271,10 +282,10 @@ class _Loop:
                 finish = "max-steps"
                 break
             self.cancel.raise_if_cancelled()
-            messages, pending = self.host._project()
+            messages, pending = self.host.project()
             if pending:
                 self._close_orphans(pending)
-                messages, _ = self.host._project()
+                messages, _ = self.host.project()
             request = ModelRequest(
                 messages=tuple(messages),
                 system=opts.system,
@@ -292,12 +303,12 @@ class _Loop:
                 if opts.on_context_overflow is None or overflow_attempts >= opts.max_context_overflow_retries:
                     raise
                 overflow_attempts += 1
-                conversation, _ = self.host._project(for_model=False)  # without job status
+                conversation, _ = self.host.project(for_model=False)  # without job status
                 replacement = opts.on_context_overflow(conversation, self.cancel)
                 self._replace_context(replacement)
                 continue
             self.usage = self.usage + inference.usage
-            self.host._commit(
+            self.host.commit(
                 [
                     AssistantMessageEvent(
                         content=inference.content,
@@ -338,13 +349,13 @@ class _Loop:
                             attempts=validation_attempts + 1,
                         )
                     validation_attempts += 1
-                    self.host._commit([UserMessageEvent(content=(TextPart(text=feedback),))])
+                    self.host.commit([UserMessageEvent(content=(TextPart(text=feedback),))])
                     continue
             break
         return self._result(last_text, finish)
 
     def _result(self, text: str, finish: str) -> RunResult:
-        messages, _ = self.host._project(for_model=False)
+        messages, _ = self.host.project(for_model=False)
         return RunResult(
             text=text,
             finish_reason=finish,
@@ -361,12 +372,12 @@ class _Loop:
                 "on_context_overflow must return a non-empty list of user, assistant and tool "
                 "Message objects (the system prompt is sent separately; keep it out)"
             )
-        self.host._commit([ContextReplacedEvent(messages=msgs, reason="context-overflow")])
+        self.host.commit([ContextReplacedEvent(messages=msgs, reason="context-overflow")])
 
     def _close_orphans(self, pending: dict[str, str]) -> None:
         from .projection import INTERRUPTED_RESULT
 
-        self.host._commit(
+        self.host.commit(
             [
                 ToolResultEvent(tool_call_id=cid, tool_name=name, output=ToolOutput.error(INTERRUPTED_RESULT))
                 for cid, name in pending.items()
@@ -426,7 +437,7 @@ class _Loop:
                     output = done or self._cancelled_output(call, future, stopped, started=False)
                 if action == "run" and stopped is None:
                     self.ledger.record(call, output)
-                self.host._commit(
+                self.host.commit(
                     [ToolResultEvent(tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output)]
                 )
                 record = ToolCallRecord(
@@ -449,7 +460,7 @@ class _Loop:
 
     def _submit(self, plan: list[tuple[ToolCallPart, str, ToolOutput | None]],
                 futures: dict[int, Future[ToolOutput]]) -> None:
-        executor = self.host._executor()
+        executor = self.executor()
         for i, (call, action, _) in enumerate(plan):
             self._started(call)
             if action == "run":

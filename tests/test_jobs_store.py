@@ -263,3 +263,86 @@ def test_a_writer_killed_mid_write_leaves_a_readable_file(tmp_path):
     [stored] = FileJobStore(path).load()
     assert stored.revision >= 20 and stored.state.output_bytes == stored.revision - 1
     assert len(stored.state.output_tail) == 200_000
+
+
+# -- temp files a crashed writer leaves (issue 10 item 9) ---------------------------------
+
+_RESUMING_WRITER = textwrap.dedent("""
+    import sys, time
+    from agentkit import FileJobStore, JobState
+    store = FileJobStore(sys.argv[1])
+    rev = max((s.revision for s in store.load() if s.state.execution_id == "job_w"), default=0)
+    print("ready", flush=True)
+    while True:
+        state = JobState(execution_id="job_w", command="x", argv=("x",), state="running",
+                         output_tail="y" * 200_000, started_at=time.time())
+        rev = store.put(state, expected_revision=rev)
+""")
+
+
+def _temps(directory) -> list[str]:
+    return sorted(n for n in os.listdir(directory) if "tmp" in n)
+
+
+def test_opening_a_file_job_store_removes_the_temp_files_crashed_writers_left(tmp_path):
+    path = tmp_path / "jobs.json"
+    FileJobStore(path).put(job(), expected_revision=0)
+    # real SIGKILLs of a writer in the middle of 200 KB rewrites
+    for _ in range(5):
+        proc = subprocess.Popen([sys.executable, "-c", _RESUMING_WRITER, str(path)],
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.2)
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    # what a writer killed between creating its temp file and renaming it leaves
+    ours = tmp_path / f".jobs.json.{'a' * 32}.jobs-tmp"
+    ours.write_text('{"format": 1, "jobs": {}}')
+    legacy = tmp_path / ".jobs-k3j_x9aq.tmp"  # the name 0.1.0's mkstemp gave
+    legacy.write_text("{")
+    old = time.time() - 3600
+    os.utime(legacy, (old, old))
+    assert ours.exists() and legacy.exists()
+
+    store = FileJobStore(path)
+
+    assert _temps(tmp_path) == []
+    assert [s.state.execution_id for s in store.load()] == ["job_1", "job_w"]
+
+
+def test_the_sweep_leaves_what_is_not_a_stale_temp_file_of_this_store_alone(tmp_path):
+    path = tmp_path / "jobs.json"
+    keep = {
+        ".jobs-k3j_x9aq.tmp": "a fresh 0.1.0-style temp: another store's writer may own it",
+        f".other.json.{'b' * 32}.jobs-tmp": "another store file's temp",
+        ".jobs.json.notes.jobs-tmp": "not the temp pattern",
+        ".tmp-" + "c" * 32: "the event store's temp name",
+        "jobs.json.tmp": "a user's file",
+    }
+    for name, text in keep.items():
+        (tmp_path / name).write_text(text)
+    target = tmp_path / "precious"
+    target.write_text("keep me")
+    link = tmp_path / f".jobs.json.{'d' * 32}.jobs-tmp"
+    link.symlink_to(target)
+    old = time.time() - 3600
+    os.utime(tmp_path / f".other.json.{'b' * 32}.jobs-tmp", (old, old))
+
+    FileJobStore(path)
+
+    for name, text in keep.items():
+        assert (tmp_path / name).read_text() == text, name
+    assert link.is_symlink() and target.read_text() == "keep me"
+
+
+def test_a_store_file_with_a_long_name_writes_and_sweeps(tmp_path):
+    long_a, long_b = "j" * 200 + "-a.json", "j" * 200 + "-b.json"
+    a, b = FileJobStore(tmp_path / long_a), FileJobStore(tmp_path / long_b)
+    assert a.put(job(), expected_revision=0) == 1  # the temp file's name fits NAME_MAX
+    leftover_b = tmp_path / (b._tmp_prefix + "e" * 32 + b._tmp_suffix)
+    leftover_b.write_text("{}")
+    FileJobStore(tmp_path / long_a)  # a store sweeps only its own temps
+    assert leftover_b.exists()
+    FileJobStore(tmp_path / long_b)
+    assert not leftover_b.exists()

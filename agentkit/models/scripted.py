@@ -6,7 +6,7 @@ import itertools
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Union
 
 from ..errors import ConfigurationError, ScriptExhaustedError
@@ -28,19 +28,21 @@ __all__ = ["FunctionModel", "ScriptedModel", "ToolCall", "Turn"]
 _KEEP_REQUESTS = 100
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class ToolCall:
-    """A scripted tool call. Without ``id`` a fresh one is generated; an explicit id lets
-    a test script a provider that repeats a call id."""
+    """A scripted tool call: ``ToolCall(name="add", input={"a": 1})``, or positionally
+    ``ToolCall("add", {"a": 1})`` as a convenience in scripts (the one public data type
+    with a positional form). Without ``id`` (keyword-only) a fresh one is generated; an
+    explicit id lets a test script a provider that repeats a call id."""
 
     name: str
     input: dict[str, Any] = field(default_factory=dict)
+    _: KW_ONLY
     id: str | None = None
 
-    def __init__(self, name: str, input: dict[str, Any] | None = None, id: str | None = None):
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "input", {} if input is None else input)
-        object.__setattr__(self, "id", id)
+    def __post_init__(self) -> None:
+        if self.input is None:  # 0.1.0 accepted None for "no arguments"
+            object.__setattr__(self, "input", {})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -80,12 +80,13 @@ def read_range(fd: int, size: int, offset: int) -> bytes:
     return b"".join(chunks)
 
 
-def atomic_write(path: str, data: bytes, *, sync: bool) -> None:
+def atomic_write(path: str, data: bytes, *, sync: bool, tmp_prefix: str = ".tmp-", tmp_suffix: str = "") -> None:
     """Replace ``path`` with ``data``: temp file, fsync, atomic rename, directory fsync.
 
-    A crash leaves either the old file or the new one, never a mix. Raises OSError."""
+    A crash leaves either the old file or the new one, never a mix (plus, at worst, the
+    temp file ``tmp_prefix + <32 hex digits> + tmp_suffix`` beside it). Raises OSError."""
     directory = os.path.dirname(path)
-    tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
+    tmp = os.path.join(directory, f"{tmp_prefix}{uuid.uuid4().hex}{tmp_suffix}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         try:

@@ -1,16 +1,20 @@
-"""The EventStore port: durable, compare-and-swap storage of a session's event log."""
+"""The store ports: :class:`EventStore` (durable, compare-and-swap storage of a session's
+event log) and :class:`JobStore` (background-job snapshots, compare-and-swap per job)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..errors import ConfigurationError
 from ..events import Event
 
-__all__ = ["SCHEMA_VERSION", "EventStore", "StoredSession", "validate_session_id"]
+if TYPE_CHECKING:
+    from ..execution.base import JobState
+
+__all__ = ["SCHEMA_VERSION", "EventStore", "JobStore", "StoredJob", "StoredSession", "validate_session_id"]
 
 SCHEMA_VERSION = 1
 """The version of the stored record format this agentkit writes and understands."""
@@ -90,4 +94,36 @@ class EventStore(Protocol):
 
     def delete(self, session_id: str) -> bool:
         """Remove a session and its archives; True when something was removed."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredJob:
+    """A persisted job snapshot and its revision."""
+
+    state: JobState
+    revision: int
+
+
+@runtime_checkable
+class JobStore(Protocol):
+    """Where a job runner persists job snapshots.
+
+    A store keeps the latest :class:`~agentkit.execution.base.JobState` of each job
+    under a revision number (1 for the first write). ``put`` succeeds only when the
+    caller names the current revision (0 for a new job); a stale writer gets
+    :class:`~agentkit.errors.StoreConflictError` and nothing is written.
+    """
+
+    def load(self) -> list[StoredJob]:
+        """Every stored job, oldest first."""
+        ...
+
+    def put(self, state: JobState, *, expected_revision: int) -> int:
+        """Store ``state`` if the job's current revision is ``expected_revision`` (0 for
+        a new job); return the new revision or raise StoreConflictError."""
+        ...
+
+    def delete(self, execution_id: str) -> None:
+        """Forget a job (retention). Unknown ids are ignored."""
         ...

@@ -1,21 +1,27 @@
-"""Tools: the Tool type, ``@tool``, the registry and the tool-call runner."""
+"""Tools: the Tool type, ``@tool``, the registry, the tool-call runner and the built-in
+tool families (filesystem, shell, http, json).
+
+The execution-context names below are re-exported from :mod:`agentkit.execution`, their
+home, so imports written for 0.1.0 keep working.
+"""
 
 from __future__ import annotations
 
-from .base import Tool, ToolContext, ToolRegistry, to_tool_output
-from .context import (
+from ..errors import JobNotFoundError
+from ..execution import (
     DirEntry,
     ExecutionContext,
     FileSystem,
     JobControl,
     JobEvent,
-    JobNotFoundError,
     JobState,
     LocalExecutionContext,
     PermissionRequest,
     Shell,
     ShellResult,
 )
+from ..truncate import TruncatedOutput, truncate_output
+from .base import Tool, ToolContext, ToolRegistry, to_tool_output
 from .decorator import tool
 from .filesystem import filesystem_tools
 from .json_tools import json_path, json_tools
@@ -46,6 +52,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolRegistry",
+    "TruncatedOutput",
     "filesystem_tools",
     "format_shell_result",
     "http_tools",
@@ -54,4 +61,5 @@ __all__ = [
     "shell_tools",
     "to_tool_output",
     "tool",
+    "truncate_output",
 ]

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import AgentkitError, CancelledError, ConfigurationError
+from ..execution.base import PermissionRequest
 from ..messages import ToolOutput
 from ..truncate import truncate_output
 from .base import ToolContext
-from .context import PermissionRequest
 
 
 def ask(context: Any, ctx: ToolContext, operation: str, target: str, **details: Any) -> None:

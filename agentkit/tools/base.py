@@ -151,7 +151,7 @@ class ToolRegistry(Mapping[str, Tool]):
             self.add(t)
 
     def add(self, tool: Any) -> Tool:
-        """Register a tool (an agentkit Tool, or an object an adapter can convert)."""
+        """Register a tool (an agentkit Tool, or a plain function to wrap with ``@tool``)."""
         t = coerce_tool(tool)
         with self._lock:
             if t.name in self._tools:
@@ -175,40 +175,20 @@ class ToolRegistry(Mapping[str, Tool]):
         return tuple(t.spec for t in self._tools.values())
 
 
-_COERCERS: list[Callable[[Any], Tool | None]] = []
-
-
-def register_tool_coercer(fn: Callable[[Any], Tool | None]) -> None:
-    """Let an adapter turn foreign tool objects into Tools (private extension point)."""
-    if fn not in _COERCERS:
-        _COERCERS.append(fn)
-
-
 def coerce_tool(obj: Any) -> Tool:
-    """Return ``obj`` as a Tool: a Tool, a plain function (wrapped with ``@tool``), or an
-    object an installed adapter recognises (LangChain tools)."""
+    """Return ``obj`` as a Tool: a Tool as it is, a plain function wrapped with ``@tool``.
+
+    Foreign tools (LangChain tools and toolkits) are converted before they get here, by
+    ``Session`` and ``run_agent`` (or by :func:`agentkit.adapters.langchain.from_langchain_tool`).
+    """
     if isinstance(obj, Tool):
         return obj
-    for coercer in _COERCERS:
-        converted = coercer(obj)
-        if converted is not None:
-            return converted
-    if _looks_like_langchain_tool(obj):
-        from ..adapters.langchain import from_langchain_tool
-
-        return from_langchain_tool(obj)
     if callable(obj) and hasattr(obj, "__name__"):
         from .decorator import tool as _tool
 
         return _tool(obj)
     raise ToolDefinitionError(
         f"cannot use {obj!r} as a tool: pass an agentkit Tool, a function decorated "
-        f"with @tool, or a LangChain tool"
-    )
-
-
-def _looks_like_langchain_tool(obj: Any) -> bool:
-    return any(
-        c.__name__ == "BaseTool" and c.__module__.startswith("langchain_core")
-        for c in type(obj).__mro__
+        f"with @tool, or a LangChain tool or toolkit (Session and run_agent convert those "
+        f"with agentkit.adapters.langchain.from_langchain_tool(s))"
     )

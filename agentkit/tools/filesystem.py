@@ -1,6 +1,6 @@
 """Built-in file tools: read_file, write_file, list_directory, delete_file.
 
-Every tool works through an :class:`~agentkit.tools.context.ExecutionContext` with an
+Every tool works through an :class:`~agentkit.execution.base.ExecutionContext` with an
 ``fs`` capability, asks ``context.request_permission`` first (operation, target path,
 tool-call id), and shows the model truncated output. Refusals and failures come back as
 error results the model reads.

@@ -16,11 +16,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import CancelledError, ConfigurationError
+from ..execution.base import ShellResult
 from ..messages import ToolOutput
 from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_output
 from ._common import ask, check_limits, guarded, require
 from .base import Tool, ToolContext
-from .context import ShellResult
 
 __all__ = ["format_shell_result", "shell_tools"]
 

@@ -1,16 +1,16 @@
 """The local job runner: background processes on worker threads (private).
 
 A :class:`JobRunner` is the ``jobs`` capability of
-:class:`~agentkit.tools.context.LocalExecutionContext`. ``start`` spawns the process and
-returns at once with a ``running`` :class:`~agentkit.tools.context.JobState`; a worker
+:class:`~agentkit.execution.LocalExecutionContext`. ``start`` spawns the process and
+returns at once with a ``running`` :class:`~agentkit.execution.JobState`; a worker
 thread then reads the output and records the outcome. Subscribers receive ordered
-``started``, ``output`` and ``finished`` :class:`~agentkit.tools.context.JobEvent` s,
+``started``, ``output`` and ``finished`` :class:`~agentkit.execution.JobEvent` s,
 each on its own delivery thread with a bounded queue: a slow subscriber slows the job
 down (backpressure: the worker waits, so the process blocks on a full pipe), and one that
 raises or stalls past ``listener_timeout`` is removed with a warning, receives nothing
 more, and the job it was handling is terminated.
 
-With a ``store`` (:mod:`agentkit.job_store`) every start and terminal state is persisted
+With a ``store`` (:mod:`agentkit.stores.jobs`) every start and terminal state is persisted
 before it is reported. A runner created over a store that records jobs as running (the
 previous host died) restores them as ``failed`` -- their process is not ours any more --
 unless ``settle_orphaned_job(job)`` returns their real terminal state.
@@ -32,9 +32,10 @@ from dataclasses import replace
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import ConfigurationError, StoreConflictError
+from ..errors import ConfigurationError, JobNotFoundError, StoreConflictError
+from ..stores.jobs import JobStore
 from . import _process
-from .context import JobEvent, JobListener, JobNotFoundError, JobState, JobStatus, _display
+from .base import JobEvent, JobListener, JobState, JobStatus, _display
 
 __all__ = ["JobRunner"]
 
@@ -172,7 +173,7 @@ class JobRunner:
         self,
         launch: Launcher,
         *,
-        store: Any = None,
+        store: JobStore | None = None,
         settle_orphaned_job: Callable[[JobState], JobState | None] | None = None,
         listener_timeout: float = 30.0,
         listener_queue_size: int = 256,
@@ -187,12 +188,11 @@ class JobRunner:
             raise ConfigurationError("job_listener_queue_size must be at least 1")
         if max_retained_jobs < 0:
             raise ConfigurationError("max_retained_jobs must be >= 0")
-        for method in ("load", "put", "delete"):
-            if store is not None and not callable(getattr(store, method, None)):
-                raise ConfigurationError(
-                    f"job_store must implement load(), put() and delete() (missing {method}); "
-                    f"use InMemoryJobStore or FileJobStore"
-                )
+        if store is not None and not isinstance(store, JobStore):
+            raise ConfigurationError(
+                f"job_store must implement the JobStore port (load(), put() and delete()), "
+                f"not {type(store).__name__}; use InMemoryJobStore or FileJobStore"
+            )
         self._launch = launch
         self._store = store
         self._listener_timeout = listener_timeout
@@ -206,29 +206,29 @@ class JobRunner:
         self._subs: list[_Subscriber] = []
         self._closed = False
         if store is not None:
-            self._restore(settle_orphaned_job)
+            self._restore(store, settle_orphaned_job)
 
     # -- restore -------------------------------------------------------------------------
 
-    def _restore(self, settle: Callable[[JobState], JobState | None] | None) -> None:
-        for stored in self._store.load():
+    def _restore(self, store: JobStore, settle: Callable[[JobState], JobState | None] | None) -> None:
+        for stored in store.load():
             state, revision = stored.state, stored.revision
             if state.state == "running":
-                state, revision = self._settle_orphan(state, revision, settle)
+                state, revision = self._settle_orphan(store, state, revision, settle)
             job = _Job(state, revision)
             job.done.set()
             self._jobs[state.execution_id] = job
         self._prune()
 
-    def _settle_orphan(self, state: JobState, revision: int,
+    def _settle_orphan(self, store: JobStore, state: JobState, revision: int,
                        settle: Callable[[JobState], JobState | None] | None) -> tuple[JobState, int]:
         """Record the terminal state of a job a previous host left running."""
         new = _orphan_verdict(state, settle)
         try:
-            return new, self._store.put(new, expected_revision=revision)
+            return new, store.put(new, expected_revision=revision)
         except StoreConflictError:
             # another runner restoring the same store settled it first: keep its verdict
-            current = next((s for s in self._store.load()
+            current = next((s for s in store.load()
                             if s.state.execution_id == state.execution_id), None)
             if current is None or current.state.state == "running":
                 raise

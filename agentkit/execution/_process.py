@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from ..cancel import CancelToken
-from .context import OutputCallback, ShellResult
+from .base import OutputCallback, ShellResult
 
 _READ_SIZE = 65_536
 _ABANDON_AFTER = 2.0

@@ -1,0 +1,208 @@
+"""A session's event log: numbered commits, durable appends, projection, listeners (private).
+
+:class:`EventLog` is the state a :class:`~agentkit.Session` is a facade over, and what
+the step loop talks to (through :class:`~agentkit.loop.LoopHost`): ``commit`` numbers
+events (``seq`` 1, 2, ...), appends them to the store when there is one (compare-and-swap
+on the store revision) and hands them to listeners only after they are durable;
+``project`` brings the incremental projection up to date. One re-entrant lock orders
+commits and reads. A failed append marks the log failed: it then refuses every commit,
+since what is durable is no longer what this object holds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from .errors import ConfigurationError, SessionClosedError, SessionFailedError, StoreConflictError
+from .events import Event, _storable_problem
+from .messages import Message
+from .projection import Projector, RuntimeRenderer
+from .stores.base import EventStore
+from .subscriptions import Listener, Subscription
+
+__all__ = ["EventLog"]
+
+class EventLog:
+    """The committed events of one session (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str | None,
+        store: EventStore | None,
+        revision: int,
+        render_runtime: RuntimeRenderer | None,
+        listener_queue_size: int,
+        listener_timeout: float,
+        listener_join_seconds: float,
+    ) -> None:
+        self.session_id = session_id
+        self.lock = threading.RLock()
+        self._store = store
+        self._events: list[Event] = []
+        self._ids: set[str] = set()
+        self._seq = 0
+        self._revision = revision
+        self.projector = Projector(render_runtime)
+        self.subs: list[Subscription] = []
+        self._closing: list[Subscription] = []
+        self._listener_queue_size = listener_queue_size
+        self._listener_timeout = listener_timeout
+        self._join_seconds = listener_join_seconds
+        self.closed = False
+        self.failed: BaseException | None = None
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        """A snapshot of all committed events, in commit order."""
+        with self.lock:
+            return tuple(self._events)
+
+    @property
+    def revision(self) -> int:
+        """The store revision of the last commit (0 without a store)."""
+        return self._revision
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def check_usable(self) -> None:
+        """Raise SessionFailedError after a failed append, SessionClosedError after close."""
+        if self.failed is not None:
+            raise SessionFailedError(
+                f"session {self.session_id!r} refuses work: an earlier append to its store "
+                f"failed ({self.failed}). Reopen it with Session.open to continue from "
+                f"what is durable."
+            ) from self.failed
+        if self.closed:
+            raise SessionClosedError("the session is closed; open a new one to continue")
+
+    # -- writing -----------------------------------------------------------------------
+
+    def load_committed(self, events: Sequence[Event], *, revision: int) -> None:
+        """Take events that are already durable (restored from the store at
+        ``revision``) as they are."""
+        with self.lock:
+            self._revision = revision
+            self._events.extend(events)
+            self._ids.update(e.id for e in events)
+            self._seq = max((e.seq for e in events), default=0)
+
+    def commit(self, events: Sequence[Event]) -> list[Event]:
+        """Number ``events``, make them durable, then tell listeners; returns them with
+        their ``seq``. Nothing is committed when any of them is refused."""
+        with self.lock:
+            self.check_usable()
+            seq = self._seq
+            committed: list[Event] = []
+            batch: set[str] = set()
+            for ev in events:
+                if ev.id in self._ids or ev.id in batch:
+                    raise ConfigurationError(
+                        f"event {ev.id!r} is already committed in this session (or given twice); "
+                        f"events are immutable records: create a new event to say something new"
+                    )
+                batch.add(ev.id)
+                problem = _storable_problem(ev)
+                if problem is not None:  # refused before anything is committed
+                    raise ConfigurationError(
+                        f"cannot commit {ev.type} event {ev.id!r}: it is not strict JSON ({problem}). "
+                        f"Nothing was committed. Use plain JSON: dicts with string keys, lists, "
+                        f"strings, finite numbers, true, false and null."
+                    )
+                seq += 1
+                committed.append(ev.with_seq(seq))
+            if self._store is not None:
+                try:
+                    self._revision = self._store.append(
+                        self.session_id,  # type: ignore[arg-type]
+                        committed,
+                        expected_revision=self._revision,
+                    )
+                except StoreConflictError as exc:
+                    self.failed = exc
+                    raise
+                except ConfigurationError:
+                    raise  # refused before any side effect: the session is unchanged
+                except BaseException as exc:
+                    self.failed = exc
+                    raise SessionFailedError(
+                        f"could not append to the store of session {self.session_id!r}: "
+                        f"{type(exc).__name__}: {exc}. Nothing after revision "
+                        f"{self._revision} was committed; this session object refuses further "
+                        f"work. Fix the cause, then Session.open it again."
+                    ) from exc
+            self._events.extend(committed)
+            self._ids.update(e.id for e in committed)
+            self._seq = seq
+            # a copy: offer() may remove a listener that fell behind or stalled, and the
+            # ones after it must still hear this commit
+            for sub in list(self.subs):
+                sub.offer(committed)
+            return committed
+
+    # -- reading -----------------------------------------------------------------------
+
+    def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str]]:
+        """The messages (the model's view, or the plain conversation) and the tool calls
+        still waiting for results."""
+        with self.lock:
+            p = self.projector
+            p.catch_up(self._events)
+            return p.model_view(job_status=for_model), p.pending_tool_calls
+
+    # -- listeners ---------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Deliver every event committed from now on to ``listener`` (see
+        :meth:`agentkit.Session.subscribe`); returns the unsubscribe function."""
+        if not callable(listener):
+            raise ConfigurationError("subscribe() needs a callable listener(event)")
+
+        def remove(sub: Subscription) -> None:
+            with self.lock:
+                if sub in self.subs:
+                    self.subs.remove(sub)
+
+        with self.lock:
+            if self.closed:  # its delivery thread would wait forever for events
+                raise SessionClosedError("the session is closed; subscribe to an open session")
+            sub = Subscription(
+                listener,
+                max_queue=self._listener_queue_size,
+                timeout=self._listener_timeout,
+                on_remove=remove,
+            )
+            self.subs.append(sub)
+
+        def unsubscribe() -> None:
+            remove(sub)
+            sub.close(drain=False)  # not called again, not even for events already queued
+            sub.join(time.monotonic() + self._join_seconds)  # let a call in flight end
+
+        return unsubscribe
+
+    def close(self) -> bool:
+        """Refuse further commits; False when already closed. Listeners still get what
+        is queued for them: call :meth:`drain_listeners` outside other locks."""
+        with self.lock:
+            if self.closed:
+                return False
+            self.closed = True
+            self._closing, self.subs = list(self.subs), []
+            return True
+
+    def drain_listeners(self) -> None:
+        """Deliver what closed listeners have queued, waiting at most
+        ``listener_join_seconds`` in all."""
+        subs, self._closing = self._closing, []
+        for sub in subs:
+            sub.close()
+        # one shared bound, so stalled listeners cannot make close() take long
+        deadline = time.monotonic() + self._join_seconds
+        for sub in subs:
+            sub.join(deadline)

@@ -1,0 +1,161 @@
+"""The import graph follows docs/architecture.md: no cycles, no layer importing a higher
+one. The layer table is parsed from the page, so the page and this test cannot drift."""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "agentkit"
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def _layers() -> list[tuple[int, str, list[str]]]:
+    """(rank, name, module patterns) rows of the "Layers" table."""
+    text = DOC.read_text()
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].isdigit():
+            rows.append((int(cells[0]), cells[1], re.findall(r"`([^`]+)`", cells[2])))
+    assert len(rows) >= 5, "docs/architecture.md lost its layer table"
+    return rows
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package."""
+    out = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _rank_of(path: Path, layers: list[tuple[int, str, list[str]]]) -> int | None:
+    rel = path.relative_to(PKG).as_posix()
+    best: tuple[int, int] | None = None  # (specificity, rank): an exact path beats a glob
+    for rank, _, patterns in layers:
+        for pattern in patterns:
+            if fnmatch.fnmatchcase(rel, pattern):
+                specificity = 2 if pattern == rel else 1
+                if best is None or specificity > best[0]:
+                    best = (specificity, rank)
+    return None if best is None else best[1]
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING" or (
+        isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, bool]]:
+    """(imported agentkit module, at module level?) for every runtime import in a file.
+    Imports under ``if TYPE_CHECKING:`` are not dependencies at run time."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: list[tuple[str, bool]] = []
+
+    def target(base: str, names: list[str]) -> list[str]:
+        out = []
+        for n in names:
+            full = f"{base}.{n}" if base else n
+            out.append(full if full in modules else base)
+        return out
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for sub in child.orelse:
+                    visit(sub, top)
+                continue
+            if isinstance(child, ast.Import):
+                found.extend((a.name, top) for a in child.names if a.name.split(".")[0] == "agentkit")
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base_parts = package.split(".")
+                    base_parts = base_parts[: len(base_parts) - (child.level - 1)]
+                    base = ".".join(base_parts + ([child.module] if child.module else []))
+                else:
+                    base = child.module or ""
+                if base.split(".")[0] == "agentkit":
+                    found.extend((t, top) for t in target(base, [a.name for a in child.names]))
+            nested = top and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            visit(child, nested)
+
+    visit(ast.parse(path.read_text()), True)
+    return [(m, top) for m, top in found if m in modules and m != name]
+
+
+def test_every_module_has_a_layer_and_a_line_in_the_package_map():
+    layers = _layers()
+    text = DOC.read_text()
+    package_map = text.split("## Package map", 1)[1].split("\n## ", 1)[0]
+    unplaced = [n for n, p in _modules().items() if _rank_of(p, layers) is None]
+    unmapped = [p.relative_to(ROOT).as_posix() for p in _modules().values()
+                if f"`{p.relative_to(ROOT).as_posix()}`" not in package_map]
+    assert unplaced == [], f"modules no row of the layer table covers: {unplaced}"
+    assert unmapped == [], f"modules missing from the package map of docs/architecture.md: {unmapped}"
+
+
+def test_no_module_imports_a_higher_layer():
+    """Also inside functions: a lazy import is still a dependency."""
+    layers = _layers()
+    modules = _modules()
+    names = {rank: layer for rank, layer, _ in layers}
+    offenders = []
+    for name, path in modules.items():
+        rank = _rank_of(path, layers)
+        for imported, _ in _imports(name, path, modules):
+            other = _rank_of(modules[imported], layers)
+            if rank is not None and other is not None and other > rank:
+                offenders.append(f"{name} ({names[rank]}) imports {imported} ({names[other]})")
+    assert offenders == []
+
+
+def test_there_is_no_import_cycle():
+    """Module-level imports only: a function-level import runs after every module loaded."""
+    modules = _modules()
+    graph = {n: sorted({m for m, top in _imports(n, p, modules) if top}) for n, p in modules.items()}
+    # a package imports its submodules; a submodule importing its own package's __init__ is
+    # Python's normal loading order, not a cycle the code made
+    for n in graph:
+        graph[n] = [m for m in graph[n] if not n.startswith(m + ".")]
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def walk(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for m in graph[n]:
+            if state.get(m) == 1:
+                cycles.append(stack[stack.index(m):] + [m])
+            elif m not in state:
+                walk(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            walk(n)
+    assert cycles == []
+
+
+def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
+    """The checker itself: a lower layer importing a higher one is found."""
+    layers = _layers()
+    port = PKG / "tools" / "base.py"
+    runtime = PKG / "session.py"
+    assert _rank_of(port, layers) < _rank_of(runtime, layers)
+    fake = tmp_path / "agentkit" / "tools" / "base.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("def f():\n    from ..adapters.langchain import from_langchain_tool\n")
+    modules = {**_modules(), "agentkit.tools.base": fake}
+    assert ("agentkit.adapters.langchain", False) in _imports("agentkit.tools.base", fake, modules)
