@@ -99,7 +99,7 @@ def test_resources_and_prompts_of_a_2026_server():
 
 
 def test_options_are_checked_before_anything_starts():
-    for kwargs, match in [({"sampling": 42}, "sampling must be a ChatModel or a callable"),
+    for kwargs, match in [({"sampling": 42}, "sampling must be a ChatModel, a model spec"),
                           ({"approve_sampling": 1}, "approve_sampling must be a callable"),
                           ({"elicitation": "ask"}, "elicitation must be a callable"),
                           ({"expose_resources": "yes"}, "expose_resources must be True or False"),
@@ -137,3 +137,20 @@ def test_reference_servers_missing_skip_locally_and_fail_in_ci(tmp_path, monkeyp
     monkeypatch.setenv("AGENTKIT_CI", "1")
     with pytest.raises(pytest.fail.Exception, match="AGENTKIT_CI=1"):
         reference.reference_server("everything")
+
+
+def test_a_caller_built_client_gets_only_the_callbacks_it_lacks(tmp_path):
+    import mcp_types as types
+    from mcp import Client
+
+    from tests.mcp_servers import host_server
+
+    async def own_sampling(_context, _params):
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="own"),
+                                         model="caller")
+
+    client = Client(host_server.server, sampling_callback=own_sampling)
+    with connect_mcp({"h": client}, roots=[tmp_path], sampling=lambda _r: "agentkit") as mcp:
+        tools = _tools(mcp)
+        assert tools["show_roots"].fn().value == tmp_path.resolve().as_uri()
+        assert tools["summarize"].fn(text="x").value == "own"  # the caller's callback wins

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from fakes import openai_wire as ow
+from fakes.server import FakeServer
 
 from agentkit import LocalExecutionContext, ScriptedModel, run_agent
 from agentkit.errors import ConfigurationError, McpError
@@ -147,6 +149,20 @@ def test_sampling_is_answered_by_a_chat_model_with_max_tokens_honoured():
     assert request.system == "You are a helpful test server."
     assert [m.role for m in request.messages] == ["user"]
     assert "tell me a joke" in request.messages[0].text
+
+
+def test_sampling_by_a_model_spec_over_the_openai_wire(monkeypatch):
+    with FakeServer() as provider:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", provider.url + "/v1")
+        provider.add(ow.text_stream("cut sh", finish="length"))
+        with connect_mcp({"ev": reference_server("everything")}, sampling="openai:gpt-4.1-mini") as mcp:
+            out = _text(_tool(mcp, "trigger-sampling-request").fn(prompt="a long story", maxTokens=3))
+        body = provider.requests[0].body
+    assert body["model"] == "gpt-4.1-mini"
+    assert 3 in (body.get("max_tokens"), body.get("max_completion_tokens"))
+    assert body["messages"][0] == {"role": "system", "content": "You are a helpful test server."}
+    assert '"stopReason": "maxTokens"' in out and '"model": "gpt-4.1-mini"' in out and "cut sh" in out
 
 
 def test_sampling_by_a_handler_and_refused_by_the_approval_hook():

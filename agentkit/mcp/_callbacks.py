@@ -159,12 +159,17 @@ class HostCallbacks:
 
     def __init__(self, *, sampling: Any = None, approve_sampling: ApproveSampling | None = None,
                  elicitation: ElicitationHandler | None = None) -> None:
+        if isinstance(sampling, str):  # a model spec, e.g. "openai:gpt-4.1-mini"
+            from ..models.registry import get_model
+
+            sampling = get_model(sampling)
         if sampling is not None and hasattr(sampling, "stream") and callable(sampling.stream):
             self.sampler: SamplingHandler | None = model_sampler(sampling)
         elif sampling is None or callable(sampling):
             self.sampler = sampling
         else:
-            raise ConfigurationError(f"sampling must be a ChatModel or a callable handler(request), "
+            raise ConfigurationError(f"sampling must be a ChatModel, a model spec such as "
+                                     f"'openai:gpt-4.1-mini' or a callable handler(request), "
                                      f"not {type(sampling).__name__}")
         if approve_sampling is not None and not callable(approve_sampling):
             raise ConfigurationError("approve_sampling must be a callable (request) -> bool")

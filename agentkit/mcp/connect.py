@@ -62,8 +62,8 @@ def connect_mcp(
       ``root_dir``), announced through ``roots/list``; a server config's own ``"roots"``
       overrides it. Without either, no roots capability is offered. Change them later
       with :meth:`McpToolset.set_roots`.
-    * ``sampling``: a ``ChatModel`` (asked with the server's messages, system prompt and
-      ``maxTokens``) or a handler ``(SamplingRequest) -> SamplingResult | str``.
+    * ``sampling``: a ``ChatModel`` or model spec (asked with the server's messages,
+      system prompt and ``maxTokens``) or a handler ``(SamplingRequest) -> SamplingResult | str``.
       ``approve_sampling(request)`` is the policy gate run first: returning False or
       raising refuses the request before any token is spent. Without it, sampling
       requests are answered.
