@@ -44,6 +44,8 @@ def test_nothing_is_offered_without_roots_sampling_or_elicitation():
         assert mcp.roots("ev") is None
         with pytest.raises(ConfigurationError, match="connected without roots"):
             mcp.set_roots(["/tmp"], server="ev")
+        with pytest.raises(ConfigurationError, match="no MCP server was connected with roots"):
+            mcp.set_roots(["/tmp"])
 
 
 # -- progress ---------------------------------------------------------------------------
@@ -217,6 +219,22 @@ def test_elicitation_answered_declined_and_cancelled_by_the_host_callback():
     assert request.server == "ev" and request.mode == "form"
     assert request.requested_schema["required"] == ["name"]
     assert request.message.startswith("Please provide inputs")
+
+
+def test_url_mode_elicitation_reaches_the_callback():
+    asked: list[ElicitationRequest] = []
+
+    def elicit(request: ElicitationRequest) -> ElicitationResult:
+        asked.append(request)
+        return ElicitationResult.accept()
+
+    with connect_mcp({"ev": reference_server("everything")}, elicitation=elicit) as mcp:
+        out = _tool(mcp, "trigger-url-elicitation").fn(url="https://example.test/authorize",
+                                                       elicitationId="e-1")
+    assert out.kind == "text" and '"action": "accept"' in out.value
+    (request,) = asked
+    assert (request.mode, request.url, request.elicitation_id) == ("url", "https://example.test/authorize", "e-1")
+    assert request.requested_schema is None
 
 
 # -- resources and prompts --------------------------------------------------------------

@@ -338,6 +338,10 @@ class McpToolset:
 
         normalized = normalize_roots(roots, "set_roots(roots)")
         names = [server] if server is not None else [n for n, c in self._rt.conns.items() if c.roots is not None]
+        if not names:
+            raise ConfigurationError("no MCP server was connected with roots, so none was offered the roots "
+                                     "capability; connect with roots=[...] (connect_mcp(roots=...) or a "
+                                     "server config's 'roots')")
         for name in names:
             conn = _conn(self._rt, name)
             if conn.roots is None:
