@@ -154,3 +154,23 @@ def test_a_caller_built_client_gets_only_the_callbacks_it_lacks(tmp_path):
         tools = _tools(mcp)
         assert tools["show_roots"].fn().value == tmp_path.resolve().as_uri()
         assert tools["summarize"].fn(text="x").value == "own"  # the caller's callback wins
+
+
+def test_resources_and_prompts_are_listed_page_by_page_like_tools():
+    from agentkit.messages import ImagePart
+    from tests.mcp_servers.helpers import PAGED
+
+    with connect_mcp({"p": stdio(PAGED, "normal")}) as mcp:
+        names = [r.name for r in mcp.list_resources("p")]
+        assert names == ["alpha", "beta", "gamma", "dotted.name", "dotted name", "x" * 80, "image"]
+        assert [p.name for p in mcp.list_prompts("p")][:3] == ["alpha", "beta", "gamma"]
+        (image,) = mcp.read_resource("p", "page://image")
+        assert isinstance(image, ImagePart) and image.data.startswith(b"\x89PNG")
+        assert [(m.role, m.text) for m in mcp.get_prompt("p", "beta")] == [("user", "ask beta"),
+                                                                           ("assistant", "answered")]
+    with connect_mcp({"p": stdio(PAGED, "repeat")}) as mcp:
+        assert len(mcp.list_resources("p")) == 4  # the repeated cursor ends the listing
+        assert any("resources/list returned cursor 'c1' a second time" in w for w in mcp.servers["p"].warnings)
+    with connect_mcp({"p": stdio(PAGED, "endless")}, max_list_pages=3) as mcp:
+        assert [p.name for p in mcp.list_prompts("p")] == ["t0", "t1", "t2"]
+        assert any("prompts/list still had more pages" in w for w in mcp.servers["p"].warnings)
