@@ -174,3 +174,18 @@ def test_resources_and_prompts_are_listed_page_by_page_like_tools():
     with connect_mcp({"p": stdio(PAGED, "endless")}, max_list_pages=3) as mcp:
         assert [p.name for p in mcp.list_prompts("p")] == ["t0", "t1", "t2"]
         assert any("prompts/list still had more pages" in w for w in mcp.servers["p"].warnings)
+
+
+def test_roots_sampling_and_elicitation_over_streamable_http(tmp_path):
+    from tests.mcp_servers.helpers import http_server
+
+    with http_server(script=HOST) as url, connect_mcp(
+            {"h": {"url": url}}, roots=[tmp_path], sampling=lambda r: f"max {r.max_tokens}",
+            elicitation=lambda _r: {"name": "Lin"}) as mcp:
+        tools = _tools(mcp)
+        assert tools["show_roots"].fn().value == tmp_path.resolve().as_uri()
+        assert tools["summarize"].fn(text="x").value == "max 50"
+        assert tools["ask_name"].fn().value == "hello Lin"
+        updates: list[dict] = []
+        tools["count_slowly"].fn(steps=2, _agentkit_mcp_context=_ctx(updates.append))
+        assert [u["progress"] for u in updates] == [1.0, 2.0]

@@ -70,4 +70,11 @@ def review(topic: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    import sys
+
+    if "--http" in sys.argv:
+        from demo_server import serve_http  # this script's directory is on sys.path
+
+        serve_http(server)
+    else:
+        server.run()
