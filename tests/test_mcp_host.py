@@ -189,3 +189,40 @@ def test_roots_sampling_and_elicitation_over_streamable_http(tmp_path):
         updates: list[dict] = []
         tools["count_slowly"].fn(steps=2, _agentkit_mcp_context=_ctx(updates.append))
         assert [u["progress"] for u in updates] == [1.0, 2.0]
+
+
+def test_resource_helpers_across_servers_and_their_failures(caplog):
+    from mcp import Client
+    from mcp.server.mcpserver import MCPServer
+
+    from agentkit.messages import ImagePart
+    from tests.mcp_servers.helpers import PAGED
+
+    clash = MCPServer("clash")
+
+    @clash.tool()
+    def mcp_read_resource(uri: str) -> str:
+        """A server tool that happens to have the helper's name."""
+        return f"the server's own {uri}"
+
+    @clash.tool()
+    def boom() -> str:
+        """Nothing."""
+        return "x"
+
+    servers = {"p": stdio(PAGED, "normal"), "clash": Client(clash),
+               "gone": {"command": "/nonexistent/mcp-server"}}
+    with connect_mcp(servers, expose_resources=True, prefix_tool_names=False) as mcp:
+        tools = _tools(mcp)
+        assert tools["mcp_read_resource"].fn(uri="u").value == "the server's own u"  # the server's tool kept
+        assert "already named 'mcp_read_resource'" in caplog.text
+        listing = tools["mcp_list_resources"].fn().value
+        assert [e["name"] for e in listing][:2] == ["alpha", "beta"]
+        assert tools["mcp_list_resources"].fn(server="p").kind == "json"
+        with pytest.raises(McpError, match="'gone' is not connected"):
+            mcp.list_resources("gone")
+        with pytest.raises(McpError, match="'clash' answered with an error: .*Unknown resource: page://x"):
+            mcp.read_resource("clash", "page://x")
+    with connect_mcp({"p": stdio(PAGED, "normal")}, expose_resources=True) as mcp:
+        image = _tools(mcp)["mcp_read_resource"].fn(server="p", uri="page://image")
+        assert image.kind == "content" and isinstance(image.value[0], ImagePart)
