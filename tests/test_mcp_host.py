@@ -46,6 +46,7 @@ def test_a_failing_progress_listener_does_not_fail_the_call():
 
 
 def test_roots_sampling_and_elicitation_through_input_rounds(tmp_path):
+    (tmp_path / "sub").mkdir()
     seen: list[SamplingRequest] = []
 
     def sample(request: SamplingRequest) -> SamplingResult:
@@ -58,6 +59,9 @@ def test_roots_sampling_and_elicitation_through_input_rounds(tmp_path):
                      elicitation=lambda _r: next(answers)) as mcp:
         tools = _tools(mcp)
         assert tools["show_roots"].fn().value == tmp_path.resolve().as_uri()
+        mcp.set_roots([tmp_path / "sub", tmp_path])  # 2026-era servers ask on every call
+        assert tools["show_roots"].fn().value.splitlines() == [(tmp_path / "sub").resolve().as_uri(),
+                                                               tmp_path.resolve().as_uri()]
         assert tools["summarize"].fn(text="a very long text").value == "one line"
         assert [tools["ask_name"].fn().value for _ in range(3)] == ["hello Grace", "decline", "cancel"]
     assert seen[0].max_tokens == 50 and seen[0].system_prompt == "Summarize in one line."
