@@ -230,3 +230,15 @@ def test_resource_helpers_across_servers_and_their_failures(caplog):
     with connect_mcp({"p": stdio(PAGED, "normal")}, expose_resources=True) as mcp:
         image = _tools(mcp)["mcp_read_resource"].fn(server="p", uri="page://image")
         assert image.kind == "content" and isinstance(image.value[0], ImagePart)
+
+
+def test_an_elicitation_answer_that_mcp_cannot_carry_is_refused():
+    with connect_mcp({"h": stdio(HOST)}, elicitation=lambda _r: {"name": {"first": "Ada"}}) as mcp:
+        out = _tools(mcp)["ask_name"].fn()
+    assert out.kind == "error-text"
+    assert "does not match the requested schema" in out.value  # the schema says name is a string
+
+    bad = ElicitationResult(action="accept", content={"name": "Ada", "tags": {"nested": True}})
+    with connect_mcp({"h": stdio(HOST)}, elicitation=lambda _r: bad) as mcp:
+        out = _tools(mcp)["ask_name"].fn()
+    assert out.kind == "error-text" and "flat dict" in out.value

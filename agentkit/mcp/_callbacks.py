@@ -239,7 +239,12 @@ class HostCallbacks:
                 if problem is not None:
                     return error(problem)
                 content = dict(result.content) if result.action == "accept" and result.content is not None else None
-                return types.ElicitResult(action=result.action, content=content)
+                try:
+                    return types.ElicitResult(action=result.action, content=content)
+                except ValueError as exc:  # pydantic: not flat strings, numbers, booleans
+                    return error(f"the host's elicitation answer cannot be sent: {exc}".splitlines()[0]
+                                 + " (answer with a flat dict of strings, numbers, booleans or lists "
+                                   "of strings)")
 
             async def elicitation_callback(_context: Any, params: Any) -> Any:
                 return await anyio.to_thread.run_sync(answer_elicitation, params, abandon_on_cancel=True)
