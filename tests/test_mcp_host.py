@@ -89,6 +89,10 @@ def test_handlers_that_fail_or_refuse_give_the_server_an_error():
         assert "neither a SamplingResult nor a str" in tools["summarize"].fn(text="x").value
         assert "must return an ElicitationResult" in tools["ask_name"].fn().value
 
+    with connect_mcp({"h": stdio(HOST)}, sampling=lambda _r: SamplingResult(text=None)) as mcp:  # type: ignore[arg-type]
+        out = _tools(mcp)["summarize"].fn(text="x")
+    assert out.kind == "error-text" and "sampling answer cannot be sent" in out.value
+
 
 def test_resources_and_prompts_of_a_2026_server():
     with connect_mcp({"h": stdio(HOST)}) as mcp:

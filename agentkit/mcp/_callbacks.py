@@ -216,10 +216,13 @@ class HostCallbacks:
                     answer = SamplingResult(text=answer)
                 if not isinstance(answer, SamplingResult):
                     return error("the host's sampling handler returned neither a SamplingResult nor a str")
-                return types.CreateMessageResult(
-                    role="assistant", content=types.TextContent(type="text", text=answer.text),
-                    model=answer.model, stop_reason=answer.stop_reason,
-                )
+                try:
+                    return types.CreateMessageResult(
+                        role="assistant", content=types.TextContent(type="text", text=answer.text),
+                        model=answer.model, stop_reason=answer.stop_reason,
+                    )
+                except ValueError as exc:  # pydantic: text or model not a str
+                    return error(f"the host's sampling answer cannot be sent: {exc}".splitlines()[0])
 
             async def sampling_callback(_context: Any, params: Any) -> Any:
                 return await anyio.to_thread.run_sync(answer_sampling, params, abandon_on_cancel=True)
