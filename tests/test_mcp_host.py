@@ -246,3 +246,28 @@ def test_an_elicitation_answer_that_mcp_cannot_carry_is_refused():
     with connect_mcp({"h": stdio(HOST)}, elicitation=lambda _r: bad) as mcp:
         out = _tools(mcp)["ask_name"].fn()
     assert out.kind == "error-text" and "flat dict" in out.value
+
+
+def test_closing_the_toolset_cancels_a_model_answering_a_sampling_request():
+    import threading
+
+    from tests.mcp_servers.helpers import wait_for
+
+    entered, saw_cancel = threading.Event(), threading.Event()
+
+    def slow_turn(request):
+        entered.set()
+        while not request.cancel.cancelled:
+            threading.Event().wait(0.02)
+        saw_cancel.set()
+        return "too late"
+
+    mcp = connect_mcp({"h": stdio(HOST)}, sampling=ScriptedModel([slow_turn]))
+    summarize = _tools(mcp)["summarize"]
+    caller = threading.Thread(target=summarize.fn, kwargs={"text": "x"})
+    caller.start()
+    wait_for(entered.is_set, what="the model to be asked")
+    mcp.close()
+    wait_for(saw_cancel.is_set, what="the model request to be cancelled")
+    caller.join(30)
+    assert not caller.is_alive()

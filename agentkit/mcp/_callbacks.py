@@ -14,9 +14,10 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 from urllib.parse import urlparse
 
+from ..cancel import CancelToken
 from ..errors import ConfigurationError
 from ..messages import Message
 from .host import (
@@ -96,17 +97,22 @@ def sampling_request(server: str, params: Any) -> SamplingRequest:
     )
 
 
-def model_sampler(model: Any) -> SamplingHandler:
-    """A sampling handler that asks ``model`` (a ChatModel), honouring ``max_tokens``."""
+_Sampler = Callable[[SamplingRequest, CancelToken], Union[SamplingResult, str]]
+"""A sampling handler that also gets a token, set when the request is abandoned."""
+
+
+def model_sampler(model: Any) -> _Sampler:
+    """A sampler that asks ``model`` (a ChatModel), honouring ``max_tokens``; the model
+    request is cancelled when the server's request is (or the toolset closes)."""
     from ..models.base import FinishEvent, ModelRequest, ModelSettings, TextDelta
 
-    def sample(request: SamplingRequest) -> SamplingResult:
+    def sample(request: SamplingRequest, cancel: CancelToken) -> SamplingResult:
         settings = ModelSettings(max_tokens=request.max_tokens, temperature=request.temperature,
                                  stop=request.stop_sequences or None)
         texts: list[str] = []
         reason: str | None = None
         for event in model.stream(ModelRequest(messages=request.messages, system=request.system_prompt,
-                                               settings=settings)):
+                                               settings=settings, cancel=cancel)):
             if isinstance(event, TextDelta):
                 texts.append(event.text)
             elif isinstance(event, FinishEvent):
@@ -164,9 +170,12 @@ class HostCallbacks:
 
             sampling = get_model(sampling)
         if sampling is not None and hasattr(sampling, "stream") and callable(sampling.stream):
-            self.sampler: SamplingHandler | None = model_sampler(sampling)
-        elif sampling is None or callable(sampling):
-            self.sampler = sampling
+            self.sampler: _Sampler | None = model_sampler(sampling)
+        elif sampling is None:
+            self.sampler = None
+        elif callable(sampling):
+            handler: SamplingHandler = sampling
+            self.sampler = lambda request, _cancel: handler(request)
         else:
             raise ConfigurationError(f"sampling must be a ChatModel, a model spec such as "
                                      f"'openai:gpt-4.1-mini' or a callable handler(request), "
@@ -198,7 +207,7 @@ class HostCallbacks:
 
         sampler, approve = self.sampler, self.approve
         if sampler is not None:
-            def answer_sampling(params: Any) -> Any:
+            def answer_sampling(params: Any, cancel: CancelToken) -> Any:
                 request = sampling_request(server, params)
                 if approve is not None:
                     try:
@@ -208,7 +217,7 @@ class HostCallbacks:
                     if verdict is False:
                         return error("the host refused the sampling request")
                 try:
-                    answer = sampler(request)
+                    answer = sampler(request, cancel)
                 except Exception as exc:  # noqa: BLE001 - reported to the server
                     log.warning("MCP server %r: the sampling handler failed", server, exc_info=True)
                     return error(f"the host could not sample: {type(exc).__name__}: {exc}")
@@ -225,7 +234,12 @@ class HostCallbacks:
                     return error(f"the host's sampling answer cannot be sent: {exc}".splitlines()[0])
 
             async def sampling_callback(_context: Any, params: Any) -> Any:
-                return await anyio.to_thread.run_sync(answer_sampling, params, abandon_on_cancel=True)
+                cancel = CancelToken()
+                try:
+                    return await anyio.to_thread.run_sync(answer_sampling, params, cancel, abandon_on_cancel=True)
+                except anyio.get_cancelled_exc_class():
+                    cancel.cancel("the MCP server's sampling request was cancelled")
+                    raise
 
             kwargs["sampling_callback"] = sampling_callback
 
