@@ -14,7 +14,7 @@ options live in :mod:`agentkit.models`, MCP in :mod:`agentkit.mcp`, LangChain in
 
 from __future__ import annotations
 
-from .agent import run_agent
+from .agent import run_agent, run_agent_stream
 from .cancel import CancelToken
 from .errors import (
     AccessDenied,
@@ -24,6 +24,7 @@ from .errors import (
     CompletionValidationError,
     ConfigurationError,
     ContextOverflowError,
+    HookError,
     JobNotFoundError,
     McpError,
     MissingDependencyError,
@@ -64,6 +65,7 @@ from .execution import (
     Shell,
     ShellResult,
 )
+from .hooks import Hooks
 from .messages import (
     FilePart,
     ImagePart,
@@ -98,7 +100,8 @@ from .stores import (
     StoredJob,
     StoredSession,
 )
-from .tools import Tool, ToolContext, filesystem_tools, json_tools, shell_tools, tool
+from .stream import AgentEvent, AgentStream
+from .tools import Tool, ToolContext, ToolDecision, filesystem_tools, json_tools, shell_tools, tool
 from .usage import Usage
 
 __version__ = "0.1.0"
@@ -128,6 +131,12 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
+    "AgentEvent",
+    "AgentStream",
+    "HookError",
+    "Hooks",
+    "ToolDecision",
+    "run_agent_stream",
     "AccessDenied",
     "AgentkitError",
     "AssistantMessageEvent",

@@ -17,6 +17,7 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     │       └── ProviderUnavailableError        5xx / overloaded / connection failures
     ├── ToolDefinitionError (ValueError)        a tool is defined wrongly (duplicate name, bad schema)
     ├── CompletionValidationError               validate_completion retries were exhausted
+    ├── HookError                               a hook raised or returned something unusable
     ├── SessionError
     │   ├── SessionClosedError                  the session was closed or aborted
     │   └── SessionFailedError                  a previous append failed; the session refuses work
@@ -38,6 +39,7 @@ __all__ = [
     "AuthenticationError",
     "CancelledError",
     "CompletionValidationError",
+    "HookError",
     "ConfigurationError",
     "ContextOverflowError",
     "JobNotFoundError",
@@ -207,3 +209,15 @@ class McpError(AgentkitError):
     results. This error is raised by the toolset itself, for example when
     ``fail_on_no_tools=True`` and no server mounted a tool, or on use after ``close()``.
     """
+
+
+class HookError(AgentkitError):
+    """A hook (see :class:`agentkit.Hooks`) raised or returned something it may not.
+
+    The generation ends with this error; ``hook`` names the hook point
+    (``before_model_request``, ``before_tool_call``, ``after_tool_call``,
+    ``on_generation_end``) and ``__cause__`` holds what the hook raised."""
+
+    def __init__(self, message: str, *, hook: str) -> None:
+        super().__init__(message)
+        self.hook = hook

@@ -85,13 +85,18 @@ class UserMessageEvent(Event):
 
     type: ClassVar[str] = "user-message"
     content: tuple[ContentPart, ...]
+    follow_up: bool = False
+    """Pushed with ``Session.follow_up``: a running generation answers it before it ends."""
 
     def _payload(self) -> dict[str, Any]:
-        return {"content": content_to_dict(self.content)}
+        out: dict[str, Any] = {"content": content_to_dict(self.content)}
+        if self.follow_up:
+            out["follow_up"] = True
+        return out
 
     @classmethod
     def _from_payload(cls, d: dict[str, Any]) -> dict[str, Any]:
-        return {"content": content_from_dict(d["content"])}
+        return {"content": content_from_dict(d["content"]), "follow_up": bool(d.get("follow_up", False))}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,6 +108,9 @@ class AssistantMessageEvent(Event):
     usage: Usage | None = None
     finish_reason: str | None = None
     model: str | None = None
+    request_seq: int | None = None
+    """The ``seq`` of the last event the model's request was built from. Messages committed
+    after it (pushed while the model was answering) are shown after this answer."""
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
@@ -115,6 +123,7 @@ class AssistantMessageEvent(Event):
             "usage": None if self.usage is None else self.usage.to_dict(),
             "finish_reason": self.finish_reason,
             "model": self.model,
+            **({} if self.request_seq is None else {"request_seq": self.request_seq}),
         }
 
     @classmethod
@@ -125,6 +134,7 @@ class AssistantMessageEvent(Event):
             "usage": None if usage is None else Usage.from_dict(usage),
             "finish_reason": d.get("finish_reason"),
             "model": d.get("model"),
+            "request_seq": d.get("request_seq"),
         }
 
 

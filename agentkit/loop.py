@@ -12,8 +12,8 @@ import contextvars
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
 
 from ._json import json_problem
 from .cancel import CancelToken
@@ -25,6 +25,7 @@ from .events import (
     ToolResultEvent,
     UserMessageEvent,
 )
+from .invariants import check_messages
 from .messages import (
     ContentPart,
     Message,
@@ -38,32 +39,35 @@ from .models.base import (
     ChatModel,
     FinishEvent,
     ModelRequest,
-    ModelSettings,
     ReasoningDelta,
     ReasoningDone,
     TextDelta,
     ToolCallEvent,
-    ToolChoice,
     UsageEvent,
+    tool_choice_problem,
 )
+from .options import GenerationOptions
 from .results import RunResult, Step, ToolCallRecord
-from .tools.base import ToolContext, ToolRegistry
-from .tools.runner import run_tool_call
+from .stream import (
+    Emit,
+    ReasoningDeltaEvent,
+    StepEndEvent,
+    StepStartEvent,
+    TextDeltaEvent,
+    ToolCallRequestedEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+    ToolUpdateEvent,
+    callback_sink,
+    fan_out,
+)
+from .tools.base import ToolContext, ToolDecision, ToolRegistry
+from .tools.runner import decision_gate, run_tool_call
 from .usage import Usage
 
 __all__ = ["LoopHost", "LoopOptions", "run_loop"]
 
-ToolExecution = Literal["parallel", "sequential"]
 
-_CALLBACKS = (
-    "on_token",
-    "on_reasoning",
-    "on_tool_call_start",
-    "on_tool_call_update",
-    "on_tool_call_finish",
-    "validate_completion",
-    "on_context_overflow",
-)
 
 
 class LoopHost(Protocol):
@@ -75,34 +79,46 @@ class LoopHost(Protocol):
         """Number, persist and publish ``events``; returns them with their ``seq``."""
         ...
 
-    def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str]]:
-        """The messages so far and the tool calls still waiting for results."""
+    def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]:
+        """The messages so far, the tool calls still waiting for results and the seq of
+        the last event they were built from."""
+        ...
+
+    def follow_up_waiting(self) -> bool:
+        """True when a follow-up message comes after the last answer."""
         ...
 
 
-@dataclass(kw_only=True)
-class LoopOptions:
-    """Per-generation options (a Session's defaults merged with per-call overrides)."""
+@dataclass(frozen=True, kw_only=True)
+class LoopOptions(GenerationOptions):
+    """A generation's options plus what the session supplies: the model, the tools, the
+    execution context and where agent events go."""
 
     model: ChatModel
     tools: ToolRegistry
-    system: str | None = None
-    max_steps: int = 20
-    tool_execution: ToolExecution = "parallel"
-    tool_choice: ToolChoice = "auto"
-    settings: ModelSettings = field(default_factory=ModelSettings)
-    provider_options: dict[str, Any] = field(default_factory=dict)
-    cache: bool = True
-    on_token: Callable[[str], Any] | None = None
-    on_reasoning: Callable[[str], Any] | None = None
-    on_tool_call_start: Callable[[ToolCallPart], Any] | None = None
-    on_tool_call_update: Callable[[str, Any], Any] | None = None
-    on_tool_call_finish: Callable[[ToolCallRecord], Any] | None = None
-    validate_completion: Callable[[RunResult], str | None] | None = None
-    max_validation_retries: int = 0
-    on_context_overflow: Callable[[list[Message], CancelToken], Sequence[Message]] | None = None
-    max_context_overflow_retries: int = 3
     execution_context: Any = None
+    emit: Emit | None = None
+    """Where agent events go besides the callbacks (an AgentStream's buffer)."""
+
+    @classmethod
+    def of(cls, options: GenerationOptions, *, model: ChatModel, tools: ToolRegistry,
+           execution_context: Any = None, emit: Emit | None = None) -> LoopOptions:
+        """``options`` with the session's parts."""
+        values = {f.name: getattr(options, f.name) for f in fields(GenerationOptions)}
+        return cls(**values, model=model, tools=tools, execution_context=execution_context, emit=emit)
+
+    def event_sink(self) -> Emit | None:
+        """The one event path: the callbacks and ``emit`` fed by the same events."""
+        return fan_out(
+            callback_sink(
+                on_token=self.on_token,
+                on_reasoning=self.on_reasoning,
+                on_tool_call_start=self.on_tool_call_start,
+                on_tool_call_update=self.on_tool_call_update,
+                on_tool_call_finish=self.on_tool_call_finish,
+            ),
+            self.emit,
+        )
 
     def check(self) -> None:
         """Raise ConfigurationError for invalid values, before any side effect."""
@@ -111,28 +127,10 @@ class LoopOptions:
                 f"model must be a ChatModel (with a stream(request) method) or a spec "
                 f"string like 'openai:gpt-4.1-mini', not {type(self.model).__name__}"
             )
-        if not isinstance(self.max_steps, int) or self.max_steps < 1:
-            raise ConfigurationError(f"max_steps must be a positive int, got {self.max_steps!r}")
-        if self.tool_execution not in ("parallel", "sequential"):
-            raise ConfigurationError(
-                f"tool_execution must be 'parallel' or 'sequential', got {self.tool_execution!r}"
-            )
-        choice = self.tool_choice
-        if choice not in ("auto", "none", "required") and choice not in self.tools:
-            raise ConfigurationError(
-                f"tool_choice {choice!r} is neither 'auto', 'none', 'required' nor the name of "
-                f"one of the tools ({', '.join(self.tools) or 'none given'})"
-            )
-        if choice == "required" and not len(self.tools):
-            raise ConfigurationError("tool_choice='required' needs at least one tool in tools=")
-        for name in _CALLBACKS:
-            value = getattr(self, name)
-            if value is not None and not callable(value):
-                raise ConfigurationError(f"{name} must be a callable or None, not {type(value).__name__}")
-        for name in ("max_validation_retries", "max_context_overflow_retries"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
+        super().check()
+        problem = tool_choice_problem(self.tool_choice, tuple(self.tools))
+        if problem is not None:
+            raise ConfigurationError(problem)
 
 
 @dataclass
@@ -142,14 +140,13 @@ class _Inference:
     finish_reason: str
 
 
-def _infer(model: ChatModel, request: ModelRequest, opts: LoopOptions) -> _Inference:
+def _infer(model: ChatModel, request: ModelRequest, emit: Emit | None) -> _Inference:
     parts: list[ContentPart] = []
     text: list[str] = []
     reasoning: list[str] = []
     usage = Usage()
     finish = "stop"
     cancel = request.cancel
-    on_token, on_reasoning = opts.on_token, opts.on_reasoning
 
     def flush_text() -> None:
         if text:
@@ -170,8 +167,8 @@ def _infer(model: ChatModel, request: ModelRequest, opts: LoopOptions) -> _Infer
                 if reasoning:
                     flush_reasoning()
                 text.append(ev.text)
-                if on_token is not None:
-                    on_token(ev.text)
+                if emit is not None:
+                    emit(TextDeltaEvent(text=ev.text))
             elif isinstance(ev, ToolCallEvent):
                 flush_reasoning()
                 flush_text()
@@ -179,14 +176,15 @@ def _infer(model: ChatModel, request: ModelRequest, opts: LoopOptions) -> _Infer
                 problem = json_problem(call_input) if error is None else None
                 if problem is not None:  # it could not be recorded: answer with an error result
                     call_input, error = {}, f"the arguments are not plain JSON: {problem}"
-                parts.append(
-                    ToolCallPart(
-                        tool_call_id=ev.tool_call_id,
-                        tool_name=ev.tool_name,
-                        input=call_input,
-                        input_error=error,
-                    )
+                call = ToolCallPart(
+                    tool_call_id=ev.tool_call_id,
+                    tool_name=ev.tool_name,
+                    input=call_input,
+                    input_error=error,
                 )
+                parts.append(call)
+                if emit is not None:
+                    emit(ToolCallRequestedEvent(call=call))
             elif isinstance(ev, UsageEvent):
                 usage = usage + ev.usage
             elif isinstance(ev, FinishEvent):
@@ -194,8 +192,8 @@ def _infer(model: ChatModel, request: ModelRequest, opts: LoopOptions) -> _Infer
             elif isinstance(ev, ReasoningDelta):
                 flush_text()
                 reasoning.append(ev.text)
-                if on_reasoning is not None:
-                    on_reasoning(ev.text)
+                if emit is not None:
+                    emit(ReasoningDeltaEvent(text=ev.text))
             elif isinstance(ev, ReasoningDone):
                 flush_text()
                 part = ev.part
@@ -270,6 +268,9 @@ class _Loop:
         self.specs = opts.tools.specs()
         self.tool_names = tuple(opts.tools)
         self.model_name = getattr(opts.model, "model_name", None)
+        self.emit = opts.event_sink()
+        self.hooks = opts.hooks
+        self.gate = decision_gate(self._decide) if opts.hooks.before_tool_call else None
 
     def run(self) -> RunResult:
         opts = self.opts
@@ -282,10 +283,10 @@ class _Loop:
                 finish = "max-steps"
                 break
             self.cancel.raise_if_cancelled()
-            messages, pending = self.host.project()
+            messages, pending, request_seq = self.host.project()
             if pending:
                 self._close_orphans(pending)
-                messages, _ = self.host.project()
+                messages, _, request_seq = self.host.project()
             request = ModelRequest(
                 messages=tuple(messages),
                 system=opts.system,
@@ -297,13 +298,17 @@ class _Loop:
                 session_id=self.host.session_id,
                 cache=opts.cache,
             )
+            if self.hooks.before_model_request:
+                request = self.hooks.model_request(request)
+            if self.emit is not None:
+                self.emit(StepStartEvent(index=len(self.steps)))
             try:
-                inference = _infer(opts.model, request, opts)
+                inference = _infer(opts.model, request, self.emit)
             except ContextOverflowError:
                 if opts.on_context_overflow is None or overflow_attempts >= opts.max_context_overflow_retries:
                     raise
                 overflow_attempts += 1
-                conversation, _ = self.host.project(for_model=False)  # without job status
+                conversation = self.host.project(for_model=False)[0]  # without job status
                 replacement = opts.on_context_overflow(conversation, self.cancel)
                 self._replace_context(replacement)
                 continue
@@ -315,23 +320,25 @@ class _Loop:
                         usage=inference.usage,
                         finish_reason=inference.finish_reason,
                         model=self.model_name,
+                        request_seq=request_seq or None,
                     )
                 ]
             )
             calls = [p for p in inference.content if isinstance(p, ToolCallPart)]
             step_records = self._run_tools(calls) if calls else ()
             last_text = text_of(inference.content)
-            self.steps.append(
-                Step(
-                    index=len(self.steps),
-                    text=last_text,
-                    tool_calls=tuple(step_records),
-                    usage=inference.usage,
-                    finish_reason=inference.finish_reason,
-                )
+            step = Step(
+                index=len(self.steps),
+                text=last_text,
+                tool_calls=tuple(step_records),
+                usage=inference.usage,
+                finish_reason=inference.finish_reason,
             )
-            if calls:
-                continue
+            self.steps.append(step)
+            if self.emit is not None:
+                self.emit(StepEndEvent(step=step))
+            if calls or self.host.follow_up_waiting():
+                continue  # tool results, or a follow-up pushed while the model answered
             finish = inference.finish_reason
             if opts.validate_completion is not None:
                 feedback = opts.validate_completion(self._result(last_text, finish))
@@ -355,7 +362,7 @@ class _Loop:
         return self._result(last_text, finish)
 
     def _result(self, text: str, finish: str) -> RunResult:
-        messages, _ = self.host.project(for_model=False)
+        messages = self.host.project(for_model=False)[0]
         return RunResult(
             text=text,
             finish_reason=finish,
@@ -372,6 +379,7 @@ class _Loop:
                 "on_context_overflow must return a non-empty list of user, assistant and tool "
                 "Message objects (the system prompt is sent separately; keep it out)"
             )
+        check_messages(msgs, what="the on_context_overflow result")
         self.host.commit([ContextReplacedEvent(messages=msgs, reason="context-overflow")])
 
     def _close_orphans(self, pending: dict[str, str]) -> None:
@@ -387,7 +395,7 @@ class _Loop:
     # -- tools -------------------------------------------------------------------------
 
     def _context(self, call: ToolCallPart) -> ToolContext:
-        update = self.opts.on_tool_call_update
+        emit = self.emit
         cid = call.tool_call_id
         return ToolContext(
             tool_call_id=cid,
@@ -395,12 +403,23 @@ class _Loop:
             cancel=self.cancel,
             session_id=self.host.session_id,
             execution_context=self.opts.execution_context,
-            _progress=None if update is None else (lambda u: update(cid, u)),
+            _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
         )
+
+    def _decide(self, call: ToolCallPart, ctx: ToolContext) -> ToolDecision | None:
+        """``before_tool_call`` hooks as one decision (a rewrite comes back as one)."""
+        rewritten, decision = self.hooks.tool_call(call, ctx)
+        if decision is None and rewritten is not call:
+            return ToolDecision.rewrite(rewritten.input)
+        return decision
 
     def _execute(self, call: ToolCallPart) -> ToolOutput:
         tool = self.opts.tools.get(call.tool_name)
-        return run_tool_call(tool, call, self._context(call), self.tool_names)
+        ctx = self._context(call)
+        output = run_tool_call(tool, call, ctx, self.tool_names, self.gate)
+        if self.hooks.after_tool_call:
+            output = self.hooks.tool_result(call, output, ctx)
+        return output
 
     def _run_tools(self, calls: list[ToolCallPart]) -> list[ToolCallRecord]:
         """Run one assistant message's tool calls and commit their results in the order
@@ -449,8 +468,8 @@ class _Loop:
                 )
                 records.append(record)
                 self.records.append(record)
-                if opts.on_tool_call_finish is not None:
-                    opts.on_tool_call_finish(record)
+                if self.emit is not None:
+                    self.emit(ToolEndEvent(record=record))
         finally:
             for future in futures.values():
                 future.cancel()
@@ -473,8 +492,8 @@ class _Loop:
                     raise
 
     def _started(self, call: ToolCallPart) -> None:
-        if self.opts.on_tool_call_start is not None:
-            self.opts.on_tool_call_start(call)
+        if self.emit is not None:
+            self.emit(ToolStartEvent(call=call))
 
     def _outcome(
         self, call: ToolCallPart, action: str, ready: ToolOutput | None, future: Future[ToolOutput] | None

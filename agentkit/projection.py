@@ -15,6 +15,11 @@ Rules:
   crashed generation), the view shows the open calls closed with an "interrupted" error
   result before the held-back messages; a new assistant message closes them for good.
   Either way providers always see a valid conversation.
+* a user message or runtime event committed while the model was answering (after the
+  last event its request was built from: ``AssistantMessageEvent.request_seq``) is shown
+  after that answer, not before it: the model did not see it. A follow-up
+  (``Session.follow_up``) placed after the last answer is "waiting": the loop answers
+  it before the generation ends.
 * a ``context-replaced`` event restarts the projection from the messages it carries.
 * background jobs: ``job-output`` chunks are not shown one by one. While jobs run, the
   view an inference gets ends with one status message per request summarising each
@@ -77,13 +82,20 @@ class Projector:
     """Incremental projection state. Feed events in commit order with :meth:`extend`;
     read :attr:`messages`."""
 
-    __slots__ = ("_messages", "_pending", "_pending_names", "_deferred", "_count", "_render", "_jobs")
+    __slots__ = (
+        "_messages", "_pending", "_pending_names", "_deferred", "_count", "_render", "_jobs", "_recent",
+        "_waiting", "_last_seq",
+    )
 
     def __init__(self, render_runtime: RuntimeRenderer | None = None) -> None:
         self._messages: list[Message] = []
         self._pending: Counter[str] = Counter()
         self._pending_names: dict[str, str] = {}
-        self._deferred: list[Message] = []
+        self._deferred: list[tuple[int, Message, bool]] = []  # (seq, message, follow-up)
+        # user/runtime messages shown since the last assistant message, in order
+        self._recent: list[tuple[int, Message, bool]] = []
+        self._waiting = 0  # follow-ups shown after the last assistant message
+        self._last_seq = 0
         self._count = 0
         self._render = render_runtime or render_runtime_event
         # the default rendering hides job output; a status message stands in for it
@@ -93,6 +105,16 @@ class Projector:
     def count(self) -> int:
         """How many events have been applied."""
         return self._count
+
+    @property
+    def last_seq(self) -> int:
+        """The ``seq`` of the last event applied (0 before any committed event)."""
+        return self._last_seq
+
+    @property
+    def follow_up_waiting(self) -> bool:
+        """True when a follow-up message comes after the last assistant message."""
+        return self._waiting > 0
 
     @property
     def messages(self) -> list[Message]:
@@ -112,10 +134,11 @@ class Projector:
             head = self._messages
             last = head[-1] if head and head[-1].role == "tool" else None
             closing = tuple(self._interrupted_parts())
+            deferred = [m for _, m, _ in self._deferred]
             if last is not None:
                 tool_msg = Message(role="tool", content=last.content + closing)
-                return [*head[:-1], tool_msg, *self._deferred]
-            return [*head, Message(role="tool", content=closing), *self._deferred]
+                return [*head[:-1], tool_msg, *deferred]
+            return [*head, Message(role="tool", content=closing), *deferred]
         if job_status and self._jobs:
             return [*self._messages, self._jobs.status_message()]
         return list(self._messages)
@@ -131,6 +154,8 @@ class Projector:
         for ev in events:
             self._apply(ev)
             self._count += 1
+            if ev.seq:
+                self._last_seq = ev.seq
 
     def catch_up(self, events: Sequence[Event]) -> None:
         """Apply ``events[self.count:]`` (the events not yet seen)."""
@@ -144,37 +169,57 @@ class Projector:
             self._tool_result(ev)
         elif isinstance(ev, AssistantMessageEvent):
             self._close_pending()
+            late = self._take_late(ev.request_seq)
+            self._recent.clear()
+            self._waiting = 0
             if ev.content:
                 self._messages.append(Message(role="assistant", content=ev.content))
                 for call in ev.tool_calls:
                     self._pending[call.tool_call_id] += 1
                     self._pending_names[call.tool_call_id] = call.tool_name
+            for item in late:
+                self._show(item)
         elif isinstance(ev, UserMessageEvent):
-            msg = Message(role="user", content=ev.content)
-            if self._pending:
-                self._deferred.append(msg)  # after the open calls' results
-            else:
-                self._messages.append(msg)
+            self._show((ev.seq, Message(role="user", content=ev.content), ev.follow_up))
         elif isinstance(ev, RuntimeEvent):
             if self._jobs is not None:
                 self._jobs.observe(ev)
             rendered = self._render(ev)
-            if rendered is None:
-                return
-            if self._pending:
-                self._deferred.append(rendered)
-            else:
-                self._messages.append(rendered)
+            if rendered is not None:
+                self._show((ev.seq, rendered, False))
         elif isinstance(ev, ContextReplacedEvent):
             self._messages = list(ev.messages)
             self._pending.clear()
             self._pending_names.clear()
             self._deferred.clear()
+            self._recent.clear()
+            self._waiting = 0
             if self._messages and self._messages[-1].role == "assistant":
                 for call in self._messages[-1].tool_calls:
                     self._pending[call.tool_call_id] += 1
                     self._pending_names[call.tool_call_id] = call.tool_name
         # control events and unknown kinds are not shown to the model
+
+    def _show(self, item: tuple[int, Message, bool]) -> None:
+        if self._pending:
+            self._deferred.append(item)  # after the open calls' results
+        else:
+            self._messages.append(item[1])
+            self._recent.append(item)
+            self._waiting += item[2]
+
+    def _take_late(self, request_seq: int | None) -> list[tuple[int, Message, bool]]:
+        """Remove the messages committed after ``request_seq`` (a trailing run of
+        :attr:`_recent`) from the history, to be shown after the answer."""
+        late: list[tuple[int, Message, bool]] = []
+        if request_seq is None:
+            return late
+        recent, messages = self._recent, self._messages
+        while recent and recent[-1][0] > request_seq and messages and messages[-1] is recent[-1][1]:
+            late.append(recent.pop())
+            messages.pop()
+        late.reverse()
+        return late
 
     def _add_result(self, part: ToolResultPart) -> None:
         last = self._messages[-1] if self._messages else None
@@ -213,8 +258,12 @@ class Projector:
 
     def _flush_deferred(self) -> None:
         if self._deferred:
-            self._messages.extend(self._deferred)
+            items = list(self._deferred)
             self._deferred.clear()
+            for item in items:
+                self._messages.append(item[1])
+                self._recent.append(item)
+                self._waiting += item[2]
         if not self._pending:
             self._pending_names.clear()
 

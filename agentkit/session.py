@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
@@ -22,20 +22,22 @@ from .cancel import CancelToken
 from .errors import ConfigurationError, SessionClosedError, SessionError
 from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
 from .execution.base import JobControl, JobState
+from .invariants import check_events
 from .jobs import bridge_job_events
-from .loop import LoopOptions, ToolExecution, run_loop
-from .messages import Message, Prompt, ToolCallPart, normalize_prompt
-from .models.base import ChatModel, ModelSettings, ToolChoice
+from .loop import LoopOptions, run_loop
+from .messages import Message, Prompt, normalize_prompt
+from .models.base import ChatModel
+from .options import GenerationOptions
 from .projection import Projector, RuntimeRenderer
-from .results import GenerateResult, RunResult, ToolCallRecord
+from .results import GenerateResult
 from .scheduling import GenerationScheduler
 from .stores.base import EventStore, StoredSession, validate_session_id
+from .stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
 from .subscriptions import Listener, Subscription
 from .tools.base import ToolRegistry
 
 __all__ = ["Session"]
 
-_UNSET: Any = object()
 _LISTENER_JOIN_SECONDS = 5.0
 """How long close() waits, in all, for listeners to take what is queued for them."""
 
@@ -68,23 +70,20 @@ class Session:
         model: ChatModel | str | None = None,
         *,
         tools: Iterable[Any] = (),
-        system: str | None = None,
         session_id: str | None = None,
         events: Iterable[Event] | None = None,
         store: EventStore | None = None,
         execution_context: Any = None,
-        max_steps: int = 20,
-        tool_execution: ToolExecution = "parallel",
-        tool_choice: ToolChoice = "auto",
-        settings: ModelSettings | None = None,
-        provider_options: dict[str, Any] | None = None,
-        cache: bool = True,
         render_runtime: RuntimeRenderer | None = None,
         max_tool_workers: int = 8,
         listener_queue_size: int = 10_000,
         listener_timeout: float = 30.0,
         _seed_if_new: bool = False,
+        **options: Any,
     ) -> None:
+        """``options`` are the per-generation options (:class:`~agentkit.options.GenerationOptions`:
+        ``system``, ``max_steps``, ``hooks``, ``tool_choice``, callbacks...), the defaults of
+        every :meth:`generate` of this session."""
         if session_id is not None:
             validate_session_id(session_id)
         if not isinstance(max_tool_workers, int) or max_tool_workers < 1:
@@ -96,23 +95,15 @@ class Session:
         self.session_id: str | None = session_id or (uuid.uuid4().hex if store else None)
         self._model = model_from(model)
         self._registry = ToolRegistry(tools_from(tools))
-        self._defaults = LoopOptions(
-            model=self._model if self._model is not None else _NoModel(),
-            tools=self._registry,
-            system=system,
-            max_steps=max_steps,
-            tool_execution=tool_execution,
-            tool_choice=tool_choice,
-            settings=settings or ModelSettings(),
-            provider_options=dict(provider_options or {}),
-            cache=cache,
-            execution_context=execution_context,
-        )
-        self._defaults.check()  # a placeholder stands in for a missing model
+        self._options = GenerationOptions.build(options)
+        self.execution_context = execution_context
+        # a placeholder stands in for a missing model: check the rest now
+        self._loop_options(self._model if self._model is not None else _NoModel(), self._options).check()
         initial = list(events or ())
         for ev in initial:
             if not isinstance(ev, Event):
                 raise ConfigurationError(f"events must be Event objects, not {type(ev).__name__}")
+        check_events(initial)  # a history that breaks the providers' rules, before any side effect
         self._log = EventLog(
             session_id=self.session_id,
             store=store,
@@ -125,7 +116,6 @@ class Session:
         self._gate = GenerationGate(self._log.check_usable)
         self._pool: ThreadPoolExecutor | None = None
         self._max_workers = max_tool_workers
-        self.execution_context = execution_context
         stored = None
         if store is not None:
             _check_writable(store, self.session_id)  # type: ignore[arg-type]
@@ -188,9 +178,28 @@ class Session:
 
     # -- pushing -----------------------------------------------------------------------
 
+    def refresh(self) -> list[Event]:
+        """Load what other writers (another process, another host) committed to this
+        session's store since this object's revision, and return those events. Their
+        listeners hear them too. Call it after a :class:`~agentkit.errors.StoreConflictError`
+        (nothing of yours was written), then retry. A no-op without a store."""
+        return self._log.refresh()
+
     def push_user_message(self, content: Prompt) -> Event:
         """Commit a user message (text, or text plus image/file parts)."""
         return self._log.commit([UserMessageEvent(content=normalize_prompt(content))])[0]
+
+    def steer(self, content: Prompt) -> Event:
+        """Commit a user message that the running generation reads at its next model step
+        (after the tool calls in flight finish); with no generation running, the next one
+        reads it. Works from any thread."""
+        return self.push_user_message(content)
+
+    def follow_up(self, content: Prompt) -> Event:
+        """Commit a user message that the running generation answers before it ends: when
+        the model would stop, the loop runs another step for it. With no generation
+        running, the next one answers it. Works from any thread."""
+        return self._log.commit([UserMessageEvent(content=normalize_prompt(content), follow_up=True)])[0]
 
     def push_runtime_event(self, type: str, data: dict[str, Any] | None = None) -> Event:
         """Commit a runtime event (``job-finished``, ``timer-fired``...) with JSON data
@@ -228,61 +237,25 @@ class Session:
         self,
         *,
         model: ChatModel | str | None = None,
-        system: str | None = _UNSET,
-        max_steps: int | None = None,
-        tool_execution: ToolExecution | None = None,
-        tool_choice: ToolChoice | None = None,
-        settings: ModelSettings | None = None,
-        provider_options: dict[str, Any] | None = None,
-        cache: bool | None = None,
-        on_token: Callable[[str], Any] | None = None,
-        on_reasoning: Callable[[str], Any] | None = None,
-        on_tool_call_start: Callable[[ToolCallPart], Any] | None = None,
-        on_tool_call_update: Callable[[str, Any], Any] | None = None,
-        on_tool_call_finish: Callable[[ToolCallRecord], Any] | None = None,
-        validate_completion: Callable[[RunResult], str | None] | None = None,
-        max_validation_retries: int | None = None,
-        on_context_overflow: Callable[[list[Message], CancelToken], Sequence[Message]] | None = None,
-        max_context_overflow_retries: int | None = None,
         cancel: CancelToken | None = None,
+        _emit: Emit | None = None,
+        **options: Any,
     ) -> GenerateResult:
         """Run the model (and its tool calls) until it answers without calling tools.
 
-        Calls from several threads run one at a time in call order; a call still waiting
-        for its turn leaves the queue at once when its ``cancel`` token is cancelled.
-        Per-call arguments override the session's defaults for this call only. Raises
+        ``options`` override the session's defaults for this call only (``system``,
+        ``max_steps``, callbacks...; ``hooks`` are added after the session's). Calls from
+        several threads run one at a time in call order; a call still waiting for its
+        turn leaves the queue at once when its ``cancel`` token is cancelled. Raises
         :class:`~agentkit.errors.CancelledError` when aborted or cancelled,
         :class:`~agentkit.errors.SessionClosedError` when the session is closed or
         aborted, and :class:`~agentkit.errors.SessionError` when called from inside a
         generation of this same session (a tool or callback), which would deadlock.
         """
-        d = self._defaults
         resolved = model_from(model) if model is not None else self._model
         if resolved is None:
             raise ConfigurationError("this session has no model: pass model= to Session or generate()")
-        opts = LoopOptions(
-            model=resolved,
-            tools=self._registry,
-            system=d.system if system is _UNSET else system,
-            max_steps=max_steps if max_steps is not None else d.max_steps,
-            tool_execution=tool_execution or d.tool_execution,
-            tool_choice=tool_choice or d.tool_choice,
-            settings=settings or d.settings,
-            provider_options={**d.provider_options, **(provider_options or {})},
-            cache=d.cache if cache is None else cache,
-            on_token=on_token,
-            on_reasoning=on_reasoning,
-            on_tool_call_start=on_tool_call_start,
-            on_tool_call_update=on_tool_call_update,
-            on_tool_call_finish=on_tool_call_finish,
-            validate_completion=validate_completion,
-            max_validation_retries=max_validation_retries or 0,
-            on_context_overflow=on_context_overflow,
-            max_context_overflow_retries=(
-                3 if max_context_overflow_retries is None else max_context_overflow_retries
-            ),
-            execution_context=d.execution_context,
-        )
+        opts = self._loop_options(resolved, self._options.merged(options), emit=_emit)
         opts.check()
         if self in _GENERATING.get():
             raise SessionError(
@@ -294,22 +267,50 @@ class Session:
         self._log.check_usable()
         ticket, token = self._gate.enter(cancel)
         generating = _GENERATING.set((*_GENERATING.get(), self))
+        emit = opts.event_sink()
         try:
+            result: GenerateResult | None = None
+            error: BaseException | None = None
             try:
-                result = run_loop(self._log, opts, token, self._executor)
-            except BaseException as exc:
+                if emit is not None:
+                    emit(GenerationStartEvent(session_id=self.session_id))
+                run = run_loop(self._log, opts, token, self._executor)
+                fields = {f: getattr(run, f) for f in run.__dataclass_fields__}
+                result = GenerateResult(**fields, events=self.events)
+            except BaseException as exc:  # noqa: BLE001 - re-raised after the end hooks
+                error = exc
                 if token.cancelled and not self._log.closed and self._log.failed is None:
                     reason = token.reason or str(exc)
                     try:
                         self._log.commit([ControlEvent(action="generation-aborted", data={"reason": reason})])
                     except SessionError:
                         pass  # closed or failed meanwhile: the original error says more
-                raise
-            fields = {f: getattr(result, f) for f in result.__dataclass_fields__}
-            return GenerateResult(**fields, events=self.events)
+            error = _end_generation(opts, emit, result, error)
+            if error is not None:
+                raise error
+            assert result is not None
+            return result
         finally:
             _GENERATING.reset(generating)
             self._gate.leave(ticket)
+
+    def stream(self, *, max_buffer: int = 1000, cancel: CancelToken | None = None,
+               **generate_kwargs: Any) -> AgentStream:
+        """Run :meth:`generate` on a worker thread and return an :class:`AgentStream`
+        of its events (iterate it; ``.result`` for the result; closing it early cancels
+        the generation). Takes the same keyword arguments as :meth:`generate`."""
+        self._log.check_usable()
+        if "_emit" in generate_kwargs:
+            raise ConfigurationError("stream() does not take _emit=")
+
+        def run(emit: Emit, token: CancelToken) -> GenerateResult:
+            return self.generate(cancel=token, _emit=emit, **generate_kwargs)
+
+        return AgentStream(run, max_buffer=max_buffer, cancel=cancel, name=f"agentkit-stream-{self.session_id}")
+
+    def _loop_options(self, model: Any, options: GenerationOptions, *, emit: Emit | None = None) -> LoopOptions:
+        return LoopOptions.of(options, model=model, tools=self._registry,
+                              execution_context=self.execution_context, emit=emit)
 
     def abort_current_generation(self, reason: str = "aborted by the host") -> bool:
         """Cancel the running generation's model call and foreground tools. Returns True
@@ -420,3 +421,23 @@ class _NoModel:
 
     def stream(self, request: Any) -> Any:  # pragma: no cover - never called
         raise ConfigurationError("this session has no model")
+
+
+def _end_generation(
+    opts: LoopOptions, emit: Emit | None, result: GenerateResult | None, error: BaseException | None
+) -> BaseException | None:
+    """Call ``on_generation_end`` hooks once and emit ``generation-end``; returns the
+    generation's error (a failing hook's error when it succeeded)."""
+    if opts.hooks.on_generation_end:
+        try:
+            opts.hooks.generation_end(result, error)
+        except BaseException as exc:  # noqa: BLE001 - the generation's outcome
+            if error is None:
+                error, result = exc, None
+    if emit is not None:
+        try:
+            emit(GenerationEndEvent(result=result, error=error))
+        except BaseException as exc:  # noqa: BLE001 - a raising callback
+            if error is None:
+                error = exc
+    return error

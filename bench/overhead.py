@@ -5,6 +5,8 @@
 
 Workloads (defined in ../shared/bench-peers/common.py, the same for every framework):
   A  run_agent with a model that calls add() 10 times, then answers: us per model step.
+     Also reported for agentkit alone: the same run with four no-op hooks
+     (a_hooks_*), and consumed as an event stream with run_agent_stream (a_stream_*).
   B  200 user turns in one durable Session (FileEventStore, fsync on): ms per turn for
      turns 1-20 vs 181-200.
 The model is a FunctionModel: a pure function of the messages it is shown, so the
@@ -28,7 +30,7 @@ sys.path.insert(0, str(_here.parents[1]))
 import common  # noqa: E402
 
 import agentkit  # noqa: E402
-from agentkit import FunctionModel, ModelRequest, Session, ToolCall, run_agent, tool  # noqa: E402
+from agentkit import FunctionModel, Hooks, ModelRequest, Session, ToolCall, run_agent, tool  # noqa: E402
 from agentkit.messages import ToolResultPart  # noqa: E402
 
 SEEN = [0]
@@ -66,6 +68,29 @@ def store_factory(root: str):
 def main() -> None:
     model_a = FunctionModel(scripted(common.TOOL_CALLS_A))
     a = common.bench_a(lambda: run_agent(model_a, "add things up", tools=[add]).text)
+    extra = {}
+    if hasattr(agentkit, "Hooks"):
+        noop = Hooks(
+            before_model_request=lambda request: None,
+            before_tool_call=lambda call, ctx: None,
+            after_tool_call=lambda call, output, ctx: None,
+            on_generation_end=lambda result, error: None,
+        )
+        hooked = common.bench_a(lambda: run_agent(model_a, "add things up", tools=[add], hooks=noop).text)
+
+        def streamed() -> str:
+            with agentkit.run_agent_stream(model_a, "add things up", tools=[add]) as stream:
+                for _ in stream:
+                    pass
+                return stream.result.text
+
+        consumed = common.bench_a(streamed)
+        extra = {
+            "a_hooks_us_per_step_median": hooked["a_us_per_step_median"],
+            "a_hooks_us_per_step_p90": hooked["a_us_per_step_p90"],
+            "a_stream_us_per_step_median": consumed["a_us_per_step_median"],
+            "a_stream_us_per_step_p90": consumed["a_us_per_step_p90"],
+        }
 
     tmp = common.scratch_dir("agentkit_b_")
     store, store_name = store_factory(tmp)
@@ -85,6 +110,7 @@ def main() -> None:
         "agentkit",
         agentkit.__version__,
         **a,
+        **extra,
         **b,
         fake_model="agentkit.FunctionModel",
         persistence=store_name,

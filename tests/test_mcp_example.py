@@ -48,4 +48,6 @@ def test_mcp_stdio_example_runs_as_documented(tmp_path):
     assert "  tool list_notes({}) -> groceries" in lines
     denied = next(line for line in lines if line.startswith("  tool delete_all_notes"))
     assert "ERROR" in denied and "not allowed in this demo" in denied
-    assert lines[-1].startswith("answer: Done: groceries | the call to tool 'delete_all_notes' was denied")
+    assert lines[-1].startswith(
+        "answer: Done: groceries | tool call blocked: the call to tool 'delete_all_notes' was denied"
+    )

@@ -333,7 +333,7 @@ def test_file_by_url_is_rejected_before_any_request(server):
 
 
 def test_unknown_tool_choice_is_rejected_before_any_request(server):
-    with pytest.raises(ConfigurationError, match="names no tool"):
+    with pytest.raises(ConfigurationError, match="nor the name of one of the tools"):
         model(server).stream(req(tools=(ADD,), tool_choice="mul"))
     assert server.requests == []
 

@@ -61,23 +61,24 @@ def test_every_public_name_is_documented():
 
 PUBLIC_NAMESPACES = {
     'agentkit': [
-        'AccessDenied', 'AgentkitError', 'AssistantMessageEvent', 'AuthenticationError',
-        'CancelToken', 'CancelledError', 'ChatModel', 'CompletionValidationError',
-        'ConfigurationError', 'ContextOverflowError', 'ContextReplacedEvent', 'ControlEvent',
-        'DirEntry', 'Event', 'EventStore', 'ExecutionContext', 'FileEventStore', 'FileJobStore',
-        'FilePart', 'FileSystem', 'FunctionModel', 'GenerateResult', 'ImagePart',
-        'InMemoryEventStore', 'InMemoryJobStore', 'JobControl', 'JobEvent', 'JobNotFoundError',
-        'JobState', 'JobStore', 'LocalExecutionContext', 'McpError', 'Message',
-        'MissingDependencyError', 'ModelError', 'ModelRequest', 'ModelSettings',
-        'PermissionRequest', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError',
-        'ReasoningPart', 'RunResult', 'RuntimeEvent', 'SchemaVersionError', 'ScriptExhaustedError',
-        'ScriptedModel', 'Session', 'SessionClosedError', 'SessionError', 'SessionFailedError',
-        'Shell', 'ShellResult', 'Step', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
-        'StoreLockTimeout', 'StoredJob', 'StoredSession', 'TextPart', 'Tool', 'ToolCall',
-        'ToolCallPart', 'ToolCallRecord', 'ToolContext', 'ToolDefinitionError', 'ToolOutput',
-        'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'Turn', 'Usage', 'UserMessageEvent',
-        '__version__', 'build_model_messages', 'event_from_dict', 'events_from_messages',
-        'filesystem_tools', 'get_model', 'http_tools', 'json_tools', 'run_agent', 'shell_tools',
+        'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'AssistantMessageEvent',
+        'AuthenticationError', 'CancelToken', 'CancelledError', 'ChatModel',
+        'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
+        'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event', 'EventStore',
+        'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart', 'FileSystem',
+        'FunctionModel', 'GenerateResult', 'HookError', 'Hooks', 'ImagePart', 'InMemoryEventStore',
+        'InMemoryJobStore', 'JobControl', 'JobEvent', 'JobNotFoundError', 'JobState', 'JobStore',
+        'LocalExecutionContext', 'McpError', 'Message', 'MissingDependencyError', 'ModelError',
+        'ModelRequest', 'ModelSettings', 'PermissionRequest', 'ProviderError',
+        'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'RunResult', 'RuntimeEvent',
+        'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
+        'SessionClosedError', 'SessionError', 'SessionFailedError', 'Shell', 'ShellResult', 'Step',
+        'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoredJob',
+        'StoredSession', 'TextPart', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord',
+        'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultEvent',
+        'ToolResultPart', 'ToolSpec', 'Turn', 'Usage', 'UserMessageEvent', '__version__',
+        'build_model_messages', 'event_from_dict', 'events_from_messages', 'filesystem_tools',
+        'get_model', 'http_tools', 'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools',
         'tool',
     ],
     'agentkit.adapters.langchain': [
@@ -96,7 +97,7 @@ PUBLIC_NAMESPACES = {
         'Injected', 'from_langchain_tool', 'from_langchain_tools', 'to_langchain_tool',
     ],
     'agentkit.agent': [
-        'run_agent',
+        'run_agent', 'run_agent_stream',
     ],
     'agentkit.cancel': [
         'CancelToken',
@@ -106,7 +107,7 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.errors': [
         'AccessDenied', 'AgentkitError', 'AuthenticationError', 'CancelledError',
-        'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
+        'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError', 'HookError',
         'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError', 'ProviderError',
         'ProviderUnavailableError', 'RateLimitError', 'SchemaVersionError', 'ScriptExhaustedError',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'StoreConflictError',
@@ -127,6 +128,12 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.execution.local': [
         'LocalExecutionContext',
+    ],
+    'agentkit.hooks': [
+        'Hooks', 'ToolDecision',
+    ],
+    'agentkit.invariants': [
+        'check_events', 'check_messages',
     ],
     'agentkit.job_status': [
         'RunningJobs',
@@ -177,8 +184,9 @@ PUBLIC_NAMESPACES = {
         'ToolSpec', 'Turn', 'UsageEvent', 'get_model',
     ],
     'agentkit.models.adapter': [
-        'ProviderModel', 'RetryInfo', 'RetryPolicy', 'TranslatedError', 'check_tool_choice', 'data_url',
-        'function_tools', 'parse_tool_arguments', 'stream_with_retries', 'tool_result_text',
+        'ProviderModel', 'RetryInfo', 'RetryPolicy', 'TranslatedError', 'check_tool_choice',
+        'data_url', 'function_tools', 'parse_tool_arguments', 'stream_with_retries',
+        'tool_result_text',
     ],
     'agentkit.models.anthropic': [
         'AnthropicModel',
@@ -196,6 +204,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.models.scripted': [
         'FunctionModel', 'ScriptedModel', 'ToolCall', 'Turn',
+    ],
+    'agentkit.options': [
+        'GenerationOptions',
     ],
     'agentkit.projection': [
         'INTERRUPTED_RESULT', 'Projector', 'RuntimeRenderer', 'build_model_messages',
@@ -227,18 +238,23 @@ PUBLIC_NAMESPACES = {
     'agentkit.stores.memory': [
         'InMemoryEventStore',
     ],
+    'agentkit.stream': [
+        'AgentEvent', 'AgentStream', 'GenerationEndEvent', 'GenerationStartEvent',
+        'ReasoningDeltaEvent', 'StepEndEvent', 'StepStartEvent', 'TextDeltaEvent',
+        'ToolCallRequestedEvent', 'ToolEndEvent', 'ToolStartEvent', 'ToolUpdateEvent',
+    ],
     'agentkit.subscriptions': [
         'Listener', 'Subscription',
     ],
     'agentkit.tools': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobNotFoundError',
         'JobState', 'LocalExecutionContext', 'PermissionRequest', 'Shell', 'ShellResult', 'Tool',
-        'ToolContext', 'ToolRegistry', 'TruncatedOutput', 'filesystem_tools', 'format_shell_result',
-        'http_tools', 'json_path', 'json_tools', 'shell_tools', 'to_tool_output', 'tool',
-        'truncate_output',
+        'ToolContext', 'ToolDecision', 'ToolRegistry', 'TruncatedOutput', 'filesystem_tools',
+        'format_shell_result', 'http_tools', 'json_path', 'json_tools', 'shell_tools',
+        'to_tool_output', 'tool', 'truncate_output',
     ],
     'agentkit.tools.base': [
-        'Tool', 'ToolContext', 'ToolRegistry', 'to_tool_output',
+        'Tool', 'ToolContext', 'ToolDecision', 'ToolRegistry', 'to_tool_output',
     ],
     'agentkit.tools.context': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobListener',

@@ -12,12 +12,14 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import CancelledError, ConfigurationError, McpError, SessionClosedError, ToolDefinitionError
-from ..messages import FilePart, ImagePart, Message, TextPart, ToolOutput
-from ..tools.base import Tool, ToolContext
+from ..messages import FilePart, ImagePart, Message, TextPart, ToolCallPart, ToolOutput
+from ..tools.base import Tool, ToolContext, ToolDecision
 from ._runtime import Runtime
 from .host import McpPrompt, McpResource
 from .naming import exposed_names
 from .results import tool_result_to_output
+
+BeforeCall = Callable[[ToolCallPart, ToolContext], "ToolDecision | None"]
 
 __all__ = ["AuthorizeToolCall", "McpServerStatus", "McpToolRef", "McpToolset"]
 
@@ -195,10 +197,35 @@ class McpToolset:
 
         try:
             return Tool(name=exposed, description=description, input_schema=schema, fn=call,
-                        read_only=read_only, context_param=_CTX)
+                        read_only=read_only, context_param=_CTX,
+                        before_call=self._authorization(server, original, exposed))
         except ToolDefinitionError as exc:
             conn.warn(f"tool {original!r} was skipped: {exc}")
             return None
+
+    def _authorization(self, server: str, tool: str, exposed: str) -> BeforeCall | None:
+        """``authorize_tool_call`` as the tool's own ``before_call`` gate: it runs on the
+        same path as every ``before_tool_call`` hook, after the input passed its schema."""
+        authorize = self._authorize
+        if authorize is None:
+            return None
+
+        def before_call(call: ToolCallPart, ctx: ToolContext) -> ToolDecision | None:
+            try:
+                verdict = authorize(server, tool, dict(call.input), ctx.tool_call_id)
+            except Exception as exc:  # noqa: BLE001 - a denial is reported to the model
+                return ToolDecision.block(
+                    f"the call to tool {exposed!r} was denied: {str(exc) or type(exc).__name__}. "
+                    f"Do not retry it; continue without it or say what is blocked."
+                )
+            if verdict is False:
+                return ToolDecision.block(
+                    f"the call to tool {exposed!r} was denied. Do not retry it; continue without "
+                    f"it or say what is blocked."
+                )
+            return None
+
+        return before_call
 
     # -- calling -----------------------------------------------------------------------
 
@@ -208,7 +235,6 @@ class McpToolset:
         from ._server import NotConnected, describe_error
 
         cancel = ctx.cancel if ctx is not None else CancelToken()
-        call_id = ctx.tool_call_id if ctx is not None else None
         if self._rt.closed:
             return ToolOutput.error(f"tool {exposed!r} cannot run: the MCP toolset was closed")
         conn = self._rt.conns[server]
@@ -217,19 +243,6 @@ class McpToolset:
                 f"tool {exposed!r} cannot run: MCP server {server!r} is not connected "
                 f"({conn.error or conn.status})"
             )
-        if self._authorize is not None:
-            try:
-                verdict = self._authorize(server, tool, dict(arguments), call_id)
-            except Exception as exc:  # noqa: BLE001 - a denial is reported to the model
-                return ToolOutput.error(
-                    f"the call to tool {exposed!r} was denied: {str(exc) or type(exc).__name__}. "
-                    f"Do not retry it; continue without it or say what is blocked."
-                )
-            if verdict is False:
-                return ToolOutput.error(
-                    f"the call to tool {exposed!r} was denied. Do not retry it; continue without "
-                    f"it or say what is blocked."
-                )
         updates: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
 
         def on_progress(progress: float, total: float | None, message: str | None) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from .._json import json_problem, loads
 from ..errors import ConfigurationError
 from ..messages import ToolOutput
-from .base import ModelRequest, ToolSpec
+from .base import ModelRequest, ToolSpec, tool_choice_problem
 
 _SIGNATURES: dict[Any, frozenset[str]] = {}
 
@@ -95,15 +95,9 @@ def tool_result_text(output: ToolOutput) -> str:
 
 def check_tool_choice(request: ModelRequest) -> None:
     """Reject a tool_choice naming a tool the request does not offer."""
-    choice = request.tool_choice
-    if choice in ("auto", "none", "required"):
-        return
-    names = [t.name for t in request.tools]
-    if choice not in names:
-        raise ConfigurationError(
-            f"tool_choice {choice!r} names no tool of this request; use 'auto', 'none', "
-            f"'required' or one of: {', '.join(names) or '(no tools given)'}"
-        )
+    problem = tool_choice_problem(request.tool_choice, [t.name for t in request.tools])
+    if problem is not None:
+        raise ConfigurationError(problem)
 
 
 def text_of_file(data: bytes, filename: str | None) -> str:

@@ -7,7 +7,7 @@ adapter's signature.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
@@ -139,3 +139,15 @@ class ChatModel(Protocol):
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """Yield the reply as stream events, ending with a :class:`FinishEvent`."""
         ...
+
+
+def tool_choice_problem(choice: ToolChoice, names: Sequence[str]) -> str | None:
+    """Why ``tool_choice`` cannot be used with tools ``names``, or None when it can."""
+    if choice == "required" and not names:
+        return "tool_choice='required' needs at least one tool in tools="
+    if choice in ("auto", "none", "required") or choice in names:
+        return None
+    return (
+        f"tool_choice {choice!r} is neither 'auto', 'none', 'required' nor the name of one "
+        f"of the tools ({', '.join(names) or 'none given'})"
+    )

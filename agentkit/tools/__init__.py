@@ -21,7 +21,7 @@ from ..execution import (
     ShellResult,
 )
 from ..truncate import TruncatedOutput, truncate_output
-from .base import Tool, ToolContext, ToolRegistry, to_tool_output
+from .base import Tool, ToolContext, ToolDecision, ToolRegistry, to_tool_output
 from .decorator import tool
 from .filesystem import filesystem_tools
 from .json_tools import json_path, json_tools
@@ -51,6 +51,7 @@ __all__ = [
     "ShellResult",
     "Tool",
     "ToolContext",
+    "ToolDecision",
     "ToolRegistry",
     "TruncatedOutput",
     "filesystem_tools",

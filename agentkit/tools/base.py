@@ -7,17 +7,17 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
 from ..cancel import CancelToken
-from ..errors import ToolDefinitionError
-from ..messages import FilePart, ImagePart, TextPart, ToolOutput
+from ..errors import ConfigurationError, ToolDefinitionError
+from ..messages import FilePart, ImagePart, TextPart, ToolCallPart, ToolOutput
 from ..models.base import ToolSpec
 
-__all__ = ["Tool", "ToolContext", "ToolRegistry", "to_tool_output"]
+__all__ = ["Tool", "ToolContext", "ToolDecision", "ToolRegistry", "to_tool_output"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -39,6 +39,44 @@ class ToolContext:
         """Send a progress update to ``on_tool_call_update`` listeners."""
         if self._progress is not None:
             self._progress(update)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolDecision:
+    """What a ``before_tool_call`` hook decided about one tool call.
+
+    Build it with :meth:`allow`, :meth:`block`, :meth:`rewrite` or :meth:`respond`.
+    """
+
+    action: Literal["allow", "block", "rewrite", "respond"]
+    reason: str | None = None
+    """Why the call was blocked (the model reads it)."""
+    input: Any = None
+    """The replacement input of a rewrite."""
+    output: ToolOutput | None = None
+    """The result of a respond."""
+
+    @classmethod
+    def allow(cls) -> ToolDecision:
+        """Run the call as the model wrote it."""
+        return cls(action="allow")
+
+    @classmethod
+    def block(cls, reason: str) -> ToolDecision:
+        """Do not run the tool; the model reads an error result with ``reason``."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ConfigurationError("ToolDecision.block needs a non-empty reason the model can read")
+        return cls(action="block", reason=reason)
+
+    @classmethod
+    def rewrite(cls, input: Any) -> ToolDecision:
+        """Run the tool with ``input`` instead (validated against the schema again)."""
+        return cls(action="rewrite", input=input)
+
+    @classmethod
+    def respond(cls, output: Any) -> ToolDecision:
+        """Do not run the tool; use ``output`` (anything a tool may return) as its result."""
+        return cls(action="respond", output=to_tool_output(output))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +102,11 @@ class Tool:
         default=None, repr=False
     )
     """Turns validated JSON input into the keyword arguments ``fn`` takes."""
+    before_call: Callable[[ToolCallPart, ToolContext], ToolDecision | None] | None = field(
+        default=None, repr=False
+    )
+    """The tool's own gate, run after the generation's ``before_tool_call`` hooks (MCP
+    tools put ``authorize_tool_call`` here)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):

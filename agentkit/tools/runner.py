@@ -4,24 +4,31 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from .._json import dumps, json_problem, loads
 from ..errors import AgentkitError, CancelledError
 from ..messages import ToolCallPart, ToolOutput, content_to_dict
-from .base import Tool, ToolContext, to_tool_output
+from .base import Tool, ToolContext, ToolDecision, to_tool_output
 
 __all__ = ["run_tool_call"]
 
 _KINDS = ("text", "json", "content", "error-text", "error-json")
 
 
+Gate = Callable[[ToolCallPart, ToolContext], "ToolCallPart | ToolOutput"]
+"""Runs after the input passed its schema: returns the call to run (the same one, or one
+with a rewritten input, validated again) or a ToolOutput that answers the call instead."""
+
+
 def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
-                  available: tuple[str, ...] = ()) -> ToolOutput:
+                  available: tuple[str, ...] = (), gate: Gate | None = None) -> ToolOutput:
     """Validate and run ``call`` with ``tool``. Never raises for model-produced problems
     (unknown tool, unparsable or invalid input, exceptions, timeouts): those come back as
-    error outputs the model reads. Raises CancelledError only when ``ctx.cancel`` is set."""
+    error outputs the model reads. Raises CancelledError only when ``ctx.cancel`` is set;
+    whatever ``gate`` raises propagates."""
     name = call.tool_name
     if call.input_error is not None:
         return ToolOutput.error(
@@ -31,10 +38,21 @@ def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
     if tool is None:
         names = ", ".join(available) or "(none)"
         return ToolOutput.error(f"unknown tool {name!r}; available tools: {names}")
-    data = call.input
-    problem = tool.validation_error(data)
+    problem = tool.validation_error(call.input)
     if problem is not None:
         return ToolOutput.error(problem)
+    for step in (gate, tool.before_call and _own_gate(tool)):
+        if step is None:
+            continue
+        gated = step(call, ctx)
+        if isinstance(gated, ToolOutput):
+            return _recordable(tool, gated)
+        if gated is not call:
+            problem = tool.validation_error(gated.input)
+            if problem is not None:
+                return ToolOutput.error(f"the rewritten input was refused: {problem}")
+            call = gated
+    data = call.input
     try:
         kwargs: dict[str, Any] = tool.prepare_input(data) if tool.prepare_input else dict(data)
     except Exception as exc:  # noqa: BLE001 - conversion of nested types
@@ -47,6 +65,28 @@ def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
     if tool.timeout is None:
         return _invoke(tool, kwargs, ctx)
     return _invoke_with_timeout(tool, kwargs, ctx, tool.timeout)
+
+
+def decision_gate(decide: Callable[[ToolCallPart, ToolContext], ToolDecision | None]) -> Gate:
+    """A gate from a function returning a :class:`ToolDecision` (or None to allow)."""
+
+    def gate(call: ToolCallPart, ctx: ToolContext) -> ToolCallPart | ToolOutput:
+        decision = decide(call, ctx)
+        if decision is None or decision.action == "allow":
+            return call
+        if decision.action == "rewrite":
+            return replace(call, input=decision.input, input_error=None)
+        if decision.action == "block":
+            return ToolOutput.error(f"tool call blocked: {decision.reason}")
+        assert decision.output is not None
+        return decision.output
+
+    return gate
+
+
+def _own_gate(tool: Tool) -> Gate:
+    assert tool.before_call is not None
+    return decision_gate(tool.before_call)
 
 
 def _recordable(tool: Tool, out: ToolOutput) -> ToolOutput:

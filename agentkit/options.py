@@ -1,0 +1,159 @@
+"""The per-generation options: one definition for ``run_agent``, ``Session`` and ``generate``.
+
+Every option is a field of :class:`GenerationOptions`. ``Session(**options)`` sets a
+session's defaults, ``generate(**options)`` (and ``stream``) overrides them for one call,
+and ``run_agent(**options)`` passes them through. Adding an option is one field here
+(plus its use in the loop and its test): every front door accepts it at once.
+
+How an override meets a default is the field's ``merge`` rule: ``replace`` (the call's
+value wins), ``compose`` (hooks: the session's first, then the call's) or ``update``
+(dicts: the call's keys win).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import ConfigurationError
+from .hooks import HookChain
+from .models.base import ModelSettings, ToolChoice
+
+if TYPE_CHECKING:
+    from .cancel import CancelToken
+    from .messages import Message, ToolCallPart
+    from .results import RunResult, ToolCallRecord
+
+__all__ = ["GenerationOptions"]
+
+ToolExecution = Literal["parallel", "sequential"]
+
+
+def _opt(default: Any = None, *, merge: str = "replace", factory: Callable[[], Any] | None = None) -> Any:
+    meta = {"merge": merge}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerationOptions:
+    """Options of one generation. Each is a keyword argument of ``run_agent``,
+    ``Session`` (a default for every generation) and ``generate``/``stream`` (for one)."""
+
+    system: str | None = _opt()
+    """The system prompt."""
+    max_steps: int = _opt(20)
+    """Model calls allowed in one generation; reaching it ends with ``finish_reason="max-steps"``."""
+    tool_execution: ToolExecution = _opt("parallel")
+    """``parallel`` (one step's calls on worker threads) or ``sequential``."""
+    tool_choice: ToolChoice = _opt("auto")
+    """``auto``, ``none``, ``required`` or a tool name."""
+    settings: ModelSettings = _opt(factory=ModelSettings)
+    """Temperature, max tokens, reasoning... (:class:`~agentkit.ModelSettings`)."""
+    provider_options: Mapping[str, Any] = _opt(merge="update", factory=dict)
+    """Passed through to the provider's API."""
+    cache: bool = _opt(True)
+    """Ask the provider to cache the prompt prefix where it supports it."""
+    hooks: HookChain = _opt(merge="compose", factory=HookChain)
+    """:class:`~agentkit.Hooks`: one, or a list composed in order."""
+    on_token: Callable[[str], Any] | None = _opt()
+    """Called with each piece of assistant text."""
+    on_reasoning: Callable[[str], Any] | None = _opt()
+    """Called with each piece of reasoning text."""
+    on_tool_call_start: Callable[[ToolCallPart], Any] | None = _opt()
+    """Called before each tool call runs."""
+    on_tool_call_update: Callable[[str, Any], Any] | None = _opt()
+    """Called with ``(tool_call_id, update)`` when a tool reports progress."""
+    on_tool_call_finish: Callable[[ToolCallRecord], Any] | None = _opt()
+    """Called with each tool call's record once its result is committed."""
+    validate_completion: Callable[[RunResult], str | None] | None = _opt()
+    """Return feedback (str) to make the model try again, or None to accept."""
+    max_validation_retries: int = _opt(0)
+    """How often ``validate_completion`` may send the model back."""
+    on_context_overflow: Callable[[list[Message], CancelToken], Sequence[Message]] | None = _opt()
+    """Return a shorter history when the provider says the context is too long."""
+    max_context_overflow_retries: int = _opt(3)
+    """How often ``on_context_overflow`` may be used in one generation."""
+
+    def merged(self, overrides: Mapping[str, Any]) -> GenerationOptions:
+        """These options with ``overrides`` (keyword arguments of one call) applied by each
+        field's merge rule. An unknown name is a :class:`ConfigurationError`."""
+        if not overrides:
+            return self
+        changes: dict[str, Any] = {}
+        for name, value in overrides.items():
+            rule = _RULES.get(name)
+            if rule is None:
+                raise _unknown(name)
+            if rule == "compose":
+                changes[name] = getattr(self, name) + HookChain.of(value)
+            elif value is None and name in _NONE_KEEPS:
+                continue  # e.g. max_steps=None means "the session's value"
+            elif rule == "update":
+                if not isinstance(value, Mapping):
+                    raise ConfigurationError(f"{name} must be a dict, not {type(value).__name__}")
+                changes[name] = {**getattr(self, name), **value}
+            else:
+                changes[name] = value
+        out = replace(self, **changes)
+        out.check()
+        return out
+
+    @classmethod
+    def build(cls, options: Mapping[str, Any]) -> GenerationOptions:
+        """Options from keyword arguments (defaults for the rest), checked."""
+        return cls().merged(options) if options else cls()
+
+    def check(self) -> None:
+        """Raise ConfigurationError for invalid values, before any side effect."""
+        if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or self.max_steps < 1:
+            raise ConfigurationError(f"max_steps must be a positive int, got {self.max_steps!r}")
+        if self.tool_execution not in ("parallel", "sequential"):
+            raise ConfigurationError(
+                f"tool_execution must be 'parallel' or 'sequential', got {self.tool_execution!r}"
+            )
+        if self.system is not None and not isinstance(self.system, str):
+            raise ConfigurationError(f"system must be a str or None, not {type(self.system).__name__}")
+        if not isinstance(self.settings, ModelSettings):
+            raise ConfigurationError(f"settings must be a ModelSettings, not {type(self.settings).__name__}")
+        if not isinstance(self.provider_options, Mapping):
+            raise ConfigurationError(
+                f"provider_options must be a dict, not {type(self.provider_options).__name__}"
+            )
+        for name in _CALLBACKS:
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise ConfigurationError(f"{name} must be a callable or None, not {type(value).__name__}")
+        for name in ("max_validation_retries", "max_context_overflow_retries"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
+
+
+_RULES: dict[str, str] = {f.name: f.metadata["merge"] for f in fields(GenerationOptions)}
+_CALLBACKS = tuple(
+    f.name for f in fields(GenerationOptions) if f.name.startswith("on_") or f.name == "validate_completion"
+)
+# options whose None means "not given" (their meaningful values are never None)
+_NONE_KEEPS = frozenset(
+    {"max_steps", "tool_execution", "tool_choice", "settings", "cache", "max_validation_retries",
+     "max_context_overflow_retries"}
+)
+
+
+def option_names() -> tuple[str, ...]:
+    """The names of every per-generation option."""
+    return tuple(_RULES)
+
+
+def _unknown(name: str) -> ConfigurationError:
+    import difflib
+
+    close = difflib.get_close_matches(name, _RULES, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return ConfigurationError(
+        f"unknown option {name!r}.{hint} Generation options are: {', '.join(sorted(_RULES))}"
+    )
+

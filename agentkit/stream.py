@@ -1,0 +1,422 @@
+"""The agent event stream: what a running generation does, as it does it.
+
+``Session.stream(...)`` and ``run_agent_stream(...)`` run a generation on a worker
+thread and hand the caller an :class:`AgentStream`: an iterator of :class:`AgentEvent`
+objects, ending with exactly one ``generation-end``, and a ``.result``. The same events
+feed the ``on_token``/``on_tool_call_*`` callbacks, so there is one event path.
+
+Event types, in the order a generation produces them::
+
+    generation-start
+      step-start                      one per model call
+        text-delta / reasoning-delta  as the model writes
+        tool-call                     the model asked for a call (complete input)
+      tool-start, tool-update, tool-end   per call, results in model order
+      step-end
+    generation-end                    .result or .error
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from .cancel import CancelToken
+from .errors import ConfigurationError
+from .messages import ToolCallPart, _output_to_dict, content_to_dict
+from .results import RunResult, Step, ToolCallRecord
+
+__all__ = [
+    "AgentEvent",
+    "AgentStream",
+    "GenerationEndEvent",
+    "GenerationStartEvent",
+    "ReasoningDeltaEvent",
+    "StepEndEvent",
+    "StepStartEvent",
+    "TextDeltaEvent",
+    "ToolCallRequestedEvent",
+    "ToolEndEvent",
+    "ToolStartEvent",
+    "ToolUpdateEvent",
+]
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` if JSON can carry it, else its ``repr`` (progress updates are free-form)."""
+    import json
+
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def _call_dict(call: ToolCallPart) -> dict[str, Any]:
+    return {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name, "input": _json_safe(call.input)}
+
+
+def _record_dict(record: ToolCallRecord) -> dict[str, Any]:
+    return {
+        "tool_call_id": record.id,
+        "tool_name": record.name,
+        "input": _json_safe(record.input),
+        "output": _output_to_dict(record.output),
+        "is_error": record.is_error,
+        "reused": record.reused,
+    }
+
+
+def _step_dict(step: Step) -> dict[str, Any]:
+    return {
+        "index": step.index,
+        "text": step.text,
+        "finish_reason": step.finish_reason,
+        "usage": step.usage.to_dict(),
+        "tool_calls": [_record_dict(r) for r in step.tool_calls],
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentEvent:
+    """Base class of the events an :class:`AgentStream` yields; ``type`` names the kind."""
+
+    type: ClassVar[str] = "agent-event"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``{"type": ..., ...}``), e.g. for Server-Sent Events."""
+        return {"type": self.type, **self._payload()}
+
+    def _payload(self) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerationStartEvent(AgentEvent):
+    """The generation holds the gate and is about to make its first model call."""
+
+    type: ClassVar[str] = "generation-start"
+    session_id: str | None = None
+
+    def _payload(self) -> dict[str, Any]:
+        return {"session_id": self.session_id}
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepStartEvent(AgentEvent):
+    """A model call (step ``index``) begins."""
+
+    type: ClassVar[str] = "step-start"
+    index: int
+
+    def _payload(self) -> dict[str, Any]:
+        return {"index": self.index}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextDeltaEvent(AgentEvent):
+    """A piece of assistant text."""
+
+    type: ClassVar[str] = "text-delta"
+    text: str
+
+    def _payload(self) -> dict[str, Any]:
+        return {"text": self.text}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReasoningDeltaEvent(AgentEvent):
+    """A piece of the model's reasoning (thinking) text."""
+
+    type: ClassVar[str] = "reasoning-delta"
+    text: str
+
+    def _payload(self) -> dict[str, Any]:
+        return {"text": self.text}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallRequestedEvent(AgentEvent):
+    """The model asked for a tool call (its input is complete)."""
+
+    type: ClassVar[str] = "tool-call"
+    call: ToolCallPart
+
+    def _payload(self) -> dict[str, Any]:
+        return _call_dict(self.call)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolStartEvent(AgentEvent):
+    """A tool call is about to run (or to be answered: reused, unknown, blocked)."""
+
+    type: ClassVar[str] = "tool-start"
+    call: ToolCallPart
+
+    def _payload(self) -> dict[str, Any]:
+        return _call_dict(self.call)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolUpdateEvent(AgentEvent):
+    """A running tool reported progress (``ToolContext.report_progress``)."""
+
+    type: ClassVar[str] = "tool-update"
+    tool_call_id: str
+    update: Any = None
+
+    def _payload(self) -> dict[str, Any]:
+        return {"tool_call_id": self.tool_call_id, "update": _json_safe(self.update)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolEndEvent(AgentEvent):
+    """A tool call's result was committed."""
+
+    type: ClassVar[str] = "tool-end"
+    record: ToolCallRecord
+
+    def _payload(self) -> dict[str, Any]:
+        return _record_dict(self.record)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepEndEvent(AgentEvent):
+    """A step (one model call and its tool calls) is complete."""
+
+    type: ClassVar[str] = "step-end"
+    step: Step
+
+    def _payload(self) -> dict[str, Any]:
+        return _step_dict(self.step)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerationEndEvent(AgentEvent):
+    """The generation ended: with ``result``, or with ``error``."""
+
+    type: ClassVar[str] = "generation-end"
+    result: RunResult | None = None
+    error: BaseException | None = field(default=None, compare=False)
+
+    def _payload(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"error": {"type": type(self.error).__name__, "message": str(self.error)}}
+        assert self.result is not None
+        r = self.result
+        return {
+            "result": {
+                "text": r.text,
+                "finish_reason": r.finish_reason,
+                "usage": r.usage.to_dict(),
+                "steps": len(r.steps),
+                "tool_calls": [_record_dict(t) for t in r.tool_calls],
+                "messages": [{"role": m.role, "content": content_to_dict(m.content)} for m in r.messages],
+            }
+        }
+
+
+Emit = Callable[[AgentEvent], None]
+"""Where the loop sends agent events."""
+
+
+def callback_sink(
+    *,
+    on_token: Callable[[str], Any] | None = None,
+    on_reasoning: Callable[[str], Any] | None = None,
+    on_tool_call_start: Callable[[ToolCallPart], Any] | None = None,
+    on_tool_call_update: Callable[[str, Any], Any] | None = None,
+    on_tool_call_finish: Callable[[ToolCallRecord], Any] | None = None,
+) -> Emit | None:
+    """The classic callbacks as a consumer of the one event path (None when all are None)."""
+    table: dict[type[AgentEvent], Callable[[Any], Any]] = {}
+    if on_token is not None:
+        table[TextDeltaEvent] = lambda e: on_token(e.text)
+    if on_reasoning is not None:
+        table[ReasoningDeltaEvent] = lambda e: on_reasoning(e.text)
+    if on_tool_call_start is not None:
+        table[ToolStartEvent] = lambda e: on_tool_call_start(e.call)
+    if on_tool_call_update is not None:
+        table[ToolUpdateEvent] = lambda e: on_tool_call_update(e.tool_call_id, e.update)
+    if on_tool_call_finish is not None:
+        table[ToolEndEvent] = lambda e: on_tool_call_finish(e.record)
+    if not table:
+        return None
+
+    def sink(event: AgentEvent) -> None:
+        handler = table.get(type(event))
+        if handler is not None:
+            handler(event)
+
+    return sink
+
+
+def fan_out(*sinks: Emit | None) -> Emit | None:
+    """One emit function calling each sink in order (None when there is none)."""
+    live = [s for s in sinks if s is not None]
+    if not live:
+        return None
+    if len(live) == 1:
+        return live[0]
+
+    def emit(event: AgentEvent) -> None:
+        for sink in live:
+            sink(event)
+
+    return emit
+
+
+class _Buffer:
+    """A bounded FIFO between the generation thread (producer) and the consumer. A full
+    buffer makes the producer wait; closing it wakes both sides. Each side is woken only
+    when the other waits for it, so a consumer that keeps up costs no extra wake-ups."""
+
+    def __init__(self, bound: int) -> None:
+        self._items: deque[AgentEvent] = deque()
+        self._bound = bound
+        self._cond = threading.Condition()
+        self._closed = False  # the consumer went away: drop what the producer sends
+        self._ended = False  # the producer sent its last event
+        self._waiting = 0  # threads waiting on the condition
+
+    def _wait(self) -> None:
+        self._waiting += 1
+        try:
+            self._cond.wait()
+        finally:
+            self._waiting -= 1
+
+    def put(self, event: AgentEvent) -> None:
+        with self._cond:
+            while len(self._items) >= self._bound and not self._closed:
+                self._wait()
+            if self._closed:
+                return
+            self._items.append(event)
+            if self._waiting:
+                self._cond.notify_all()
+
+    def end(self) -> None:
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._items.clear()
+            self._cond.notify_all()
+
+    def get(self) -> AgentEvent | None:
+        """The next event, or None when there will be no more."""
+        with self._cond:
+            while not self._items and not self._ended and not self._closed:
+                self._wait()
+            if not self._items:
+                return None
+            item = self._items.popleft()
+            if self._waiting:
+                self._cond.notify_all()
+            return item
+
+
+class AgentStream(Iterator[AgentEvent]):
+    """A generation running on a worker thread, consumed as an iterator of events.
+
+    Iterate it (on any one thread) to receive every :class:`AgentEvent` in order; the
+    last is a ``generation-end``. ``.result`` waits for the end and returns the result
+    or raises the generation's error. ``close()`` (or leaving a ``with`` block) before
+    the end cancels the generation; what it committed stays committed. Events wait in a
+    bounded buffer: when the consumer falls ``max_buffer`` events behind, the generation
+    waits for it, so a slow consumer loses nothing and memory stays bounded.
+    """
+
+    def __init__(
+        self,
+        run: Callable[[Emit, CancelToken], RunResult],
+        *,
+        max_buffer: int = 1000,
+        cancel: CancelToken | None = None,
+        name: str = "agentkit-stream",
+    ) -> None:
+        if not isinstance(max_buffer, int) or max_buffer < 1:
+            raise ConfigurationError(f"max_buffer must be an int >= 1, got {max_buffer!r}")
+        self._buffer = _Buffer(max_buffer)
+        self._cancel = CancelToken()
+        if cancel is not None:
+            cancel.link(self._cancel)
+        self._done = threading.Event()
+        self._result: RunResult | None = None
+        self._error: BaseException | None = None
+        self._finished = False
+        self._thread = threading.Thread(target=self._work, args=(run,), name=name, daemon=True)
+        self._thread.start()
+
+    def _work(self, run: Callable[[Emit, CancelToken], RunResult]) -> None:
+        ended = False
+
+        def emit(event: AgentEvent) -> None:
+            nonlocal ended
+            if isinstance(event, GenerationEndEvent):
+                ended = True
+            self._buffer.put(event)
+
+        try:
+            self._result = run(emit, self._cancel)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            self._error = exc
+        finally:
+            if not ended:  # it failed before it started (closed session, bad option)
+                self._buffer.put(GenerationEndEvent(result=self._result, error=self._error))
+            self._done.set()
+            self._buffer.end()
+
+    def __iter__(self) -> AgentStream:
+        return self
+
+    def __next__(self) -> AgentEvent:
+        if self._finished:
+            raise StopIteration
+        event = self._buffer.get()
+        if event is None:
+            self._finished = True
+            raise StopIteration
+        if isinstance(event, GenerationEndEvent):
+            self._finished = True
+        return event
+
+    @property
+    def result(self) -> RunResult:
+        """The generation's result (waits for its end); raises its error instead when it
+        failed or was cancelled. Events not yet consumed are discarded."""
+        if not self._done.is_set():
+            self._buffer.close()  # nobody will read them: the producer must not wait
+            self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    @property
+    def done(self) -> bool:
+        """True once the generation has ended."""
+        return self._done.is_set()
+
+    def close(self, reason: str = "stream closed") -> None:
+        """Stop consuming: cancel the generation if it is still running and wait for it
+        to stop. Idempotent."""
+        self._finished = True
+        if not self._done.is_set():
+            self._cancel.cancel(reason)
+        self._buffer.close()
+        self._thread.join()
+
+    def __enter__(self) -> AgentStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

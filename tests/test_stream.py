@@ -1,0 +1,178 @@
+"""The agent event stream: AgentStream, Session.stream, run_agent_stream."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from agentkit import (
+    AgentEvent,
+    CancelledError,
+    ConfigurationError,
+    ScriptedModel,
+    Session,
+    ToolCall,
+    ToolContext,
+    Turn,
+    run_agent_stream,
+    tool,
+)
+from agentkit.stream import GenerationEndEvent
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def mul(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
+
+
+def test_two_step_run_with_parallel_tools_yields_the_exact_event_sequence():
+    model = ScriptedModel(
+        [Turn(text="let me", tool_calls=(ToolCall("add", {"a": 1, "b": 2}, id="c1"),
+                                          ToolCall("mul", {"a": 3, "b": 4}, id="c2"))),
+         Turn(text="3 and 12", reasoning="easy")],
+        chunk_size=100,
+    )
+    with run_agent_stream(model, "compute", tools=[add, mul]) as stream:
+        events = list(stream)
+        result = stream.result
+    types = [e.type for e in events]
+    assert types == [
+        "generation-start",
+        "step-start", "text-delta", "tool-call", "tool-call",
+        "tool-start", "tool-start", "tool-end", "tool-end", "step-end",
+        "step-start", "reasoning-delta", "text-delta", "step-end",
+        "generation-end",
+    ]
+    assert [e.call.tool_call_id for e in events if e.type == "tool-start"] == ["c1", "c2"]
+    assert [e.record.output.value for e in events if e.type == "tool-end"] == [3, 12]
+    assert [e.step.index for e in events if e.type == "step-end"] == [0, 1]
+    end = events[-1]
+    assert isinstance(end, GenerationEndEvent) and end.error is None and end.result.text == "3 and 12"
+    assert result.text == "3 and 12" and len(result.steps) == 2
+
+
+def test_every_event_serialises_to_json():
+    @tool
+    def slow(ctx: ToolContext) -> str:
+        """Report progress."""
+        ctx.report_progress({"done": 1, "of": 2})
+        ctx.report_progress(object())  # not JSON: carried as its repr
+        return "ok"
+
+    model = ScriptedModel([ToolCall("slow"), Turn(text="fine", reasoning="hmm")])
+    with run_agent_stream(model, "go", tools=[slow]) as stream:
+        dicts = [json.loads(json.dumps(e.to_dict())) for e in stream]
+    assert {d["type"] for d in dicts} >= {"tool-update", "tool-end", "generation-end", "reasoning-delta"}
+    updates = [d["update"] for d in dicts if d["type"] == "tool-update"]
+    assert updates[0] == {"done": 1, "of": 2} and updates[1].startswith("<object object")
+    assert dicts[-1]["result"]["text"] == "fine"
+
+
+def test_a_slow_consumer_on_another_thread_receives_every_event_with_a_small_buffer():
+    model = ScriptedModel(["x" * 200], chunk_size=1)  # 200 text deltas
+    with Session(model) as s:
+        s.push_user_message("talk")
+        stream = s.stream(max_buffer=4)
+        got: list[AgentEvent] = []
+
+        def consume() -> None:
+            for event in stream:
+                got.append(event)
+                time.sleep(0.001)
+
+        t = threading.Thread(target=consume)
+        t.start()
+        t.join(60)
+        assert not t.is_alive()
+        assert "".join(e.text for e in got if e.type == "text-delta") == "x" * 200
+        assert got[-1].type == "generation-end" and stream.result.text == "x" * 200
+
+
+def test_the_buffer_bound_makes_the_generation_wait_for_the_consumer():
+    model = ScriptedModel(["y" * 50], chunk_size=1)
+    with Session(model) as s:
+        s.push_user_message("talk")
+        stream = s.stream(max_buffer=3)
+        time.sleep(0.3)  # give the producer time to run ahead if it could
+        assert not stream.done  # it waits: 50 deltas do not fit in 3 slots
+        assert len(list(stream)) > 50 and stream.done
+
+
+def test_closing_the_stream_mid_tool_cancels_the_generation_and_keeps_what_was_committed():
+    started, stopped = threading.Event(), threading.Event()
+
+    @tool
+    def wait(ctx: ToolContext) -> str:
+        """Wait until cancelled."""
+        started.set()
+        if ctx.cancel.wait(30):
+            stopped.set()
+        return "cancelled" if ctx.cancel.cancelled else "timeout"
+
+    with Session(ScriptedModel([ToolCall("wait"), "never"]), tools=[wait]) as s:
+        s.push_user_message("go")
+        with s.stream() as stream:
+            for event in stream:
+                if event.type == "tool-start":
+                    assert started.wait(10)
+                    break
+        assert stopped.is_set()
+        with pytest.raises(CancelledError):
+            _ = stream.result
+        types = [e.type for e in s.events]
+        assert types[:2] == ["user-message", "assistant-message"] and "tool-result" in types
+        # the session is usable afterwards
+        assert s.model_messages()[-1].role == "tool"
+
+
+def test_reading_result_without_iterating_does_not_deadlock_on_a_full_buffer():
+    model = ScriptedModel(["z" * 40], chunk_size=1)
+    with Session(model) as s:
+        s.push_user_message("talk")
+        stream = s.stream(max_buffer=2)
+        assert stream.result.text == "z" * 40
+
+
+def test_a_generation_that_cannot_start_still_ends_the_stream_with_generation_end():
+    with Session(ScriptedModel(["x"])) as s:
+        s.push_user_message("hi")
+        stream = s.stream(max_steps=0)  # generate() refuses it on the worker thread
+        events = list(stream)
+    assert [e.type for e in events] == ["generation-end"]
+    assert isinstance(events[0].error, ConfigurationError)
+    with pytest.raises(ConfigurationError, match="max_steps"):
+        _ = stream.result
+
+
+def test_stream_errors_come_back_as_generation_end_and_from_result():
+    with run_agent_stream(ScriptedModel([]), "hi") as stream:
+        events = list(stream)
+    assert events[-1].type == "generation-end" and "no turn left" in str(events[-1].error)
+    assert events[-1].to_dict()["error"]["type"] == "ScriptExhaustedError"
+    with pytest.raises(Exception, match="no turn left"):
+        _ = stream.result
+
+
+def test_callbacks_and_the_stream_see_the_same_events():
+    tokens: list[str] = []
+    finished: list[str] = []
+    model = ScriptedModel([ToolCall("add", {"a": 1, "b": 1}), "two"], chunk_size=1)
+    with run_agent_stream(model, "go", tools=[add], on_token=tokens.append,
+                          on_tool_call_finish=lambda r: finished.append(r.name)) as stream:
+        deltas = [e.text for e in stream if e.type == "text-delta"]
+    assert tokens == deltas == ["t", "w", "o"] and finished == ["add"]
+
+
+def test_bad_stream_arguments_are_configuration_errors():
+    with Session(ScriptedModel(["x"])) as s, pytest.raises(ConfigurationError, match="max_buffer"):
+        s.stream(max_buffer=0)
