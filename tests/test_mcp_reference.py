@@ -13,7 +13,7 @@ import pytest
 from fakes import openai_wire as ow
 from fakes.server import FakeServer
 
-from agentkit import LocalExecutionContext, ScriptedModel, run_agent
+from agentkit import LocalExecutionContext, ScriptedModel, run_agent, run_agent_stream
 from agentkit.errors import ConfigurationError, McpError
 from agentkit.mcp import ElicitationRequest, ElicitationResult, SamplingRequest, connect_mcp
 from agentkit.messages import FilePart, Message, TextPart
@@ -63,6 +63,19 @@ def test_progress_notifications_become_tool_updates_during_a_long_running_call()
     assert [(u["progress"], u["total"]) for _, u in updates] == [(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)]
     assert updates[0][1]["server"] == "ev" and updates[0][1]["tool"] == "trigger-long-running-operation"
     assert "message" in updates[0][1]
+
+
+def test_progress_reaches_the_agent_stream_as_tool_update_events():
+    model = ScriptedModel([ToolCall("trigger-long-running-operation", {"duration": 0.2, "steps": 2},
+                                    id="call-2"), "done"])
+    with connect_mcp({"ev": reference_server("everything")}) as mcp:
+        with run_agent_stream(model, "run it", tools=mcp.tools) as stream:
+            events = [json.loads(json.dumps(e.to_dict())) for e in stream]
+    updates = [e for e in events if e["type"] == "tool-update"]
+    assert [(e["tool_call_id"], e["update"]["progress"], e["update"]["total"]) for e in updates] == [
+        ("call-2", 1.0, 2.0), ("call-2", 2.0, 2.0)]
+    kinds = [e["type"] for e in events]
+    assert kinds.index("tool-start") < kinds.index("tool-update") < kinds.index("tool-end")
 
 
 # -- roots ------------------------------------------------------------------------------
