@@ -156,9 +156,10 @@ PUBLIC_NAMESPACES = {
         'LoopHost', 'LoopOptions', 'run_loop',
     ],
     'agentkit.mcp': [
-        'AuthorizeToolCall', 'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpServerStatus',
-        'McpToolRef', 'McpToolset', 'ServerSpec', 'StdioServer', 'connect_mcp', 'exposed_names',
-        'sanitize_name', 'tool_result_to_output',
+        'ApproveSampling', 'AuthorizeToolCall', 'ElicitationHandler', 'ElicitationRequest', 'ElicitationResult',
+        'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpPrompt', 'McpPromptArgument', 'McpResource',
+        'McpServerStatus', 'McpToolRef', 'McpToolset', 'SamplingHandler', 'SamplingRequest', 'SamplingResult',
+        'ServerSpec', 'StdioServer', 'connect_mcp', 'exposed_names', 'sanitize_name', 'tool_result_to_output',
     ],
     'agentkit.mcp.config': [
         'HttpServer', 'LogLevel', 'ServerSpec', 'StdioServer', 'validate_servers',
@@ -166,11 +167,15 @@ PUBLIC_NAMESPACES = {
     'agentkit.mcp.connect': [
         'connect_mcp',
     ],
+    'agentkit.mcp.host': [
+        'ApproveSampling', 'ElicitationHandler', 'ElicitationRequest', 'ElicitationResult', 'McpPrompt',
+        'McpPromptArgument', 'McpResource', 'SamplingHandler', 'SamplingRequest', 'SamplingResult',
+    ],
     'agentkit.mcp.naming': [
         'MAX_TOOL_NAME_LENGTH', 'exposed_names', 'sanitize_name',
     ],
     'agentkit.mcp.results': [
-        'content_block_to_parts', 'tool_result_to_output',
+        'content_block_to_parts', 'resource_contents_to_parts', 'tool_result_to_output',
     ],
     'agentkit.mcp.toolset': [
         'AuthorizeToolCall', 'McpServerStatus', 'McpToolRef', 'McpToolset',
