@@ -465,6 +465,7 @@ class _Loop:
             session_id=self.host.session_id,
             execution_context=self.opts.execution_context,
             idempotency_key=self.intents.key(cid),
+            model=self.opts.model,
             _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
         )
 

@@ -8,12 +8,14 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import CancelledError, ConfigurationError, McpError, SessionClosedError, ToolDefinitionError
 from ..messages import FilePart, ImagePart, Message, TextPart, ToolCallPart, ToolOutput
 from ..tools.base import Tool, ToolContext, ToolDecision
+from ._callbacks import Callers
 from ._runtime import Runtime
 from .host import McpPrompt, McpResource
 from .naming import exposed_names
@@ -83,8 +85,10 @@ class McpToolset:
     """
 
     def __init__(self, *, _runtime: Runtime, _authorize: AuthorizeToolCall | None,
-                 _call_timeout: float | None, _prefix: bool | None, _expose_resources: bool = False) -> None:
+                 _call_timeout: float | None, _prefix: bool | None, _expose_resources: bool = False,
+                 _callers: Callers | None = None) -> None:
         self._rt = _runtime
+        self._callers = _callers if _callers is not None else Callers()
         self._expose_resources = _expose_resources
         self._authorize = _authorize
         self._call_timeout = _call_timeout
@@ -265,8 +269,11 @@ class McpToolset:
                         log.warning("a progress listener of MCP tool %r failed", exposed, exc_info=True)
 
         try:
-            result = self._rt.loop.run(conn.call_tool, tool, arguments, on_progress,
-                                       timeout=self._call_timeout, cancel=cancel, pump=pump)
+            if ctx is not None:
+                self._follow_session_roots(ctx.execution_context)
+            with self._callers.calling(server, None if ctx is None else ctx.model):
+                result = self._rt.loop.run(conn.call_tool, tool, arguments, on_progress,
+                                           timeout=self._call_timeout, cancel=cancel, pump=pump)
         except CancelledError:
             raise
         except CallTimeout:
@@ -293,6 +300,23 @@ class McpToolset:
                 )
             return ToolOutput.error(f"MCP tool {exposed!r} (server {server!r}) failed: {text}")
         return tool_result_to_output(result)
+
+    def _follow_session_roots(self, execution_context: Any) -> None:
+        """``roots="session"``: announce the calling generation's execution-context root to
+        every server connected that way, when it is not announced already."""
+        from ._callbacks import normalize_roots
+
+        if getattr(execution_context, "root_dir", None) is None:
+            return
+        wanted = normalize_roots(execution_context, "the session's execution context")
+        for conn in list(self._rt.conns.values()):
+            if conn.session_roots and conn.status == "connected" and conn.roots != wanted:
+                # give a server that uses roots a moment to ask for them before the call
+                try:
+                    self._rt.loop.run(partial(conn.set_roots, wanted, await_ask=5.0), timeout=10.0)
+                except Exception:  # noqa: BLE001 - the call that follows reports a broken server
+                    log.warning("MCP server %r: the session's roots could not be announced", conn.name,
+                                exc_info=True)
 
     # -- resources, prompts, roots -----------------------------------------------------
 

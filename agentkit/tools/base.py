@@ -37,6 +37,9 @@ class ToolContext:
     """The id of this call's execution intent: unique per call, stable across a crash and
     the host's reconciliation. Pass it on (an HTTP ``Idempotency-Key``, a unique key in a
     database) to make the call's effect happen at most once. None outside the loop."""
+    model: Any = None
+    """The ChatModel of the generation making this call (None outside the loop): a tool
+    that needs a completion on the caller's behalf (MCP sampling) asks it."""
     _progress: Callable[[Any], None] | None = field(default=None, repr=False)
 
     def report_progress(self, update: Any) -> None:
