@@ -9,6 +9,7 @@ durable commits, the projection and listeners) and a
 from __future__ import annotations
 
 import contextvars
+import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -38,7 +39,7 @@ from .scheduling import GenerationScheduler
 from .stores.base import EventStore, StoredSession, validate_session_id
 from .stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
 from .subscriptions import Listener, Subscription
-from .tools.base import ToolRegistry
+from .tools.base import Tool, ToolRegistry
 from .transactions import GenerationTransaction, UncertainExecution, reserved_problem
 
 __all__ = ["Session"]
@@ -136,6 +137,7 @@ class Session:
         _transact.interrupt_open(self._log, "the session was reopened while this generation was unfinished")
         self._scheduler = GenerationScheduler(self.generate)
         self._stop_job_events = bridge_job_events(self, execution_context)
+        _tell_tools(self, self._registry.values())
 
     # -- construction ------------------------------------------------------------------
 
@@ -569,3 +571,19 @@ def _end_generation(
             if error is None:
                 error = exc
     return error
+
+
+def _tell_tools(session: Session, tools: Iterable[Tool]) -> None:
+    """Give each distinct ``Tool._on_session`` the session (a failure is logged: the tools
+    stay usable, only what they would have learned from the session is missing)."""
+    seen: set[int] = set()
+    for tool in tools:
+        hook = tool._on_session
+        if hook is None or id(hook) in seen:
+            continue
+        seen.add(id(hook))
+        try:
+            hook(session)
+        except Exception:  # noqa: BLE001 - reported, not fatal
+            logging.getLogger("agentkit").warning("tool %r could not bind to the session", tool.name,
+                                                  exc_info=True)

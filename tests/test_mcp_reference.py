@@ -165,18 +165,22 @@ def test_session_roots_follow_the_execution_context_of_the_calling_session(tmp_p
             assert str(root.resolve()) not in _text(listed.fn())
             assert _tool(mcp, "read_text_file").fn(path=str(root / "notes.txt")).kind == "error-text"
 
-            model = ScriptedModel([ToolCall("list_allowed_directories", {}), "bound",
-                                   ToolCall("read_text_file", {"path": str(root / "notes.txt")}),
+            model = ScriptedModel([ToolCall("read_text_file", {"path": str(root / "notes.txt")}),
                                    ToolCall("read_text_file", {"path": str(outside / "secret.txt")}), "read"])
             session = Session(model, tools=mcp.tools, execution_context=execution)
-            session.push_user_message("where may you work?")
-            session.generate()
-            # the session's call announced its context's root (roots/list_changed)
+            # given to the session, the tools announce its context's root (roots/list_changed);
+            # the server adopts it a moment later
             assert mcp.roots("fs") == (root.resolve().as_uri(),)
             wait_for(lambda: str(root.resolve()) in _text(listed.fn()), what="the server to adopt the root")
             session.push_user_message("read both")
             result = session.generate()
             session.close()
+            # a later session without a context leaves the roots; one with another context moves them
+            Session(ScriptedModel(["x"]), tools=mcp.tools).close()
+            assert mcp.roots("fs") == (root.resolve().as_uri(),)
+            with LocalExecutionContext(outside) as other:
+                Session(ScriptedModel(["x"]), tools=mcp.tools, execution_context=other).close()
+                assert mcp.roots("fs") == (outside.resolve().as_uri(),)
         inside_call, outside_call = result.tool_calls
         assert inside_call.output.as_text() == "inside"
         assert outside_call.is_error and "Access denied" in outside_call.output.as_text()

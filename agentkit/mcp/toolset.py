@@ -99,6 +99,8 @@ class McpToolset:
         self._helpers: tuple[Tool, ...] = ()
         self._rebuild_lock = threading.Lock()
         self._finalizer = weakref.finalize(self, Runtime.shutdown, _runtime)
+        session_roots = any(conn.session_roots for conn in _runtime.conns.values())
+        self._session_hook = self._bind_session if session_roots else None
 
     # -- views -------------------------------------------------------------------------
 
@@ -201,7 +203,7 @@ class McpToolset:
 
         try:
             return Tool(name=exposed, description=description, input_schema=schema, fn=call,
-                        read_only=read_only, context_param=_CTX,
+                        read_only=read_only, context_param=_CTX, _on_session=self._session_hook,
                         before_call=self._authorization(server, original, exposed))
         except ToolDefinitionError as exc:
             conn.warn(f"tool {original!r} was skipped: {exc}")
@@ -269,8 +271,6 @@ class McpToolset:
                         log.warning("a progress listener of MCP tool %r failed", exposed, exc_info=True)
 
         try:
-            if ctx is not None:
-                self._follow_session_roots(ctx.execution_context)
             with self._callers.calling(server, None if ctx is None else ctx.model):
                 result = self._rt.loop.run(conn.call_tool, tool, arguments, on_progress,
                                            timeout=self._call_timeout, cancel=cancel, pump=pump)
@@ -301,22 +301,19 @@ class McpToolset:
             return ToolOutput.error(f"MCP tool {exposed!r} (server {server!r}) failed: {text}")
         return tool_result_to_output(result)
 
-    def _follow_session_roots(self, execution_context: Any) -> None:
-        """``roots="session"``: announce the calling generation's execution-context root to
-        every server connected that way, when it is not announced already."""
+    def _bind_session(self, session: Any) -> None:
+        """``roots="session"``: announce the execution-context root of the Session the
+        tools were given to (the latest one wins) to every server connected that way."""
         from ._callbacks import normalize_roots
 
-        if getattr(execution_context, "root_dir", None) is None:
+        execution_context = getattr(session, "execution_context", None)
+        if self._rt.closed or getattr(execution_context, "root_dir", None) is None:
             return
         wanted = normalize_roots(execution_context, "the session's execution context")
         for conn in list(self._rt.conns.values()):
             if conn.session_roots and conn.status == "connected" and conn.roots != wanted:
-                # give a server that uses roots a moment to ask for them before the call
-                try:
-                    self._rt.loop.run(partial(conn.set_roots, wanted, await_ask=5.0), timeout=10.0)
-                except Exception:  # noqa: BLE001 - the call that follows reports a broken server
-                    log.warning("MCP server %r: the session's roots could not be announced", conn.name,
-                                exc_info=True)
+                # a server that uses roots gets a moment to ask for the new list
+                self._rt.loop.run(partial(conn.set_roots, wanted, await_ask=5.0), timeout=10.0)
 
     # -- resources, prompts, roots -----------------------------------------------------
 
