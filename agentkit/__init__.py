@@ -41,6 +41,7 @@ from .errors import (
     StoreCorruptionError,
     StoreError,
     StoreLockTimeout,
+    StoreUnavailableError,
     ToolDefinitionError,
 )
 from .events import (
@@ -195,6 +196,7 @@ __all__ = [
     "StoreCorruptionError",
     "StoreError",
     "StoreLockTimeout",
+    "StoreUnavailableError",
     "StoredJob",
     "StoredSession",
     "TextPart",
