@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS {schema}.sessions (
     head       bigint NOT NULL
 );
 
--- the active log: position orders it, rev is the revision the row arrived at
+-- the active log: position orders it; rev is the revision that includes the row
 CREATE TABLE IF NOT EXISTS {schema}.events (
     session_id text   NOT NULL,
     position   bigint NOT NULL,
@@ -93,7 +93,7 @@ BEGIN
     IF v_rev <> p_expected THEN RETURN -v_rev - 1; END IF;
     IF v_n = 0 THEN RETURN v_rev; END IF;
     INSERT INTO {schema}.events (session_id, position, rev, event_id, body)
-         SELECT p_session, v_head + i - 1, v_rev + v_n, p_ids[i], p_bodies[i]
+         SELECT p_session, v_head + i - 1, v_rev + i, p_ids[i], p_bodies[i]
            FROM generate_series(1, v_n) AS i;
     UPDATE {schema}.sessions SET revision = v_rev + v_n, head = v_head + v_n
      WHERE session_id = p_session;

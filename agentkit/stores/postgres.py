@@ -356,7 +356,8 @@ class PostgresEventStore:
     ) -> Iterator[Event]:
         """Yield the events committed to ``session_id`` after ``after_revision``, as they
         arrive from any host, until ``cancel`` is cancelled, the session is deleted, or the
-        caller stops iterating.
+        caller stops iterating. With ``after_revision=0`` it also waits for the session to
+        be created; with a higher one, a session that does not exist ends the watch.
 
         It LISTENs on its own connection (not one of the pool's) and reads what arrived
         when PostgreSQL notifies it of a commit: a notification is sent only once the
@@ -374,7 +375,7 @@ class PostgresEventStore:
         conninfo, kwargs = self._pg.connect_args()
         listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel_name(self.schema)))
         prefix = session_id + " "
-        seen = False
+        seen = last > 0  # a revision above 0 names a session that exists
         while cancel is None or not cancel.cancelled:
             try:
                 with psycopg.connect(conninfo, connect_timeout=max(1, int(self._pg.timeout)), **kwargs) as conn:
