@@ -171,8 +171,8 @@ def test_session_refresh_follows_another_host(pg_cluster, pg_store):
 
 class _CuttingProxy:
     """A TCP relay to the server that, once, cuts the client's connection at the first
-    client message containing ``marker``: after passing it on (the server runs and
-    commits it; its answer never arrives) or before (the server never sees it)."""
+    client message containing ``marker``: after passing it on and the server answering
+    (it ran and committed; the answer never arrives) or before (the server never sees it)."""
 
     def __init__(self, port: int, marker: bytes, *, forward: bool) -> None:
         self.upstream = port
@@ -190,10 +190,13 @@ class _CuttingProxy:
             except OSError:
                 return
             server = socket.create_connection(("127.0.0.1", self.upstream))
-            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+            swallow = threading.Event()  # this connection was cut after passing the query on
+            threading.Thread(target=self._pump, args=(client, server, client, swallow), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, client, swallow), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, upward: bool) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, client: socket.socket, swallow: threading.Event) -> None:
+        upward = src is client
+        cut_here = False
         try:
             while True:
                 data = src.recv(65536)
@@ -201,23 +204,25 @@ class _CuttingProxy:
                     break
                 if upward and self.marker in data and not self.cut.is_set():
                     self.cut.set()
-                    if self.forward:
-                        dst.sendall(data)
-                    src.shutdown(socket.SHUT_RDWR)  # the client loses its connection
-                    src.close()
-                    return  # the server side stays open: its answer is drained below
-                if self.cut.is_set() and not upward and src_is_cut(dst):
-                    continue  # drain the answer nobody will read
+                    if not self.forward:
+                        cut_here = True
+                        break  # the server never sees it
+                    swallow.set()
+                elif not upward and swallow.is_set():
+                    cut_here = True
+                    break  # the server answered: it committed; the answer is lost
                 dst.sendall(data)
         except OSError:
             pass
+        if cut_here:
+            try:
+                client.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            client.close()
 
     def close(self) -> None:
         self.listener.close()
-
-
-def src_is_cut(sock: socket.socket) -> bool:
-    return sock.fileno() == -1
 
 
 @pytest.mark.parametrize("forward", [True, False], ids=["cut-after-commit", "cut-before-the-server-saw-it"])
@@ -226,11 +231,14 @@ def test_a_connection_lost_during_an_append_is_checked_never_duplicated_or_lost(
     proxy = _CuttingProxy(pg_cluster.port, b"append_events", forward=forward)
     conninfo = pg_cluster.conninfo.replace(f"port={pg_cluster.port}", f"port={proxy.port}")
     through = PostgresEventStore(conninfo, schema=pg_store.schema, connect_timeout=5)
+    checked: list[bool] = []  # what the store found when it asked the table
+    real_check = through._written
+    through._written = lambda *a, **kw: checked.append(real_check(*a, **kw)) or checked[-1]
     try:
         # committed and unanswered: the table says the events arrived, so it is a success;
         # never arrived: compare-and-swap makes the one retry safe
         assert through.append("s", [user("b"), user("c")], expected_revision=1) == 3
-        assert proxy.cut.is_set()
+        assert proxy.cut.is_set() and checked == [forward]
     finally:
         through.close()
         proxy.close()

@@ -20,7 +20,7 @@ from ..cancel import CancelToken
 from ..errors import ConfigurationError, StoreCorruptionError, StoreError, StoreUnavailableError
 from ..events import Event, event_from_dict
 from ._checks import archive_conflict, check_count, check_events, check_revision, compact_too_far, conflict
-from ._pg import Pg, channel_name, psycopg, schema_sql
+from ._pg import Pg, PoolTimeout, channel_name, psycopg, schema_sql
 from ._pg_jobs import PostgresJobStore
 from .base import StoredSession, validate_session_id
 
@@ -200,6 +200,13 @@ class PostgresEventStore:
                     row = conn.execute(query, [session_id, expected, ids, bodies]).fetchone()
                 break
             except psycopg.OperationalError as exc:
+                if isinstance(exc, PoolTimeout):  # no connection: nothing was sent
+                    raise self._pg.unavailable(
+                        f"cannot append to session {session_id!r}",
+                        exc,
+                        written=False,
+                        tail=f"Nothing was written; the session stays at revision {expected}. Retry later",
+                    ) from exc
                 written = self._written(session_id, ids, exc, what="append to")
                 if written:
                     return expected + len(ids)
@@ -214,8 +221,25 @@ class PostgresEventStore:
         assert row is not None
         result = int(row[0])
         if result < 0:
+            if attempt == 2 and self._arrived(session_id, ids):
+                # the lost first try committed after all (the server finished it after the
+                # check): the conflict is with ourselves
+                return expected + len(ids)
             raise conflict(session_id, expected, -result - 1)
         return result
+
+    def _arrived(self, session_id: str, ids: list[str]) -> bool:
+        """True when the events with ``ids`` are in the active log or an archive."""
+        with self._pg.connection() as conn:
+            row = conn.execute(
+                self._pg.q(
+                    "SELECT (SELECT count(*) FROM {s}.events WHERE session_id = %s AND event_id = ANY(%s)),"
+                    " EXISTS (SELECT 1 FROM {s}.archives WHERE session_id = %s AND event_ids && %s)"
+                ),
+                [session_id, ids, session_id, ids],
+            ).fetchone()
+        assert row is not None
+        return bool(row[0]) or bool(row[1])
 
     def _written(self, session_id: str, ids: list[str], exc: BaseException, *, what: str) -> bool:
         """After a lost connection: did the events with ``ids`` arrive (in the active log
@@ -230,18 +254,9 @@ class PostgresEventStore:
             raise self._pg.unavailable(f"cannot {what} session {session_id!r}", exc, written=None, tail=tail) from exc
         self._pg.recheck()
         try:
-            with self._pg.connection() as conn:
-                row = conn.execute(
-                    self._pg.q(
-                        "SELECT (SELECT count(*) FROM {s}.events WHERE session_id = %s AND event_id = ANY(%s)),"
-                        " EXISTS (SELECT 1 FROM {s}.archives WHERE session_id = %s AND event_ids && %s)"
-                    ),
-                    [session_id, ids, session_id, ids],
-                ).fetchone()
+            return self._arrived(session_id, ids)
         except psycopg.OperationalError:
             raise self._pg.unavailable(f"cannot {what} session {session_id!r}", exc, written=None, tail=tail) from exc
-        assert row is not None
-        return bool(row[0]) or bool(row[1])
 
     def archive(self, session_id: str, archive_id: str, events: Sequence[Event]) -> None:
         """Keep ``events`` under ``archive_id`` (the active log is unchanged). The same
