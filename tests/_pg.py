@@ -51,6 +51,7 @@ class Cluster:
         self.port = _free_port()
         self.user = "agentkit"
         self.conninfo = f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres"
+        self.url = f"postgresql://{self.user}@127.0.0.1:{self.port}/postgres"
         self._as: list[str] = []
         if os.geteuid() == 0:
             self._as = ["runuser", "-u", "postgres", "--"]
