@@ -23,8 +23,10 @@ HOW_TO = (
 def find_bin_dir() -> str | None:
     """The directory holding initdb and pg_ctl, or None."""
     explicit = os.environ.get("AGENTKIT_PG_BIN")
-    candidates = [explicit] if explicit else []
-    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]), reverse=True)
+    if explicit:  # only there
+        ok = all(os.path.isfile(os.path.join(explicit, tool)) for tool in ("initdb", "pg_ctl"))
+        return explicit if ok else None
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]), reverse=True)
     found = shutil.which("initdb")
     if found:
         candidates.append(os.path.dirname(found))

@@ -73,8 +73,9 @@ PUBLIC_NAMESPACES = {
         'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'RunResult', 'RuntimeEvent',
         'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'Shell', 'ShellResult', 'Step',
-        'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError', 'StoredJob',
-        'StoredSession', 'TextPart', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord',
+        'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout',
+        'StoreUnavailableError', 'StoredJob', 'StoredSession', 'TextPart', 'Tool', 'ToolCall',
+        'ToolCallPart', 'ToolCallRecord',
         'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultEvent',
         'ToolResultPart', 'ToolSpec', 'Turn', 'Usage', 'UserMessageEvent', '__version__',
         'build_model_messages', 'event_from_dict', 'events_from_messages', 'filesystem_tools',
@@ -111,7 +112,8 @@ PUBLIC_NAMESPACES = {
         'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError', 'ProviderError',
         'ProviderUnavailableError', 'RateLimitError', 'SchemaVersionError', 'ScriptExhaustedError',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'StoreConflictError',
-        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError', 'ToolDefinitionError',
+        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
+        'ToolDefinitionError',
     ],
     'agentkit.events': [
         'AssistantMessageEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event', 'RuntimeEvent',
@@ -232,6 +234,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.stores.memory': [
         'InMemoryEventStore',
+    ],
+    'agentkit.stores.postgres': [
+        'PostgresEventStore', 'PostgresJobStore',
     ],
     'agentkit.stream': [
         'AgentEvent', 'AgentStream', 'GenerationEndEvent', 'GenerationStartEvent',

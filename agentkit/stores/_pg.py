@@ -20,6 +20,8 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
         _exc.name or "psycopg", "postgres", "agentkit.stores.postgres (the PostgreSQL stores)"
     ) from _exc
 
+__all__ = ["SCHEMA_SQL", "Pg", "PoolTimeout", "channel_name", "check_schema_name", "psycopg", "schema_sql"]
+
 T = TypeVar("T")
 
 _SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,39}")
@@ -230,11 +232,13 @@ class Pg:
 
     def connect_args(self) -> tuple[str, dict[str, Any]]:
         """conninfo and keyword arguments for a connection of its own (LISTEN)."""
-        return self.pool.conninfo, {**self.pool.kwargs, "autocommit": True}
+        conninfo = self.pool.conninfo() if callable(self.pool.conninfo) else self.pool.conninfo
+        kwargs = self.pool.kwargs() if callable(self.pool.kwargs) else self.pool.kwargs
+        return conninfo, {**(kwargs or {}), "autocommit": True}
 
     def q(self, text: str) -> sql.Composed:
         """``text`` with ``{s}`` replaced by the quoted schema name."""
-        return sql.SQL(text).format(s=self.ident)  # type: ignore[arg-type]  # our own constant SQL
+        return sql.SQL(text).format(s=self.ident)
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:

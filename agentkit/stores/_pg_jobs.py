@@ -37,7 +37,9 @@ class PostgresJobStore:
     ) -> None:
         if not isinstance(name, str) or not name or len(name) > 200:
             raise ConfigurationError(f"name must be a non-empty string of at most 200 characters, got {name!r}")
-        self._pg = Pg(target, schema=schema, pool_size=pool_size, connect_timeout=connect_timeout, owner="PostgresJobStore")
+        self._pg = Pg(
+            target, schema=schema, pool_size=pool_size, connect_timeout=connect_timeout, owner="PostgresJobStore"
+        )
         self.name = name
         self.schema = schema
 

@@ -20,14 +20,14 @@ from ..cancel import CancelToken
 from ..errors import ConfigurationError, StoreCorruptionError, StoreError, StoreUnavailableError
 from ..events import Event, event_from_dict
 from ._checks import archive_conflict, check_count, check_events, check_revision, compact_too_far, conflict
-from ._pg import Pg, PoolTimeout, channel_name, psycopg, schema_sql
+from ._pg import Pg, PoolTimeout, channel_name, psycopg
+from ._pg import schema_sql as _schema_sql
 from ._pg_jobs import PostgresJobStore
 from .base import StoredSession, validate_session_id
 
-__all__ = ["DEFAULT_MAX_EVENT_BYTES", "PostgresEventStore", "PostgresJobStore", "schema_sql"]
+__all__ = ["PostgresEventStore", "PostgresJobStore"]
 
-DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
-"""The largest event (as JSON) a PostgresEventStore takes by default: 16 MiB."""
+_DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024  # the largest event (as JSON) taken by default
 
 
 class PostgresEventStore:
@@ -53,7 +53,7 @@ class PostgresEventStore:
         schema: str = "agentkit",
         pool_size: int = 4,
         connect_timeout: float = 10.0,
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_event_bytes: int = _DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         if not isinstance(max_event_bytes, int) or isinstance(max_event_bytes, bool) or max_event_bytes < 1:
             raise ConfigurationError(f"max_event_bytes must be an int >= 1, got {max_event_bytes!r}")
@@ -81,6 +81,12 @@ class PostgresEventStore:
         """Create the schema, tables and functions when missing; safe to call again and
         from several hosts at once (docs/durability.md shows the SQL)."""
         self._pg.migrate()
+
+    @staticmethod
+    def schema_sql(schema: str = "agentkit") -> str:
+        """The SQL :meth:`migrate` runs for ``schema`` (for a DBA who creates the tables
+        by hand; the store's database user then needs only to read and write them)."""
+        return _schema_sql(schema)
 
     # -- encoding ----------------------------------------------------------------------
 
