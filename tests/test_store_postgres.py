@@ -83,6 +83,8 @@ def test_migrate_is_idempotent_safe_from_several_hosts_and_is_the_documented_sql
 def test_a_store_whose_schema_was_not_migrated_says_what_to_do(pg_cluster):
     with _store(pg_cluster, pg_cluster.fresh_schema()) as store:
         with pytest.raises(StoreError, match=r"call PostgresEventStore.migrate\(\) once"):
+            Session.open("s", store=store)  # refused when opened, not at the first push
+        with pytest.raises(StoreError, match=r"call PostgresEventStore.migrate\(\) once"):
             store.load("s")
 
 

@@ -82,6 +82,14 @@ class PostgresEventStore:
         from several hosts at once (docs/durability.md shows the SQL)."""
         self._pg.migrate()
 
+    def check_writable(self, session_id: str) -> None:
+        """Raise :class:`~agentkit.errors.StoreError` when the store cannot be used now (the
+        server is unreachable, the schema was not migrated or is newer than this agentkit).
+        ``Session.open`` and ``Session(store=...)`` call it, so such a store is refused when
+        the session is opened rather than at its first push."""
+        validate_session_id(session_id)
+        self._pg.read("open the store", lambda conn: None)
+
     @staticmethod
     def schema_sql(schema: str = "agentkit") -> str:
         """The SQL :meth:`migrate` runs for ``schema`` (for a DBA who creates the tables
@@ -386,7 +394,8 @@ class PostgresEventStore:
         connection is re-opened and reading resumes from the last revision seen, so no
         event is missed or repeated. ``cancel`` is checked every ``poll_interval``
         seconds. A typical follower: ``for _ in store.watch(sid, session.revision,
-        token): session.refresh()``."""
+        token): session.refresh()``. End a watch with ``cancel`` or by closing the
+        iterator: one left suspended keeps a listening connection open on the server."""
         validate_session_id(session_id)
         last = check_revision(after_revision)
         if cancel is not None and not isinstance(cancel, CancelToken):
