@@ -177,8 +177,9 @@ class _CuttingProxy:
     client message containing ``marker``: after passing it on and the server answering
     (it ran and committed; the answer never arrives) or before (the server never sees it)."""
 
-    def __init__(self, port: int, marker: bytes, *, forward: bool) -> None:
+    def __init__(self, port: int, marker: bytes | None, *, forward: bool = True) -> None:
         self.upstream = port
+        self.sent = bytearray()  # every byte clients sent
         self.marker = marker
         self.forward = forward
         self.cut = threading.Event()
@@ -205,7 +206,9 @@ class _CuttingProxy:
                 data = src.recv(65536)
                 if not data:
                     break
-                if upward and self.marker in data and not self.cut.is_set():
+                if upward:
+                    self.sent += data
+                if upward and self.marker is not None and self.marker in data and not self.cut.is_set():
                     self.cut.set()
                     if not self.forward:
                         cut_here = True
@@ -247,6 +250,28 @@ def test_a_connection_lost_during_an_append_is_checked_never_duplicated_or_lost(
         proxy.close()
     loaded = pg_store.load("s")
     assert texts(loaded.events) == ["a", "b", "c"] and loaded.revision == 3
+
+
+def test_an_append_is_one_round_trip_and_a_load_another(pg_cluster, pg_store):
+    """Counted on the wire: each round trip of the extended query protocol ends in one
+    Sync message from the client (a simple query would be a Query message)."""
+    proxy = _CuttingProxy(pg_cluster.port, None)
+    conninfo = pg_cluster.conninfo.replace(f"port={pg_cluster.port}", f"port={proxy.port}")
+    through = PostgresEventStore(conninfo, schema=pg_store.schema)
+    sync, simple_query = b"S\x00\x00\x00\x04", re.compile(rb"Q\x00\x00..[A-Za-z]", re.S)
+    try:
+        through.load("s")  # the first use checks the schema version once
+        for events, rev in (([user("a")], 0), ([user("b"), user("c"), user("d")], 1)):
+            before = len(proxy.sent)
+            through.append("s", events, expected_revision=rev)
+            wire = bytes(proxy.sent[before:])
+            assert wire.count(sync) == 1 and not simple_query.search(wire)
+        before = len(proxy.sent)
+        assert texts(through.load("s").events) == ["a", "b", "c", "d"]
+        assert bytes(proxy.sent[before:]).count(sync) == 1
+    finally:
+        through.close()
+        proxy.close()
 
 
 def test_a_server_restart_between_appends_is_handled_by_checking_then_retrying(pg_cluster, pg_store):
