@@ -215,23 +215,19 @@ class PostgresEventStore:
                 break
             except psycopg.OperationalError as exc:
                 if isinstance(exc, PoolTimeout):  # no connection: nothing was sent
-                    raise self._pg.unavailable(
-                        f"cannot append to session {session_id!r}",
-                        exc,
-                        written=False,
-                        tail=f"Nothing was written; the session stays at revision {expected}. Retry later",
-                    ) from exc
-                written = self._written(session_id, ids, exc, what="append to")
-                if written:
+                    done = "Nothing was sent"
+                elif self._written(session_id, ids, exc, what="append to"):
                     return expected + len(ids)
-                if attempt == 2:
-                    raise self._pg.unavailable(
-                        f"cannot append to session {session_id!r}",
-                        exc,
-                        written=False,
-                        tail=f"Checked: nothing was written; the session stays at revision {expected}. Retry later",
-                    ) from exc
-                # checked: nothing arrived; compare-and-swap makes one more try safe
+                elif attempt == 1:
+                    continue  # checked: nothing arrived; compare-and-swap makes one more try safe
+                else:
+                    done = "Checked: nothing was written"
+                raise self._pg.unavailable(
+                    f"cannot append to session {session_id!r}",
+                    exc,
+                    written=False,
+                    tail=f"{done}; the session stays at revision {expected}. Retry later",
+                ) from exc
         assert row is not None
         result = int(row[0])
         if result < 0:
