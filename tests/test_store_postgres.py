@@ -416,6 +416,40 @@ def test_watch_follows_appends_and_compactions_and_ends_on_cancel_or_delete(pg_s
     assert ended.wait(30)
 
 
+def test_a_watch_survives_a_server_restart_and_misses_nothing(pg_cluster, pg_store):
+    token = CancelToken()
+    got: list[str] = []
+
+    def follow():
+        for ev in pg_store.watch("s", 0, token, poll_interval=0.05):
+            got.append(ev.content[0].text)
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    pg_store.append("s", [user("before")], expected_revision=0)
+    wait_for(lambda: got == ["before"], 30, "the first event")
+    try:
+        pg_cluster.stop()
+    finally:
+        pg_cluster.start()
+    # committed while the watcher is still reconnecting: read when it is back
+    other = _store(pg_cluster, pg_store.schema)
+    wait_for(lambda: _try_append(other, "s", "after", 1), 60, "an append to the restarted server")
+    wait_for(lambda: got == ["before", "after"], 60, "the watcher to reconnect and read")
+    token.cancel()
+    thread.join(30)
+    assert not thread.is_alive() and got == ["before", "after"]
+    other.close()
+
+
+def _try_append(store, sid, text, revision) -> bool:
+    try:
+        store.append(sid, [user(text)], expected_revision=revision)
+        return True
+    except StoreUnavailableError:
+        return False
+
+
 def test_watch_refuses_bad_arguments(pg_store):
     for kwargs, match in (
         ({"session_id": "../x"}, "invalid session id"),
