@@ -169,6 +169,45 @@ def test_session_refresh_follows_another_host(pg_cluster, pg_store):
     other_host.close()
 
 
+def test_deleting_a_session_while_others_append_leaves_no_event_behind(pg_store):
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def appender(n: int) -> None:
+        i = 0
+        try:
+            while not stop.is_set():
+                current = pg_store.load("s")
+                try:
+                    pg_store.append("s", [user(f"w{n}-{i}")], expected_revision=current.revision if current else 0)
+                    i += 1
+                except StoreConflictError:
+                    pass
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=appender, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(30):
+            pg_store.delete("s")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not errors
+    with pg_store._pg.pool.connection() as conn:
+        orphans = conn.execute(
+            f"SELECT count(*) FROM {pg_store.schema}.events e WHERE NOT EXISTS "
+            f"(SELECT 1 FROM {pg_store.schema}.sessions s WHERE s.session_id = e.session_id)"
+        ).fetchone()[0]
+    assert orphans == 0
+    pg_store.delete("s")
+    assert pg_store.append("s", [user("anew")], expected_revision=0) == 1
+    assert texts(pg_store.load("s").events) == ["anew"]
+
+
 # -- lost connections ----------------------------------------------------------------------
 
 

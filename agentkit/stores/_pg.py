@@ -166,6 +166,27 @@ BEGIN
 END
 $fn$;
 
+-- remove a session and its archives. Deleting the session row first waits for appends
+-- in flight and holds off new ones (theirs included) until this commits, so the events
+-- removed next are all of them: none is left behind without its session.
+CREATE OR REPLACE FUNCTION {schema}.delete_session(p_session text)
+RETURNS boolean LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_found boolean;
+    v_archives integer;
+BEGIN
+    DELETE FROM {schema}.sessions WHERE session_id = p_session;
+    v_found := FOUND;
+    IF v_found THEN
+        DELETE FROM {schema}.events WHERE session_id = p_session;
+    END IF;
+    DELETE FROM {schema}.archives WHERE session_id = p_session;
+    GET DIAGNOSTICS v_archives = ROW_COUNT;
+    PERFORM pg_notify({channel}, p_session || ' deleted');
+    RETURN v_found OR v_archives > 0;
+END
+$fn$;
+
 INSERT INTO {schema}.meta (key, value) VALUES ('schema_version', '{version}')
 ON CONFLICT (key) DO NOTHING;
 """

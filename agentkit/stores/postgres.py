@@ -352,18 +352,10 @@ class PostgresEventStore:
         """Remove a session and its archives, in one transaction; True when something was
         removed. Watchers of the session stop."""
         validate_session_id(session_id)
-        query = self._pg.q(
-            "WITH e AS (DELETE FROM {s}.events WHERE session_id = %(id)s RETURNING 1),"
-            " a AS (DELETE FROM {s}.archives WHERE session_id = %(id)s RETURNING 1),"
-            " s AS (DELETE FROM {s}.sessions WHERE session_id = %(id)s RETURNING 1)"
-            " SELECT (SELECT count(*) FROM s) + (SELECT count(*) FROM a),"
-            " pg_notify(%(channel)s, %(id)s || ' deleted')"
-        )
+        query = self._pg.q("SELECT {s}.delete_session(%s)")
         row = self._write(
             f"delete session {session_id!r}",
-            lambda conn: conn.execute(
-                query, {"id": session_id, "channel": channel_name(self.schema)}
-            ).fetchone(),
+            lambda conn: conn.execute(query, [session_id]).fetchone(),
             session_id,
             "",
         )
