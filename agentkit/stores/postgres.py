@@ -309,8 +309,6 @@ class PostgresEventStore:
                 archive_id,
                 retry=False,
             )
-        except psycopg.errors.RaiseException as exc:  # pragma: no cover - codes are mapped below
-            raise StoreError(str(exc)) from exc
         except _TooFew as exc:
             raise compact_too_far(session_id, count, exc.active) from None
         assert row is not None
@@ -340,11 +338,9 @@ class PostgresEventStore:
                         "Whether it committed is unknown: once the server is back, load the session "
                         "and repeat the call if it did not (a compaction is all or nothing)"
                         if not retry
-                        else "Nothing was changed. Retry later"
+                        else "Whether it committed is unknown; the call is idempotent: repeat it once the server is back"
                     )
-                    raise self._pg.unavailable(
-                        f"cannot {what}", exc, written=None if not retry else False, tail=tail
-                    ) from exc
+                    raise self._pg.unavailable(f"cannot {what}", exc, written=None, tail=tail) from exc
                 self._pg.recheck()
         raise AssertionError("unreachable")  # pragma: no cover
 
