@@ -338,7 +338,7 @@ class PostgresEventStore:
                         "Whether it committed is unknown: once the server is back, load the session "
                         "and repeat the call if it did not (a compaction is all or nothing)"
                         if not retry
-                        else "Whether it committed is unknown; the call is idempotent: repeat it once the server is back"
+                        else "Whether it committed is unknown; the call is idempotent: repeat it when the server is up"
                     )
                     raise self._pg.unavailable(f"cannot {what}", exc, written=None, tail=tail) from exc
                 self._pg.recheck()
