@@ -142,6 +142,21 @@ def test_text_that_postgresql_text_columns_cannot_hold_round_trips(pg_store):
     assert pg_store.load("s").events == (ev,)
 
 
+@pytest.mark.parametrize("body", ["not json", "[1, 2]", '{"type": "no-such-event"}', "7"])
+def test_a_damaged_row_is_reported_as_corruption(pg_store, body):
+    from agentkit import StoreCorruptionError
+
+    pg_store.append("s", [user("a")], expected_revision=0)
+    pg_store.archive("s", "a1", [user("old")])
+    with pg_store._pg.pool.connection() as conn:
+        conn.execute(f"UPDATE {pg_store.schema}.events SET body = %s", [body])
+        conn.execute(f"UPDATE {pg_store.schema}.archives SET body = %s", [f"[{body}]"])
+    with pytest.raises(StoreCorruptionError, match="session 's'"):
+        pg_store.load("s")
+    with pytest.raises(StoreCorruptionError, match="archive 'a1' of session 's'"):
+        pg_store.load_archive("s", "a1")
+
+
 # -- reading after a revision --------------------------------------------------------------
 
 

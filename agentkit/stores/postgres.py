@@ -124,7 +124,7 @@ class PostgresEventStore:
     def _decode(self, session_id: str, body: str) -> Event:
         try:
             return event_from_dict(loads(body))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StoreCorruptionError(
                 f"session {session_id!r} in PostgreSQL schema {self.schema!r} holds an event agentkit cannot "
                 f"read ({exc}). If a newer agentkit wrote it, upgrade agentkit; otherwise restore it."
@@ -187,7 +187,7 @@ class PostgresEventStore:
         try:
             items = loads(row[0])
             return tuple(event_from_dict(d) for d in items)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StoreCorruptionError(
                 f"archive {archive_id!r} of session {session_id!r} holds an event agentkit cannot read ({exc})"
             ) from None
