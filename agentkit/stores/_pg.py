@@ -15,7 +15,7 @@ try:
     import psycopg
     from psycopg import sql
     from psycopg_pool import ConnectionPool, PoolTimeout
-except ImportError as _exc:  # pragma: no cover - exercised only without the extra
+except ImportError as _exc:  # tests/test_get_model.py: a missing extra is named
     raise MissingDependencyError(
         _exc.name or "psycopg", "postgres", "agentkit.stores.postgres (the PostgreSQL stores)"
     ) from _exc
