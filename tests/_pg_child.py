@@ -5,6 +5,10 @@ events with compare-and-swap, reloading after each conflict; prints ``done <conf
 
 ``python tests/_pg_child.py watcher <conninfo> <schema> <session> <after> <count>``: print
 the text of each event ``store.watch`` yields, one per line, and exit after ``count``.
+
+``python tests/_pg_child.py stale-writer <conninfo> <schema> <session>``: load, print
+``loaded <revision>``, wait for a line on stdin, append; prints ``conflict <expected>
+<actual>`` or ``appended``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,16 @@ def main(mode: str, conninfo: str, schema: str, session: str, *rest: str) -> Non
                 except StoreConflictError:
                     conflicts += 1
         print("done", conflicts, flush=True)
+    elif mode == "stale-writer":  # loads, waits for a line on stdin, then appends
+        current = store.load(session)
+        revision = current.revision if current else 0
+        print("loaded", revision, flush=True)
+        sys.stdin.readline()
+        try:
+            store.append(session, [UserMessageEvent(content=(TextPart(text="stale"),))], expected_revision=revision)
+            print("appended", flush=True)
+        except StoreConflictError as exc:
+            print("conflict", exc.expected_revision, exc.actual_revision, flush=True)
     elif mode == "watcher":
         after, count = int(rest[0]), int(rest[1])
         print("watching", flush=True)
