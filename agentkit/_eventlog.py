@@ -4,7 +4,10 @@
 the step loop talks to (through :class:`~agentkit.loop.LoopHost`): ``commit`` numbers
 events (``seq`` 1, 2, ...), appends them to the store when there is one (compare-and-swap
 on the store revision) and hands them to listeners only after they are durable;
-``project`` brings the incremental projection up to date. One re-entrant lock orders
+``project`` brings the incremental projection up to date; ``ledger`` folds transaction
+and intent state from the same commits (:mod:`agentkit.transactions`), and a change of a
+transaction's state starts the projection again, since it changes which events the model
+may see. One re-entrant lock orders
 commits and reads. A stale revision (another writer appended first) writes nothing and
 leaves the log usable: ``refresh`` loads what the other writer committed; so does an
 unreachable database server (:class:`~agentkit.errors.StoreUnavailableError`). Any other
@@ -18,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from .approval import ApprovalState
 from .errors import (
     ConfigurationError,
     SessionClosedError,
@@ -30,6 +34,7 @@ from .messages import Message
 from .projection import Projector, RuntimeRenderer
 from .stores.base import EventStore
 from .subscriptions import Listener, Subscription
+from .transactions import TransactionLedger
 
 __all__ = ["EventLog"]
 
@@ -55,7 +60,9 @@ class EventLog:
         self._seq = 0
         self._revision = revision
         self._render_runtime = render_runtime
-        self.projector = Projector(render_runtime)
+        self.ledger = TransactionLedger()
+        self.projector = Projector(render_runtime, hidden=self.ledger.hidden)
+        self._approvals = ApprovalState()
         self.subs: list[Subscription] = []
         self._closing: list[Subscription] = []
         self._listener_queue_size = listener_queue_size
@@ -76,6 +83,11 @@ class EventLog:
     def revision(self) -> int:
         """The store revision of the last commit (0 without a store)."""
         return self._revision
+
+    @property
+    def durable(self) -> bool:
+        """True when commits go to a store (execution intents are written then)."""
+        return self._store is not None
 
     def __len__(self) -> int:
         return len(self._events)
@@ -101,6 +113,7 @@ class EventLog:
             self._events.extend(events)
             self._ids.update(e.id for e in events)
             self._seq = max((e.seq for e in events), default=0)
+            self._fold(events)
 
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number ``events``, make them durable, then tell listeners; returns them with
@@ -153,11 +166,18 @@ class EventLog:
             self._events.extend(committed)
             self._ids.update(e.id for e in committed)
             self._seq = seq
+            self._fold(committed, live=True)
             # a copy: offer() may remove a listener that fell behind or stalled, and the
             # ones after it must still hear this commit
             for sub in list(self.subs):
                 sub.offer(committed)
             return committed
+
+    def _fold(self, events: Sequence[Event], *, live: bool = False) -> None:
+        before = self.ledger.version
+        self.ledger.apply(events, live=live)
+        if self.ledger.version != before:  # what is hidden changed: project again
+            self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
 
     def refresh(self) -> list[Event]:
         """Load what other writers committed to the store since this log's revision;
@@ -178,11 +198,14 @@ class EventLog:
                 new = [e for e in events if e.seq > self._seq]
                 self._events.extend(new)
                 self._ids.update(e.id for e in new)
+                self._fold(new)
             else:  # rewritten elsewhere: start over from what is durable
                 new = [e for e in events if e.id not in self._ids]
                 self._events = events
                 self._ids = {e.id for e in events}
-                self.projector = Projector(self._render_runtime)
+                self.ledger = TransactionLedger(events)
+                self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
+                self._approvals = ApprovalState()
             self._seq = max((e.seq for e in self._events), default=0)
             self._revision = stored.revision
             for sub in list(self.subs):
@@ -198,6 +221,13 @@ class EventLog:
             p = self.projector
             p.catch_up(self._events)
             return p.model_view(job_status=for_model), p.pending_tool_calls, p.last_seq
+
+    def approval_state(self) -> ApprovalState:
+        """The approval state folded from the events so far (incrementally). Read it
+        under :attr:`lock` when a decision must not race a commit."""
+        with self.lock:
+            self._approvals.catch_up(self._events)
+            return self._approvals
 
     def follow_up_waiting(self) -> bool:
         """True when a follow-up message comes after the last answer."""
