@@ -205,7 +205,7 @@ def test_deleting_a_session_while_others_append_leaves_no_event_behind(pg_store)
     for t in threads:
         t.start()
     try:
-        for _ in range(30):
+        for _ in range(60):
             pg_store.delete("s")
     finally:
         stop.set()

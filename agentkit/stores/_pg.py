@@ -83,15 +83,14 @@ DECLARE
     v_head bigint;
     v_n    integer := coalesce(array_length(p_bodies, 1), 0);
 BEGIN
-    SELECT revision, head INTO v_rev, v_head
-      FROM {schema}.sessions WHERE session_id = p_session FOR UPDATE;
-    IF NOT FOUND THEN
+    LOOP  -- a row another writer creates may be deleted again before we lock it
+        SELECT revision, head INTO v_rev, v_head
+          FROM {schema}.sessions WHERE session_id = p_session FOR UPDATE;
+        EXIT WHEN FOUND;
         IF p_expected <> 0 THEN RETURN -1; END IF;
         INSERT INTO {schema}.sessions (session_id, revision, head)
              VALUES (p_session, 0, 0) ON CONFLICT (session_id) DO NOTHING;
-        SELECT revision, head INTO v_rev, v_head
-          FROM {schema}.sessions WHERE session_id = p_session FOR UPDATE;
-    END IF;
+    END LOOP;
     IF v_rev <> p_expected THEN RETURN -v_rev - 1; END IF;
     IF v_n = 0 THEN RETURN v_rev; END IF;
     INSERT INTO {schema}.events (session_id, position, rev, event_id, body)
