@@ -110,16 +110,20 @@ CREATE OR REPLACE FUNCTION {schema}.archive_events(
 DECLARE
     v_ids text[];
 BEGIN
-    INSERT INTO {schema}.archives (session_id, archive_id, event_ids, body)
-         VALUES (p_session, p_archive, p_ids, p_body)
-    ON CONFLICT (session_id, archive_id) DO NOTHING;
-    IF NOT FOUND THEN
+    LOOP  -- the archive in the way may be deleted (with its session) before we read it
+        INSERT INTO {schema}.archives (session_id, archive_id, event_ids, body)
+             VALUES (p_session, p_archive, p_ids, p_body)
+        ON CONFLICT (session_id, archive_id) DO NOTHING;
+        EXIT WHEN FOUND;
         SELECT event_ids INTO v_ids FROM {schema}.archives
          WHERE session_id = p_session AND archive_id = p_archive;
-        IF v_ids IS DISTINCT FROM p_ids THEN
-            RAISE EXCEPTION 'archive holds different events' USING ERRCODE = 'AK001';
+        IF FOUND THEN
+            IF v_ids IS DISTINCT FROM p_ids THEN
+                RAISE EXCEPTION 'archive holds different events' USING ERRCODE = 'AK001';
+            END IF;
+            EXIT;
         END IF;
-    END IF;
+    END LOOP;
 END
 $fn$;
 
