@@ -43,6 +43,7 @@ from .errors import (
     StoreCorruptionError,
     StoreError,
     StoreLockTimeout,
+    StoreUnavailableError,
     ToolDefinitionError,
     TransactionError,
 )
@@ -206,6 +207,7 @@ __all__ = [
     "StoreCorruptionError",
     "StoreError",
     "StoreLockTimeout",
+    "StoreUnavailableError",
     "StoredJob",
     "StoredSession",
     "TextPart",

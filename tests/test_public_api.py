@@ -75,8 +75,9 @@ PUBLIC_NAMESPACES = {
         'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'RunResult', 'RuntimeEvent',
         'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'Shell', 'ShellResult', 'Step',
-        'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoredJob',
-        'StoredSession', 'TextPart', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord',
+        'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout',
+        'StoreUnavailableError', 'StoredJob', 'StoredSession', 'TextPart', 'Tool', 'ToolCall',
+        'ToolCallPart', 'ToolCallRecord',
         'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultEvent',
         'ToolResultPart', 'ToolSpec', 'TransactionError', 'Turn', 'UncertainExecution', 'Usage',
         'UserMessageEvent', '__version__',
@@ -118,8 +119,8 @@ PUBLIC_NAMESPACES = {
         'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError', 'ProviderError',
         'ProviderUnavailableError', 'RateLimitError', 'SchemaVersionError', 'ScriptExhaustedError',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'StoreConflictError',
-        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'ToolDefinitionError',
-        'TransactionError',
+        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
+        'ToolDefinitionError', 'TransactionError',
     ],
     'agentkit.events': [
         'AssistantMessageEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event', 'RuntimeEvent',
@@ -248,6 +249,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.stores.memory': [
         'InMemoryEventStore',
+    ],
+    'agentkit.stores.postgres': [
+        'PostgresEventStore', 'PostgresJobStore',
     ],
     'agentkit.stream': [
         'AgentEvent', 'AgentStream', 'GenerationEndEvent', 'GenerationStartEvent',
