@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from fakes import openai_wire as ow
 from fakes.server import FakeServer
+from mcp_servers.helpers import wait_for
+from mcp_servers.reference import reference_server
 
 from agentkit import LocalExecutionContext, ScriptedModel, Session, run_agent, run_agent_stream
 from agentkit.errors import ConfigurationError, McpError
 from agentkit.mcp import ElicitationRequest, ElicitationResult, SamplingRequest, connect_mcp
 from agentkit.messages import FilePart, Message, TextPart
 from agentkit.models.scripted import ToolCall
-from tests.mcp_servers.helpers import wait_for
-from tests.mcp_servers.reference import reference_server
 
 
 def _tool(mcp, name: str):
