@@ -15,7 +15,9 @@ options live in :mod:`agentkit.models`, MCP in :mod:`agentkit.mcp`, LangChain in
 from __future__ import annotations
 
 from .agent import run_agent, run_agent_stream
+from .budget import Limits
 from .cancel import CancelToken
+from .compaction import Retention, Threshold
 from .errors import (
     AccessDenied,
     AgentkitError,
@@ -45,6 +47,7 @@ from .errors import (
 )
 from .events import (
     AssistantMessageEvent,
+    CompactionEvent,
     ContextReplacedEvent,
     ControlEvent,
     Event,
@@ -101,8 +104,10 @@ from .stores import (
     StoredSession,
 )
 from .stream import AgentEvent, AgentStream
+from .summarize import summarizing_compactor
 from .tools import Tool, ToolContext, ToolDecision, filesystem_tools, json_tools, shell_tools, tool
 from .usage import Usage
+from .view import ToolResultClearing
 
 __version__ = "0.1.0"
 
@@ -141,6 +146,12 @@ __all__ = [
     "AgentkitError",
     "AssistantMessageEvent",
     "AuthenticationError",
+    "CompactionEvent",
+    "Limits",
+    "Retention",
+    "Threshold",
+    "ToolResultClearing",
+    "summarizing_compactor",
     "CancelToken",
     "CancelledError",
     "ChatModel",

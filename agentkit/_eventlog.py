@@ -45,6 +45,7 @@ class EventLog:
         self._ids: set[str] = set()
         self._seq = 0
         self._revision = revision
+        self._render_runtime = render_runtime
         self.projector = Projector(render_runtime)
         self.subs: list[Subscription] = []
         self._closing: list[Subscription] = []
@@ -145,6 +146,45 @@ class EventLog:
                 sub.offer(committed)
             return committed
 
+    @property
+    def store(self) -> EventStore | None:
+        """The store, or None for an in-memory session."""
+        return self._store
+
+    def prune_through(self, event_id: str, archive_id: str) -> int:
+        """Archive the active log's events up to and including ``event_id`` under
+        ``archive_id``, then remove them from the active log (both through the store);
+        return how many were removed (0 when ``event_id`` is no longer in the log).
+
+        The order makes a crash harmless: the archive is written first (archiving the
+        same events again is a no-op), and the store's compare-and-swap ``compact``
+        removes them all or none, so running it again after a restart finishes the job
+        with nothing lost and nothing archived twice."""
+        store = self._store
+        if store is None:
+            raise ConfigurationError("only a session with a store can archive events")
+        with self.lock:
+            self.check_usable()
+            index = next((i for i, e in enumerate(self._events) if e.id == event_id), None)
+            if index is None:
+                return 0
+            covered = self._events[: index + 1]
+            sid = self.session_id
+            assert sid is not None
+            try:
+                store.archive(sid, archive_id, covered)
+                self._revision = store.compact(
+                    sid, archive_id, expected_revision=self._revision, remove=len(covered)
+                )
+            except StoreConflictError as exc:
+                self.failed = exc
+                raise
+            del self._events[: index + 1]
+            self._ids = {e.id for e in self._events}
+            self.projector = Projector(self._render_runtime)
+            self.projector.extend(self._events)
+            return len(covered)
+
     # -- reading -----------------------------------------------------------------------
 
     def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]:
@@ -154,6 +194,12 @@ class EventLog:
             p = self.projector
             p.catch_up(self._events)
             return p.model_view(job_status=for_model), p.pending_tool_calls, p.last_seq
+
+    def projection_of(self, events: Sequence[Event]) -> list[Message]:
+        """The plain conversation ``events`` project to (with this log's runtime renderer)."""
+        projector = Projector(self._render_runtime)
+        projector.extend(events)
+        return projector.model_view(job_status=False)
 
     def follow_up_waiting(self) -> bool:
         """True when a follow-up message comes after the last answer."""

@@ -15,12 +15,15 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
+from ._compact import ContextShaper
 from ._json import json_problem
+from .budget import Budget, BudgetBreach
 from .cancel import CancelToken
 from .errors import CancelledError, CompletionValidationError, ConfigurationError, ContextOverflowError
 from .events import (
     AssistantMessageEvent,
     ContextReplacedEvent,
+    ControlEvent,
     Event,
     ToolResultEvent,
     UserMessageEvent,
@@ -75,8 +78,17 @@ class LoopHost(Protocol):
 
     session_id: str | None
 
+    @property
+    def events(self) -> tuple[Event, ...]:
+        """The active log (what a ``context_builder`` and compaction read)."""
+        ...
+
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number, persist and publish ``events``; returns them with their ``seq``."""
+        ...
+
+    def projection_of(self, events: Sequence[Event]) -> list[Message]:
+        """The plain conversation ``events`` project to."""
         ...
 
     def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]:
@@ -271,6 +283,8 @@ class _Loop:
         self.emit = opts.event_sink()
         self.hooks = opts.hooks
         self.gate = decision_gate(self._decide) if opts.hooks.before_tool_call else None
+        self.context = ContextShaper(opts)
+        self.budget = Budget(opts.limits) if opts.limits is not None else None
 
     def run(self) -> RunResult:
         opts = self.opts
@@ -279,6 +293,11 @@ class _Loop:
         finish = "stop"
         last_text = ""
         while True:
+            breach = self.budget.before_model_call() if self.budget is not None else None
+            if breach is not None:
+                self._budget_exceeded(breach)
+                finish = "budget-exceeded"
+                break
             if len(self.steps) >= opts.max_steps:
                 finish = "max-steps"
                 break
@@ -287,6 +306,7 @@ class _Loop:
             if pending:
                 self._close_orphans(pending)
                 messages, _, request_seq = self.host.project()
+            messages, request_seq = self._shape(messages, request_seq)
             request = ModelRequest(
                 messages=tuple(messages),
                 system=opts.system,
@@ -305,6 +325,10 @@ class _Loop:
             try:
                 inference = _infer(opts.model, request, self.emit)
             except ContextOverflowError:
+                if opts.on_context_overflow is None and overflow_attempts < opts.max_context_overflow_retries:
+                    if self.context.overflow_compact(self.host, overflow_attempts, self.cancel):
+                        overflow_attempts += 1
+                        continue  # compacted: try again
                 if opts.on_context_overflow is None or overflow_attempts >= opts.max_context_overflow_retries:
                     raise
                 overflow_attempts += 1
@@ -313,6 +337,8 @@ class _Loop:
                 self._replace_context(replacement)
                 continue
             self.usage = self.usage + inference.usage
+            if self.budget is not None:
+                self.budget.add_model_call(inference.usage)
             self.host.commit(
                 [
                     AssistantMessageEvent(
@@ -372,6 +398,30 @@ class _Loop:
             tool_calls=tuple(self.records),
         )
 
+    def _shape(self, messages: list[Message], request_seq: int) -> tuple[list[Message], int]:
+        """Auto-compaction when the request would pass the threshold, then the view
+        options (context builder, tool-result clearing, output caps)."""
+        ctx = self.context
+        specs = [(s.name, s.description, s.input_schema) for s in self.specs]
+        if ctx.auto is not None and ctx.over_threshold(messages, specs):
+            if ctx.auto_compact(self.host, self.cancel):
+                messages, _, request_seq = self.host.project()
+        return ctx.view(self.host, messages), request_seq
+
+    def _budget_exceeded(self, breach: BudgetBreach) -> None:
+        self.host.commit([ControlEvent(action="budget-exceeded", data=breach.data())])
+
+    def _plan(self, calls: list[ToolCallPart]) -> list[tuple[ToolCallPart, str, ToolOutput | None]]:
+        """Each call with what to do with it: the ledger's verdict, and a refusal for a
+        call past the ``tool_calls`` budget."""
+        plan: list[tuple[ToolCallPart, str, ToolOutput | None]] = []
+        for call in calls:
+            action, ready = self.ledger.check(call)
+            if action == "run" and self.budget is not None and not self.budget.take_tool_call():
+                action, ready = "reject", ToolOutput.error(self.budget.refusal_message())
+            plan.append((call, action, ready))
+        return plan
+
     def _replace_context(self, replacement: Sequence[Message]) -> None:
         msgs = tuple(replacement or ())
         if not all(isinstance(m, Message) and m.role != "system" for m in msgs) or not msgs:
@@ -428,7 +478,7 @@ class _Loop:
         (so the conversation stays valid and honest), then CancelledError is raised."""
         opts = self.opts
         parallel = opts.tool_execution == "parallel" and len(calls) > 1
-        plan = [(call, *self.ledger.check(call)) for call in calls]
+        plan = self._plan(calls)
         futures: dict[int, Future[ToolOutput]] = {}
         records: list[ToolCallRecord] = []
         stopped: CancelledError | None = None
