@@ -14,7 +14,15 @@ from typing import Any, Protocol
 from .cancel import CancelToken
 from .compaction import DEFAULT_KEEP_LAST, Retention, compaction_boundary, estimate_tokens, summary_messages
 from .errors import ConfigurationError
-from .events import CompactionEvent, Event
+from .events import (
+    AssistantMessageEvent,
+    CompactionEvent,
+    ContextReplacedEvent,
+    Event,
+    RuntimeEvent,
+    ToolResultEvent,
+    UserMessageEvent,
+)
 from .invariants import check_messages
 from .messages import Message
 from .stores.base import EventStore
@@ -110,6 +118,16 @@ def iter_history(store: EventStore | None, session_id: str | None, active: Seque
     yield from active
 
 
+def _conversation_events(events: Sequence[Event]) -> int:
+    """Conversation events since the last context reset."""
+    count = 0
+    for ev in reversed(events):
+        if isinstance(ev, (CompactionEvent, ContextReplacedEvent)):
+            break
+        count += isinstance(ev, (UserMessageEvent, AssistantMessageEvent, ToolResultEvent, RuntimeEvent))
+    return count
+
+
 def _first_compaction(events: Sequence[Event]) -> CompactionEvent | None:
     return next((e for e in events if isinstance(e, CompactionEvent)), None)
 
@@ -166,7 +184,8 @@ class ContextShaper:
         if self.opts.compactor is None:
             return False
         keep = self.auto.keep_last if self.auto is not None else DEFAULT_KEEP_LAST
-        keep = keep >> attempt
+        # keep fewer on each attempt, and at most half of what the model sees now
+        keep = min(keep >> attempt, _conversation_events(host.events) // 2)
         return compact_log(
             host, keep_last=keep, compactor=self.opts.compactor, reason="context-overflow", cancel=cancel
         ) is not None

@@ -97,7 +97,9 @@ def compaction_boundary(
     ``keep_last`` conversation events (user, assistant, tool-result, runtime) stay, or
     None when nothing can be covered.
 
-    The kept tail starts after the last ``context-replaced``/``compaction`` event, never
+    The kept tail starts after the last ``context-replaced``/``compaction`` event (when
+    fewer than ``keep_last`` came after it, those are kept and the earlier summary is
+    covered: a summary of the summary), never
     between a tool call and its results (the boundary moves back to the assistant message
     that made the call), never after a call still without a result, and never after an
     event ``pinned`` says must stay visible (e.g. an unresolved intent).
