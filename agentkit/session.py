@@ -366,14 +366,15 @@ class Session:
             self._gate.leave(ticket)
 
     def _retain(self, opts: LoopOptions, token: CancelToken) -> None:
-        """Retention after a generation; a failure is a warning (the answer is committed)
-        and the step is tried again after the next generation."""
+        """Retention after a generation; a failure is a warning and a cancellation stops it
+        quietly (the answer is committed either way); it runs again after the next
+        generation."""
         if self._retention is None:
             return
         try:
             apply_retention(self._log, self._retention, ContextShaper(opts).compactor(), token)
         except CancelledError:
-            raise
+            return  # the answer is committed; retention runs again after the next generation
         except Exception as exc:  # noqa: BLE001 - reported; the generation itself succeeded
             warnings.warn(
                 f"retention of session {self.session_id!r} failed ({type(exc).__name__}: {exc}); "
