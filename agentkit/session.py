@@ -22,7 +22,14 @@ from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
 from .cancel import CancelToken
 from .compaction import DEFAULT_KEEP_LAST, Compactor, Retention
-from .errors import CancelledError, ConfigurationError, SessionClosedError, SessionError
+from .errors import (
+    CancelledError,
+    ConfigurationError,
+    SessionClosedError,
+    SessionError,
+    StoreConflictError,
+    StoreError,
+)
 from .events import CompactionEvent, ControlEvent, Event, RuntimeEvent, UserMessageEvent
 from .execution.base import JobControl, JobState
 from .invariants import check_events
@@ -143,7 +150,7 @@ class Session:
         elif initial:
             self._log.commit(initial)
         if retention is not None:
-            finish_prune(self._log)  # a retention step a crash interrupted
+            self._finish_interrupted_retention()
         self._scheduler = GenerationScheduler(self.generate)
         self._stop_job_events = bridge_job_events(self, execution_context)
 
@@ -364,6 +371,22 @@ class Session:
             return event
         finally:
             self._gate.leave(ticket)
+
+    def _finish_interrupted_retention(self) -> None:
+        """Archive and prune what a crash left covered in the active log. A store that
+        cannot do it now does not stop the session from opening (a warning says why)."""
+        try:
+            finish_prune(self._log)
+        except StoreConflictError:
+            raise
+        except StoreError as exc:
+            warnings.warn(
+                f"session {self.session_id!r}: could not finish an interrupted retention step "
+                f"({exc}); the events stay in the active log and it is tried again after the "
+                f"next generation",
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
     def _retain(self, opts: LoopOptions, token: CancelToken) -> None:
         """Retention after a generation; a failure is a warning and a cancellation stops it

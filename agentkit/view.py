@@ -7,7 +7,7 @@ output in full.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from .errors import ConfigurationError
@@ -49,7 +49,7 @@ def _placeholder(part: ToolResultPart, chars: int) -> ToolResultPart:
     return replace(part, output=ToolOutput(kind="text", value=text))
 
 
-def _map_results(messages: Sequence[Message], fn: object) -> list[Message]:
+def _map_results(messages: Sequence[Message], fn: Callable[[ToolResultPart], ToolResultPart]) -> list[Message]:
     out: list[Message] = []
     for m in messages:
         if m.role != "tool":
@@ -58,7 +58,7 @@ def _map_results(messages: Sequence[Message], fn: object) -> list[Message]:
         content: list[ContentPart] = []
         changed = False
         for p in m.content:
-            new = fn(p) if isinstance(p, ToolResultPart) else p  # type: ignore[operator]
+            new = fn(p) if isinstance(p, ToolResultPart) else p
             changed = changed or new is not p
             content.append(new)
         out.append(Message(role="tool", content=tuple(content)) if changed else m)
@@ -107,8 +107,9 @@ def cap_output(output: ToolOutput, max_chars: int) -> ToolOutput:
     text = json.dumps(output.value, ensure_ascii=False, default=str)
     if len(text) <= max_chars:
         return output
-    kind = "error-text" if output.is_error else "text"
-    return ToolOutput(kind=kind, value=_cut(text, max_chars), metadata=output.metadata)
+    cut = _cut(text, max_chars)
+    capped = ToolOutput.error(cut) if output.is_error else ToolOutput.text(cut)
+    return replace(capped, metadata=output.metadata)
 
 
 def cap_tool_outputs(messages: Sequence[Message], max_chars: int) -> list[Message]:

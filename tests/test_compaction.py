@@ -249,3 +249,26 @@ def test_auto_compact_runs_before_a_request_past_the_threshold():
         Threshold(tokens=0)
     with pytest.raises(ConfigurationError, match="auto_compact must be a Threshold"):
         Session(model, auto_compact=1000)
+
+
+def test_events_pushed_while_the_compactor_runs_stay_visible():
+    with Session(ScriptedModel(["a1", "a2", "a3"])) as s:
+        conversation(s, 3)
+
+        def slow_compactor(messages, *, reason, cancel):
+            s.push_user_message("pushed while summarising")  # another thread would do this
+            return "summary"
+
+        s.compact(keep_last=0, compactor=slow_compactor)
+        view = s.model_messages()
+        assert "summary" in view[0].content[0].text
+        assert texts(view)[1:] == ["pushed while summarising"]
+
+
+def test_usage_reasoning_tokens_add_up_and_round_trip():
+    from agentkit import Usage
+
+    total = Usage(output_tokens=10, reasoning_tokens=4) + Usage(output_tokens=5, reasoning_tokens=1)
+    assert total.reasoning_tokens == 5
+    assert Usage.from_dict(total.to_dict()) == total
+    assert "reasoning_tokens" not in Usage(output_tokens=3).to_dict()  # older records stay as they were
