@@ -14,7 +14,7 @@ from .errors import ConfigurationError
 from .messages import ContentPart, Message, TextPart, ToolOutput, ToolResultPart
 from .truncate import truncate_output
 
-__all__ = ["ToolResultClearing", "cap_tool_outputs", "clear_tool_results"]
+__all__ = ["ToolResultClearing", "cap_output", "cap_tool_outputs", "clear_tool_results"]
 
 _NO_LINE_LIMIT = 2**31
 

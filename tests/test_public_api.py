@@ -62,24 +62,24 @@ def test_every_public_name_is_documented():
 PUBLIC_NAMESPACES = {
     'agentkit': [
         'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'AssistantMessageEvent',
-        'AuthenticationError', 'CancelToken', 'CancelledError', 'ChatModel',
+        'AuthenticationError', 'CancelToken', 'CancelledError', 'ChatModel', 'CompactionEvent',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
         'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event', 'EventStore',
         'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart', 'FileSystem',
         'FunctionModel', 'GenerateResult', 'HookError', 'Hooks', 'ImagePart', 'InMemoryEventStore',
         'InMemoryJobStore', 'JobControl', 'JobEvent', 'JobNotFoundError', 'JobState', 'JobStore',
-        'LocalExecutionContext', 'McpError', 'Message', 'MissingDependencyError', 'ModelError',
-        'ModelRequest', 'ModelSettings', 'PermissionRequest', 'ProviderError',
-        'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'RunResult', 'RuntimeEvent',
-        'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
+        'Limits', 'LocalExecutionContext', 'McpError', 'Message', 'MissingDependencyError',
+        'ModelError', 'ModelRequest', 'ModelSettings', 'PermissionRequest', 'ProviderError',
+        'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'Retention', 'RunResult',
+        'RuntimeEvent', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'Shell', 'ShellResult', 'Step',
         'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoredJob',
-        'StoredSession', 'TextPart', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord',
-        'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultEvent',
-        'ToolResultPart', 'ToolSpec', 'Turn', 'Usage', 'UserMessageEvent', '__version__',
-        'build_model_messages', 'event_from_dict', 'events_from_messages', 'filesystem_tools',
-        'get_model', 'http_tools', 'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools',
-        'tool',
+        'StoredSession', 'TextPart', 'Threshold', 'Tool', 'ToolCall', 'ToolCallPart',
+        'ToolCallRecord', 'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput',
+        'ToolResultClearing', 'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'Turn', 'Usage',
+        'UserMessageEvent', '__version__', 'build_model_messages', 'event_from_dict',
+        'events_from_messages', 'filesystem_tools', 'get_model', 'http_tools', 'json_tools',
+        'run_agent', 'run_agent_stream', 'shell_tools', 'summarizing_compactor', 'tool',
     ],
     'agentkit.adapters.langchain': [
         'Injected', 'LangChainChatModel', 'LangChainHistory', 'events_from_langchain',
@@ -99,11 +99,18 @@ PUBLIC_NAMESPACES = {
     'agentkit.agent': [
         'run_agent', 'run_agent_stream',
     ],
+    'agentkit.budget': [
+        'Budget', 'BudgetBreach', 'Limits',
+    ],
     'agentkit.cancel': [
         'CancelToken',
     ],
     'agentkit.cli': [
         'main',
+    ],
+    'agentkit.compaction': [
+        'Compactor', 'DEFAULT_KEEP_LAST', 'Retention', 'Threshold', 'compaction_boundary',
+        'estimate_tokens', 'summary_messages',
     ],
     'agentkit.errors': [
         'AccessDenied', 'AgentkitError', 'AuthenticationError', 'CancelledError',
@@ -114,8 +121,8 @@ PUBLIC_NAMESPACES = {
         'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'ToolDefinitionError',
     ],
     'agentkit.events': [
-        'AssistantMessageEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event', 'RuntimeEvent',
-        'ToolResultEvent', 'UserMessageEvent', 'event_from_dict', 'new_id',
+        'AssistantMessageEvent', 'CompactionEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event',
+        'RuntimeEvent', 'ToolResultEvent', 'UserMessageEvent', 'event_from_dict', 'new_id',
     ],
     'agentkit.execution': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobState',
@@ -241,6 +248,9 @@ PUBLIC_NAMESPACES = {
     'agentkit.subscriptions': [
         'Listener', 'Subscription',
     ],
+    'agentkit.summarize': [
+        'DEFAULT_INSTRUCTIONS', 'summarizing_compactor',
+    ],
     'agentkit.tools': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobNotFoundError',
         'JobState', 'LocalExecutionContext', 'PermissionRequest', 'Shell', 'ShellResult', 'Tool',
@@ -279,6 +289,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.usage': [
         'Usage',
+    ],
+    'agentkit.view': [
+        'ToolResultClearing', 'cap_output', 'cap_tool_outputs', 'clear_tool_results',
     ],
 }
 
