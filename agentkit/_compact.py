@@ -12,17 +12,16 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from .cancel import CancelToken
-from .compaction import DEFAULT_KEEP_LAST, Retention, compaction_boundary, estimate_tokens, summary_messages
-from .errors import ConfigurationError
-from .events import (
-    AssistantMessageEvent,
-    CompactionEvent,
-    ContextReplacedEvent,
-    Event,
-    RuntimeEvent,
-    ToolResultEvent,
-    UserMessageEvent,
+from .compaction import (
+    DEFAULT_KEEP_LAST,
+    Retention,
+    compaction_boundary,
+    conversation_events_since_reset,
+    estimate_tokens,
+    summary_messages,
 )
+from .errors import ConfigurationError
+from .events import CompactionEvent, Event
 from .invariants import check_messages
 from .messages import Message
 from .stores.base import EventStore
@@ -118,16 +117,6 @@ def iter_history(store: EventStore | None, session_id: str | None, active: Seque
     yield from active
 
 
-def _conversation_events(events: Sequence[Event]) -> int:
-    """Conversation events since the last context reset."""
-    count = 0
-    for ev in reversed(events):
-        if isinstance(ev, (CompactionEvent, ContextReplacedEvent)):
-            break
-        count += isinstance(ev, (UserMessageEvent, AssistantMessageEvent, ToolResultEvent, RuntimeEvent))
-    return count
-
-
 def _first_compaction(events: Sequence[Event]) -> CompactionEvent | None:
     return next((e for e in events if isinstance(e, CompactionEvent)), None)
 
@@ -185,7 +174,7 @@ class ContextShaper:
             return False
         keep = self.auto.keep_last if self.auto is not None else DEFAULT_KEEP_LAST
         # keep fewer on each attempt, and at most half of what the model sees now
-        keep = min(keep >> attempt, _conversation_events(host.events) // 2)
+        keep = min(keep >> attempt, conversation_events_since_reset(host.events) // 2)
         return compact_log(
             host, keep_last=keep, compactor=self.opts.compactor, reason="context-overflow", cancel=cancel
         ) is not None

@@ -27,11 +27,13 @@ from .events import (
 from .messages import Message, TextPart
 
 __all__ = [
+    "CONVERSATION_EVENTS",
     "DEFAULT_KEEP_LAST",
     "Compactor",
     "Retention",
     "Threshold",
     "compaction_boundary",
+    "conversation_events_since_reset",
     "estimate_tokens",
     "summary_messages",
 ]
@@ -39,7 +41,9 @@ __all__ = [
 DEFAULT_KEEP_LAST = 8
 """Conversation events kept verbatim after a summary when nothing else says how many."""
 
-_MESSAGE_EVENTS = (UserMessageEvent, AssistantMessageEvent, ToolResultEvent, RuntimeEvent)
+CONVERSATION_EVENTS = (UserMessageEvent, AssistantMessageEvent, ToolResultEvent, RuntimeEvent)
+"""The event types ``keep_last`` counts."""
+_RESETS = (CompactionEvent, ContextReplacedEvent)
 
 
 class Compactor(Protocol):
@@ -108,14 +112,14 @@ def compaction_boundary(
     n = len(events)
     floor = 0  # the first index the kept tail may start at
     for i in range(n - 1, -1, -1):
-        if isinstance(events[i], (CompactionEvent, ContextReplacedEvent)):
+        if isinstance(events[i], _RESETS):
             floor = i + 1
             break
     # the candidate: keep the last keep_last conversation events
     b, seen = n, 0
     while b > floor and seen < keep_last:
         b -= 1
-        if isinstance(events[b], _MESSAGE_EVENTS):
+        if isinstance(events[b], CONVERSATION_EVENTS):
             seen += 1
     # move back over calls whose results are not all in the covered part
     made_at: dict[str, int] = {}
@@ -139,8 +143,8 @@ def compaction_boundary(
                 b, changed = at, True
     if b <= 0 or b < floor:
         return None
-    if not any(isinstance(ev, _MESSAGE_EVENTS) for ev in events[:b]) and not any(
-        isinstance(ev, (CompactionEvent, ContextReplacedEvent)) for ev in events[:b]
+    if not any(isinstance(ev, CONVERSATION_EVENTS) for ev in events[:b]) and not any(
+        isinstance(ev, _RESETS) for ev in events[:b]
     ):
         return None  # only control records: nothing the model sees would shrink
     return b
@@ -168,6 +172,16 @@ def summary_messages(result: Any, *, what: str = "the compactor") -> tuple[Messa
         f"{what} must return the summary as a str or a non-empty list of user/assistant/tool "
         f"Message objects, not {type(result).__name__}"
     )
+
+
+def conversation_events_since_reset(events: Sequence[Event]) -> int:
+    """How many conversation events came after the last compaction or context reset."""
+    count = 0
+    for ev in reversed(events):
+        if isinstance(ev, _RESETS):
+            break
+        count += isinstance(ev, CONVERSATION_EVENTS)
+    return count
 
 
 def estimate_tokens(messages: Sequence[Message], *, system: str | None = None, extra: Any = None) -> int:

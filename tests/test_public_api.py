@@ -109,8 +109,9 @@ PUBLIC_NAMESPACES = {
         'main',
     ],
     'agentkit.compaction': [
-        'Compactor', 'DEFAULT_KEEP_LAST', 'Retention', 'Threshold', 'compaction_boundary',
-        'estimate_tokens', 'summary_messages',
+        'CONVERSATION_EVENTS', 'Compactor', 'DEFAULT_KEEP_LAST', 'Retention', 'Threshold',
+        'compaction_boundary', 'conversation_events_since_reset', 'estimate_tokens',
+        'summary_messages',
     ],
     'agentkit.errors': [
         'AccessDenied', 'AgentkitError', 'AuthenticationError', 'CancelledError',
