@@ -167,6 +167,11 @@ def summary_messages(result: Any, *, what: str = "the compactor") -> tuple[Messa
     if isinstance(result, (list, tuple)) and result and all(isinstance(m, Message) for m in result):
         msgs = tuple(result)
         check_messages(msgs, what=f"the messages {what} returned")
+        if msgs[-1].tool_calls:
+            raise ConfigurationError(
+                f"the messages {what} returned end with tool calls that have no results; "
+                f"a summary must be a finished conversation (end with their results or text)"
+            )
         return msgs
     raise ConfigurationError(
         f"{what} must return the summary as a str or a non-empty list of user/assistant/tool "

@@ -138,6 +138,10 @@ def test_a_compactor_may_return_messages_and_a_bad_return_is_refused():
             s.compact(keep_last=1, compactor=lambda m, *, reason, cancel: "  ")
         with pytest.raises(ConfigurationError, match="conversation rule"):
             s.compact(keep_last=1, compactor=lambda m, *, reason, cancel: [Message.assistant("first")])
+        open_call = [Message.user("x"), Message(role="assistant", content=(
+            ToolCallPart(tool_call_id="c", tool_name="t", input={}),))]
+        with pytest.raises(ConfigurationError, match="end with tool calls"):
+            s.compact(keep_last=1, compactor=lambda m, *, reason, cancel: open_call)
         assert len(s.events) == count  # a refused summary commits nothing
 
 
