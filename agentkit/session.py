@@ -27,7 +27,6 @@ from .errors import (
     ConfigurationError,
     SessionClosedError,
     SessionError,
-    StoreConflictError,
     StoreError,
 )
 from .events import CompactionEvent, ControlEvent, Event, RuntimeEvent, UserMessageEvent
@@ -209,6 +208,13 @@ class Session:
 
     # -- pushing -----------------------------------------------------------------------
 
+    def refresh(self) -> list[Event]:
+        """Load what other writers (another process, another host) committed to this
+        session's store since this object's revision, and return those events. Their
+        listeners hear them too. Call it after a :class:`~agentkit.errors.StoreConflictError`
+        (nothing of yours was written), then retry. A no-op without a store."""
+        return self._log.refresh()
+
     def push_user_message(self, content: Prompt) -> Event:
         """Commit a user message (text, or text plus image/file parts)."""
         return self._log.commit([UserMessageEvent(content=normalize_prompt(content))])[0]
@@ -377,8 +383,6 @@ class Session:
         cannot do it now does not stop the session from opening (a warning says why)."""
         try:
             finish_prune(self._log)
-        except StoreConflictError:
-            raise
         except StoreError as exc:
             warnings.warn(
                 f"session {self.session_id!r}: could not finish an interrupted retention step "
