@@ -166,20 +166,30 @@ class EventLog:
             raise ConfigurationError("only a session with a store can archive events")
         with self.lock:
             self.check_usable()
-            index = next((i for i, e in enumerate(self._events) if e.id == event_id), None)
-            if index is None:
-                return 0
-            covered = self._events[: index + 1]
             sid = self.session_id
             assert sid is not None
+            # the stored log, not this object's copy: another process may have pruned it
+            # already (what refresh() loaded then continues a shorter log)
+            stored = store.load(sid)
+            events = list(stored.events) if stored is not None else []
+            index = next((i for i, e in enumerate(events) if e.id == event_id), None)
+            if index is None:
+                if stored is not None and stored.revision == self._revision and len(events) < len(self._events):
+                    self._replace_events(events)  # pruned elsewhere: drop what it removed
+                return 0
+            covered = events[: index + 1]
             store.archive(sid, archive_id, covered)
             # a StoreConflictError (another writer) removes nothing: refresh(), then retry
             self._revision = store.compact(sid, archive_id, expected_revision=self._revision, remove=len(covered))
-            del self._events[: index + 1]
-            self._ids = {e.id for e in self._events}
-            self.projector = Projector(self._render_runtime)
-            self.projector.extend(self._events)
+            self._replace_events(events[index + 1 :])
             return len(covered)
+
+    def _replace_events(self, events: list[Event]) -> None:
+        """Hold ``events`` (the stored active log) and project them afresh."""
+        self._events = events
+        self._ids = {e.id for e in events}
+        self.projector = Projector(self._render_runtime)
+        self.projector.extend(events)
 
     def refresh(self) -> list[Event]:
         """Load what other writers committed to the store since this log's revision;

@@ -175,3 +175,30 @@ def test_manual_compaction_on_a_retention_session_archives_too():
         assert [e.seq for e in s.events] == [7, 8, 9]
         assert len(store.load_archive("m", event.id)) == 6
         assert [e.seq for e in s.history()] == list(range(1, 10))
+
+
+def test_two_session_objects_on_one_store_prune_without_losing_or_duplicating(tmp_path):
+    import warnings
+
+    store = FileEventStore(tmp_path, fsync=False)
+    # keep_last=4: the other object's last event survives a prune, so what refresh()
+    # loads continues its copy, which still holds the pruned head
+    kwargs = dict(store=store, compactor=summary, retention=Retention(max_events=8, keep_last=4))
+    a = Session.open("shared", model=FunctionModel(reply), **kwargs)
+    b = Session.open("shared", model=FunctionModel(reply), **kwargs)
+    with a, b, warnings.catch_warnings():
+        warnings.simplefilter("error")  # no retention step may fail
+        for turn in range(12):
+            first, second = (a, b) if turn % 2 == 0 else (b, a)
+            first.refresh()
+            first.push_user_message(f"turn {turn}")
+            first.generate()
+        a.refresh()
+        b.refresh()
+        history = list(a.history())
+        assert [e.seq for e in history] == list(range(1, history[-1].seq + 1))
+        assert [e.id for e in b.history()] == [e.id for e in history]
+        assert len(a.events) <= 8 + 4 and len(b.events) <= 8 + 4
+    stored = store.load("shared")
+    ids = [e.id for e in archived_events(store, "shared", stored.events)] + [e.id for e in stored.events]
+    assert len(ids) == len(set(ids)) == stored.events[-1].seq
