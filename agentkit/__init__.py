@@ -15,12 +15,14 @@ options live in :mod:`agentkit.models`, MCP in :mod:`agentkit.mcp`, LangChain in
 from __future__ import annotations
 
 from .agent import run_agent, run_agent_stream
+from .approval import ApprovalDecision, ApprovalPolicy, ApprovalRequest
 from .budget import Limits
 from .cancel import CancelToken
 from .compaction import Retention, Threshold
 from .errors import (
     AccessDenied,
     AgentkitError,
+    ApprovalError,
     AuthenticationError,
     CancelledError,
     CompletionValidationError,
@@ -44,6 +46,7 @@ from .errors import (
     StoreError,
     StoreLockTimeout,
     ToolDefinitionError,
+    TransactionError,
 )
 from .events import (
     AssistantMessageEvent,
@@ -106,6 +109,7 @@ from .stores import (
 from .stream import AgentEvent, AgentStream
 from .summarize import summarizing_compactor
 from .tools import Tool, ToolContext, ToolDecision, filesystem_tools, json_tools, shell_tools, tool
+from .transactions import GenerationTransaction, UncertainExecution
 from .usage import Usage
 from .view import ToolResultClearing
 
@@ -136,12 +140,19 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
+    "ApprovalDecision",
+    "ApprovalError",
+    "ApprovalPolicy",
+    "ApprovalRequest",
     "AgentEvent",
     "AgentStream",
     "HookError",
     "Hooks",
     "ToolDecision",
     "run_agent_stream",
+    "GenerationTransaction",
+    "TransactionError",
+    "UncertainExecution",
     "AccessDenied",
     "AgentkitError",
     "AssistantMessageEvent",

@@ -50,7 +50,7 @@ def compact_log(
     if not callable(compactor):
         raise ConfigurationError(f"compactor must be a callable(messages, *, reason, cancel), not {compactor!r}")
     events = log.events
-    boundary = compaction_boundary(events, keep_last)
+    boundary = compaction_boundary(events, keep_last, pinned=getattr(log, "keep_visible", None))
     if boundary is None:
         return None
     covered = events[:boundary]
@@ -66,17 +66,19 @@ def compact_log(
     return committed
 
 
-def _last_compaction(events: Sequence[Event]) -> CompactionEvent | None:
-    for ev in reversed(events):
-        if isinstance(ev, CompactionEvent):
+def _last_compaction(log: Any) -> CompactionEvent | None:
+    hidden = getattr(log, "is_hidden", None)
+    for ev in reversed(log.events):
+        if isinstance(ev, CompactionEvent) and (hidden is None or not hidden(ev)):
             return ev
     return None
 
 
 def finish_prune(log: Any) -> int:
-    """Archive and remove what the last compaction event covers, if it is still in the
-    active log (an interrupted retention step); the number of events removed."""
-    last = _last_compaction(log.events)
+    """Archive and remove what the last compaction event the model sees covers, if it is
+    still in the active log (an interrupted retention step); the number of events
+    removed. A compaction of a rejected or interrupted transaction is never acted on."""
+    last = _last_compaction(log)
     if last is None:
         return 0
     return int(log.prune_through(last.covered_through, last.id))

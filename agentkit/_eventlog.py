@@ -4,7 +4,10 @@
 the step loop talks to (through :class:`~agentkit.loop.LoopHost`): ``commit`` numbers
 events (``seq`` 1, 2, ...), appends them to the store when there is one (compare-and-swap
 on the store revision) and hands them to listeners only after they are durable;
-``project`` brings the incremental projection up to date. One re-entrant lock orders
+``project`` brings the incremental projection up to date; ``ledger`` folds transaction
+and intent state from the same commits (:mod:`agentkit.transactions`), and a change of a
+transaction's state starts the projection again, since it changes which events the model
+may see. One re-entrant lock orders
 commits and reads. A stale revision (another writer appended first) writes nothing and
 leaves the log usable: ``refresh`` loads what the other writer committed. Any other
 failed append marks the log failed: it then refuses every commit, since what is durable
@@ -17,12 +20,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from .approval import ApprovalState
 from .errors import ConfigurationError, SessionClosedError, SessionFailedError, StoreConflictError
-from .events import Event, _storable_problem
+from .events import ControlEvent, Event, _storable_problem
 from .messages import Message
 from .projection import Projector, RuntimeRenderer
 from .stores.base import EventStore
 from .subscriptions import Listener, Subscription
+from .transactions import INTENT, TransactionLedger
 
 __all__ = ["EventLog"]
 
@@ -48,7 +53,9 @@ class EventLog:
         self._seq = 0
         self._revision = revision
         self._render_runtime = render_runtime
-        self.projector = Projector(render_runtime)
+        self.ledger = TransactionLedger()
+        self.projector = Projector(render_runtime, hidden=self.ledger.hidden)
+        self._approvals = ApprovalState()
         self.subs: list[Subscription] = []
         self._closing: list[Subscription] = []
         self._listener_queue_size = listener_queue_size
@@ -69,6 +76,11 @@ class EventLog:
     def revision(self) -> int:
         """The store revision of the last commit (0 without a store)."""
         return self._revision
+
+    @property
+    def durable(self) -> bool:
+        """True when commits go to a store (execution intents are written then)."""
+        return self._store is not None
 
     def __len__(self) -> int:
         return len(self._events)
@@ -94,6 +106,7 @@ class EventLog:
             self._events.extend(events)
             self._ids.update(e.id for e in events)
             self._seq = max((e.seq for e in events), default=0)
+            self._fold(events)
 
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number ``events``, make them durable, then tell listeners; returns them with
@@ -141,6 +154,7 @@ class EventLog:
             self._events.extend(committed)
             self._ids.update(e.id for e in committed)
             self._seq = seq
+            self._fold(committed, live=True)
             # a copy: offer() may remove a listener that fell behind or stalled, and the
             # ones after it must still hear this commit
             for sub in list(self.subs):
@@ -185,11 +199,22 @@ class EventLog:
             return len(covered)
 
     def _replace_events(self, events: list[Event]) -> None:
-        """Hold ``events`` (the stored active log) and project them afresh."""
+        """Hold ``events`` (the stored active log, a tail of this one) and project them
+        afresh. The transaction ledger and the approval state keep what they folded from
+        the events removed (their fold does not depend on the list)."""
+        self._approvals.catch_up(self._events)  # fold what is about to leave the list
+        removed = len(self._events) - len(events)
         self._events = events
         self._ids = {e.id for e in events}
-        self.projector = Projector(self._render_runtime)
+        self._approvals.count = max(0, self._approvals.count - removed)
+        self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
         self.projector.extend(events)
+
+    def _fold(self, events: Sequence[Event], *, live: bool = False) -> None:
+        before = self.ledger.version
+        self.ledger.apply(events, live=live)
+        if self.ledger.version != before:  # what is hidden changed: project again
+            self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
 
     def refresh(self) -> list[Event]:
         """Load what other writers committed to the store since this log's revision;
@@ -210,11 +235,14 @@ class EventLog:
                 new = [e for e in events if e.seq > self._seq]
                 self._events.extend(new)
                 self._ids.update(e.id for e in new)
+                self._fold(new)
             else:  # rewritten elsewhere: start over from what is durable
                 new = [e for e in events if e.id not in self._ids]
                 self._events = events
                 self._ids = {e.id for e in events}
-                self.projector = Projector(self._render_runtime)
+                self.ledger = TransactionLedger(events)
+                self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
+                self._approvals = ApprovalState()
             self._seq = max((e.seq for e in self._events), default=0)
             self._revision = stored.revision
             for sub in list(self.subs):
@@ -231,11 +259,32 @@ class EventLog:
             p.catch_up(self._events)
             return p.model_view(job_status=for_model), p.pending_tool_calls, p.last_seq
 
+    def keep_visible(self, event: Event) -> bool:
+        """True for an event a compaction must not cover: an execution intent still
+        without a result, or an event of a transaction not yet finished."""
+        ledger = self.ledger
+        if isinstance(event, ControlEvent) and event.action == INTENT:
+            return any(u.intent_id == event.id for u in ledger.uncertain())
+        gid = event.generation_id
+        return gid is not None and gid in ledger.open_generations()
+
+    def is_hidden(self, event: Event) -> bool:
+        """True when the model does not see ``event`` (a rejected or interrupted transaction's)."""
+        gid = event.generation_id
+        return gid is not None and self.ledger.hidden(gid)
+
     def projection_of(self, events: Sequence[Event]) -> list[Message]:
         """The plain conversation ``events`` project to (with this log's runtime renderer)."""
-        projector = Projector(self._render_runtime)
+        projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
         projector.extend(events)
         return projector.model_view(job_status=False)
+
+    def approval_state(self) -> ApprovalState:
+        """The approval state folded from the events so far (incrementally). Read it
+        under :attr:`lock` when a decision must not race a commit."""
+        with self.lock:
+            self._approvals.catch_up(self._events)
+            return self._approvals
 
     def follow_up_waiting(self) -> bool:
         """True when a follow-up message comes after the last answer."""

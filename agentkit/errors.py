@@ -20,7 +20,9 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     ├── HookError                               a hook raised or returned something unusable
     ├── SessionError
     │   ├── SessionClosedError                  the session was closed or aborted
-    │   └── SessionFailedError                  a previous append failed; the session refuses work
+    │   ├── SessionFailedError                  a previous append failed; the session refuses work
+    │   ├── ApprovalError                       an approval request cannot be decided (unknown, already decided)
+    │   └── TransactionError                    an illegal transaction step or intent reconciliation
     ├── StoreError
     │   ├── StoreConflictError                  compare-and-swap: the expected revision is stale
     │   ├── StoreCorruptionError                a record in the middle of a log is damaged
@@ -36,6 +38,7 @@ from __future__ import annotations
 __all__ = [
     "AccessDenied",
     "AgentkitError",
+    "ApprovalError",
     "AuthenticationError",
     "CancelledError",
     "CompletionValidationError",
@@ -59,6 +62,7 @@ __all__ = [
     "StoreError",
     "StoreLockTimeout",
     "ToolDefinitionError",
+    "TransactionError",
 ]
 
 
@@ -167,6 +171,22 @@ class SessionFailedError(SessionError):
 
     Reopen the session with ``Session.open`` to continue from what is durable.
     """
+
+
+class ApprovalError(SessionError):
+    """An approval request cannot be decided: its id is unknown, it was already decided,
+    or the conversation moved on without it. ``request_id`` names it."""
+
+    def __init__(self, message: str, *, request_id: object = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+class TransactionError(SessionError):
+    """A transactional generation or an execution intent refused a step: a wrong or stale
+    claim token, a second execution claim, a transition its state does not allow, a
+    different outcome or reconciliation than the one already recorded. Nothing was run
+    or committed."""
 
 
 class StoreError(AgentkitError):

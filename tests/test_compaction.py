@@ -276,3 +276,21 @@ def test_usage_reasoning_tokens_add_up_and_round_trip():
     assert total.reasoning_tokens == 5
     assert Usage.from_dict(total.to_dict()) == total
     assert "reasoning_tokens" not in Usage(output_tokens=3).to_dict()  # older records stay as they were
+
+
+def test_an_unresolved_execution_intent_is_never_covered():
+    from agentkit.transactions import INTENT
+
+    # what a crash inside a tool call leaves: the intent, then (on reopen) the call
+    # closed with an "interrupted" result that does not settle the intent
+    intent = ControlEvent(action=INTENT, data={"tool_call_id": "c1", "tool_name": "t", "input": {}})
+    log = [user("run it"), calls("c1"), intent, result("c1")]
+    for i in range(3):
+        log += [user(f"q{i}"), answer(f"a{i}")]
+    store = InMemoryEventStore()
+    store.append("i", [e.with_seq(n) for n, e in enumerate(log, start=1)], expected_revision=0)
+    with Session.open("i", store=store, model=ScriptedModel([])) as s:
+        assert [u.intent_id for u in s.uncertain_tool_executions()] == [intent.id]
+        event = s.compact(keep_last=0, compactor=summary_of("S"))
+        # the boundary stops before the intent, then moves back to keep the call with its result
+        assert event.covered == 1 and event.covered_through == log[0].id

@@ -7,6 +7,7 @@ from dataclasses import fields
 import pytest
 
 from agentkit import (
+    ApprovalPolicy,
     ConfigurationError,
     FunctionModel,
     Hooks,
@@ -31,6 +32,7 @@ def test_every_option_is_a_keyword_of_run_agent_session_and_generate():
         "on_tool_call_update": print, "on_tool_call_finish": print,
         "validate_completion": lambda r: None, "max_validation_retries": 2,
         "on_context_overflow": lambda m, c: m, "max_context_overflow_retries": 1,
+        "approval": ApprovalPolicy(mode="autopilot"), "approver": lambda r: True, "redact": r"sk-\w+",
         "limits": Limits(model_calls=5), "compactor": lambda m, *, reason, cancel: "s",
         "auto_compact": Threshold(tokens=10**6), "context_builder": build_model_messages,
         "clear_tool_results": ToolResultClearing(), "max_tool_output_chars": 1000,

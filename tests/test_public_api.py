@@ -61,25 +61,28 @@ def test_every_public_name_is_documented():
 
 PUBLIC_NAMESPACES = {
     'agentkit': [
-        'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'AssistantMessageEvent',
+        'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
+        'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AssistantMessageEvent',
         'AuthenticationError', 'CancelToken', 'CancelledError', 'ChatModel', 'CompactionEvent',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
         'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event', 'EventStore',
         'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart', 'FileSystem',
-        'FunctionModel', 'GenerateResult', 'HookError', 'Hooks', 'ImagePart', 'InMemoryEventStore',
-        'InMemoryJobStore', 'JobControl', 'JobEvent', 'JobNotFoundError', 'JobState', 'JobStore',
-        'Limits', 'LocalExecutionContext', 'McpError', 'Message', 'MissingDependencyError',
-        'ModelError', 'ModelRequest', 'ModelSettings', 'PermissionRequest', 'ProviderError',
-        'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'Retention', 'RunResult',
-        'RuntimeEvent', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
-        'SessionClosedError', 'SessionError', 'SessionFailedError', 'Shell', 'ShellResult', 'Step',
-        'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoredJob',
-        'StoredSession', 'TextPart', 'Threshold', 'Tool', 'ToolCall', 'ToolCallPart',
-        'ToolCallRecord', 'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput',
-        'ToolResultClearing', 'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'Turn', 'Usage',
-        'UserMessageEvent', '__version__', 'build_model_messages', 'event_from_dict',
-        'events_from_messages', 'filesystem_tools', 'get_model', 'http_tools', 'json_tools',
-        'run_agent', 'run_agent_stream', 'shell_tools', 'summarizing_compactor', 'tool',
+        'FunctionModel', 'GenerateResult', 'GenerationTransaction', 'HookError', 'Hooks',
+        'ImagePart', 'InMemoryEventStore', 'InMemoryJobStore', 'JobControl', 'JobEvent',
+        'JobNotFoundError', 'JobState', 'JobStore', 'Limits', 'LocalExecutionContext', 'McpError',
+        'Message', 'MissingDependencyError', 'ModelError', 'ModelRequest', 'ModelSettings',
+        'PermissionRequest', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError',
+        'ReasoningPart', 'Retention', 'RunResult', 'RuntimeEvent', 'SchemaVersionError',
+        'ScriptExhaustedError', 'ScriptedModel', 'Session', 'SessionClosedError', 'SessionError',
+        'SessionFailedError', 'Shell', 'ShellResult', 'Step', 'StoreConflictError',
+        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoredJob', 'StoredSession',
+        'TextPart', 'Threshold', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord',
+        'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultClearing',
+        'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'TransactionError', 'Turn',
+        'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__', 'build_model_messages',
+        'event_from_dict', 'events_from_messages', 'filesystem_tools', 'get_model', 'http_tools',
+        'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools', 'summarizing_compactor',
+        'tool',
     ],
     'agentkit.adapters.langchain': [
         'Injected', 'LangChainChatModel', 'LangChainHistory', 'events_from_langchain',
@@ -99,6 +102,10 @@ PUBLIC_NAMESPACES = {
     'agentkit.agent': [
         'run_agent', 'run_agent_stream',
     ],
+    'agentkit.approval': [
+        'APPROVAL_DECIDED', 'APPROVAL_REMEMBERED', 'APPROVAL_REQUESTED', 'ApprovalDecision',
+        'ApprovalMode', 'ApprovalPolicy', 'ApprovalRequest', 'ApprovalState', 'Verdict',
+    ],
     'agentkit.budget': [
         'Budget', 'BudgetBreach', 'Limits',
     ],
@@ -114,12 +121,13 @@ PUBLIC_NAMESPACES = {
         'summary_messages',
     ],
     'agentkit.errors': [
-        'AccessDenied', 'AgentkitError', 'AuthenticationError', 'CancelledError',
+        'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'CancelledError',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError', 'HookError',
         'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError', 'ProviderError',
         'ProviderUnavailableError', 'RateLimitError', 'SchemaVersionError', 'ScriptExhaustedError',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'StoreConflictError',
         'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'ToolDefinitionError',
+        'TransactionError',
     ],
     'agentkit.events': [
         'AssistantMessageEvent', 'CompactionEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event',
@@ -156,9 +164,11 @@ PUBLIC_NAMESPACES = {
         'LoopHost', 'LoopOptions', 'run_loop',
     ],
     'agentkit.mcp': [
-        'AuthorizeToolCall', 'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpServerStatus',
-        'McpToolRef', 'McpToolset', 'ServerSpec', 'StdioServer', 'connect_mcp', 'exposed_names',
-        'sanitize_name', 'tool_result_to_output',
+        'ApproveSampling', 'AuthorizeToolCall', 'ElicitationHandler', 'ElicitationRequest',
+        'ElicitationResult', 'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpPrompt',
+        'McpPromptArgument', 'McpResource', 'McpServerStatus', 'McpToolRef', 'McpToolset',
+        'SamplingHandler', 'SamplingRequest', 'SamplingResult', 'ServerSpec', 'StdioServer',
+        'connect_mcp', 'exposed_names', 'sanitize_name', 'tool_result_to_output',
     ],
     'agentkit.mcp.config': [
         'HttpServer', 'LogLevel', 'ServerSpec', 'StdioServer', 'validate_servers',
@@ -166,11 +176,16 @@ PUBLIC_NAMESPACES = {
     'agentkit.mcp.connect': [
         'connect_mcp',
     ],
+    'agentkit.mcp.host': [
+        'ApproveSampling', 'ElicitationHandler', 'ElicitationRequest', 'ElicitationResult',
+        'McpPrompt', 'McpPromptArgument', 'McpResource', 'SamplingHandler', 'SamplingRequest',
+        'SamplingResult',
+    ],
     'agentkit.mcp.naming': [
         'MAX_TOOL_NAME_LENGTH', 'exposed_names', 'sanitize_name',
     ],
     'agentkit.mcp.results': [
-        'content_block_to_parts', 'tool_result_to_output',
+        'content_block_to_parts', 'resource_contents_to_parts', 'tool_result_to_output',
     ],
     'agentkit.mcp.toolset': [
         'AuthorizeToolCall', 'McpServerStatus', 'McpToolRef', 'McpToolset',
@@ -214,6 +229,9 @@ PUBLIC_NAMESPACES = {
     'agentkit.projection': [
         'INTERRUPTED_RESULT', 'Projector', 'RuntimeRenderer', 'build_model_messages',
         'events_from_messages', 'render_runtime_event',
+    ],
+    'agentkit.redaction': [
+        'REDACTED', 'Redaction', 'Redactor', 'redactor_of',
     ],
     'agentkit.results': [
         'GenerateResult', 'RunResult', 'Step', 'ToolCallRecord',
@@ -284,6 +302,10 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.tools.shell': [
         'format_shell_result', 'shell_tools',
+    ],
+    'agentkit.transactions': [
+        'GenerationTransaction', 'TransactionLedger', 'UncertainExecution', 'claim_digest',
+        'reserved_problem',
     ],
     'agentkit.truncate': [
         'DEFAULT_MAX_BYTES', 'DEFAULT_MAX_LINES', 'TruncatedOutput', 'truncate_output',
