@@ -45,6 +45,7 @@ from .errors import (
     StoreCorruptionError,
     StoreError,
     StoreLockTimeout,
+    StoreUnavailableError,
     ToolDefinitionError,
     TransactionError,
 )
@@ -217,6 +218,7 @@ __all__ = [
     "StoreCorruptionError",
     "StoreError",
     "StoreLockTimeout",
+    "StoreUnavailableError",
     "StoredJob",
     "StoredSession",
     "TextPart",

@@ -9,7 +9,8 @@ and intent state from the same commits (:mod:`agentkit.transactions`), and a cha
 transaction's state starts the projection again, since it changes which events the model
 may see. One re-entrant lock orders
 commits and reads. A stale revision (another writer appended first) writes nothing and
-leaves the log usable: ``refresh`` loads what the other writer committed. Any other
+leaves the log usable: ``refresh`` loads what the other writer committed; so does an
+unreachable database server (:class:`~agentkit.errors.StoreUnavailableError`). Any other
 failed append marks the log failed: it then refuses every commit, since what is durable
 is no longer known to be what this object holds.
 """
@@ -21,7 +22,13 @@ import time
 from collections.abc import Callable, Sequence
 
 from .approval import ApprovalState
-from .errors import ConfigurationError, SessionClosedError, SessionFailedError, StoreConflictError
+from .errors import (
+    ConfigurationError,
+    SessionClosedError,
+    SessionFailedError,
+    StoreConflictError,
+    StoreUnavailableError,
+)
 from .events import ControlEvent, Event, _storable_problem
 from .messages import Message
 from .projection import Projector, RuntimeRenderer
@@ -141,6 +148,11 @@ class EventLog:
                     )
                 except StoreConflictError:
                     raise  # nothing was written: refresh() loads the other writer's events
+                except StoreUnavailableError:
+                    # the server was unreachable; whatever became of the append, this object
+                    # is unchanged and compare-and-swap guards the next one: refresh() loads
+                    # what is durable (these events too, if they were written after all)
+                    raise
                 except ConfigurationError:
                     raise  # refused before any side effect: the session is unchanged
                 except BaseException as exc:

@@ -27,7 +27,8 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     │   ├── StoreConflictError                  compare-and-swap: the expected revision is stale
     │   ├── StoreCorruptionError                a record in the middle of a log is damaged
     │   ├── SchemaVersionError                  a record was written by a newer agentkit
-    │   └── StoreLockTimeout (TimeoutError)     a store lock stayed held past the timeout
+    │   ├── StoreLockTimeout (TimeoutError)     a store lock stayed held past the timeout
+    │   └── StoreUnavailableError               the database server could not be reached
     ├── AccessDenied (PermissionError)          an execution context refused an operation
     ├── JobNotFoundError (LookupError)          no background job has this execution id
     └── McpError                                an MCP server could not be connected or used
@@ -61,6 +62,7 @@ __all__ = [
     "StoreCorruptionError",
     "StoreError",
     "StoreLockTimeout",
+    "StoreUnavailableError",
     "ToolDefinitionError",
     "TransactionError",
 ]
@@ -212,6 +214,19 @@ class SchemaVersionError(StoreError):
 
 class StoreLockTimeout(StoreError, TimeoutError):
     """A store lock stayed held longer than the configured timeout. Locks are never stolen."""
+
+
+class StoreUnavailableError(StoreError):
+    """A database store could not be reached (a lost connection, a server restart).
+
+    ``written`` says what became of the write that failed: ``False`` (checked: nothing was
+    written), ``True`` (checked: it was written) or ``None`` (unknown: the server could not
+    be asked). A session that meets this error stays usable: call
+    :meth:`~agentkit.Session.refresh` once the server is back, then retry."""
+
+    def __init__(self, message: str, *, written: bool | None = False) -> None:
+        super().__init__(message)
+        self.written = written
 
 
 class AccessDenied(AgentkitError, PermissionError):

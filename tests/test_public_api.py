@@ -75,14 +75,14 @@ PUBLIC_NAMESPACES = {
         'ReasoningPart', 'Retention', 'RunResult', 'RuntimeEvent', 'SchemaVersionError',
         'ScriptExhaustedError', 'ScriptedModel', 'Session', 'SessionClosedError', 'SessionError',
         'SessionFailedError', 'Shell', 'ShellResult', 'Step', 'StoreConflictError',
-        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoredJob', 'StoredSession',
-        'TextPart', 'Threshold', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord',
-        'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultClearing',
-        'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'TransactionError', 'Turn',
-        'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__', 'build_model_messages',
-        'event_from_dict', 'events_from_messages', 'filesystem_tools', 'get_model', 'http_tools',
-        'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools', 'summarizing_compactor',
-        'tool',
+        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
+        'StoredJob', 'StoredSession', 'TextPart', 'Threshold', 'Tool', 'ToolCall', 'ToolCallPart',
+        'ToolCallRecord', 'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput',
+        'ToolResultClearing', 'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'TransactionError',
+        'Turn', 'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__',
+        'build_model_messages', 'event_from_dict', 'events_from_messages', 'filesystem_tools',
+        'get_model', 'http_tools', 'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools',
+        'summarizing_compactor', 'tool',
     ],
     'agentkit.adapters.langchain': [
         'Injected', 'LangChainChatModel', 'LangChainHistory', 'events_from_langchain',
@@ -126,8 +126,8 @@ PUBLIC_NAMESPACES = {
         'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError', 'ProviderError',
         'ProviderUnavailableError', 'RateLimitError', 'SchemaVersionError', 'ScriptExhaustedError',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'StoreConflictError',
-        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'ToolDefinitionError',
-        'TransactionError',
+        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
+        'ToolDefinitionError', 'TransactionError',
     ],
     'agentkit.events': [
         'AssistantMessageEvent', 'CompactionEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event',
@@ -258,6 +258,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.stores.memory': [
         'InMemoryEventStore',
+    ],
+    'agentkit.stores.postgres': [
+        'PostgresEventStore', 'PostgresJobStore',
     ],
     'agentkit.stream': [
         'AgentEvent', 'AgentStream', 'GenerationEndEvent', 'GenerationStartEvent',

@@ -61,9 +61,12 @@ def archived_events(store, session_id: str, events) -> list[Event]:
     return out
 
 
-@pytest.mark.parametrize("store_kind", ["file", "memory"])
-def test_retention_bounds_the_active_log_over_300_turns_and_loses_nothing(tmp_path, store_kind):
-    store = FileEventStore(tmp_path, fsync=False) if store_kind == "file" else InMemoryEventStore()
+@pytest.mark.parametrize("store_kind", ["file", "memory", "postgres"])
+def test_retention_bounds_the_active_log_over_300_turns_and_loses_nothing(tmp_path, store_kind, request):
+    if store_kind == "postgres":  # a throwaway server (tests/_pg.py)
+        store = request.getfixturevalue("pg_store")
+    else:
+        store = FileEventStore(tmp_path, fsync=False) if store_kind == "file" else InMemoryEventStore()
     retention = Retention(max_events=30, keep_last=4)
     committed: list[Event] = []
     with Session(FunctionModel(reply), tools=[lookup], store=store, session_id="long",
