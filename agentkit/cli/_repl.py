@@ -13,6 +13,7 @@ glued to it. A turn the model answered in part (it called tools) keeps its messa
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -125,6 +126,8 @@ class _Repl:
     # -- the loop -----------------------------------------------------------------------
 
     def banner(self, store_dir: str | None) -> None:
+        if not self.interactive:
+            return  # piped: the output is the answers only
         sid = self.session.session_id
         where = (
             f"session {sid}, saved in {store_dir} (resume: --session {sid} --store {store_dir})"
@@ -151,8 +154,12 @@ class _Repl:
             try:
                 line = self._read()
             except KeyboardInterrupt:
-                if not self.interactive or interrupted:
+                if not self.interactive:
                     raise
+                if interrupted:  # the second in a row: quit, and let more Ctrl-Cs not disturb closing
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    self.screen.typed()
+                    return 130
                 interrupted = True
                 self.screen.typed()
                 self.screen.line("(Ctrl-C again, /exit or Ctrl-D quits)")
