@@ -61,7 +61,8 @@ class Terminal:
         import pty
 
         self.master, slave = pty.openpty()
-        env = {k: v for k, v in os.environ.items() if k not in ("AGENTKIT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+        env = {k: v for k, v in os.environ.items() if k not in ("AGENTKIT_MODEL", "OPENAI_API_KEY",
+                                                                  "ANTHROPIC_API_KEY")}
         env.update(TERM="dumb", PYTHONPATH=os.pathsep.join([_ROOT, env.get("PYTHONPATH", "")]))
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _LAUNCH, *args], stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env,
@@ -348,3 +349,29 @@ def test_piped_chat_prints_only_the_answers(tmp_path):
         "[result] json_validate: " + json.loads(json.dumps("valid JSON (object)")),
         "json_validate returned: valid JSON (object)",
     ]
+
+
+def test_the_terminal_approver_asks_until_it_gets_y_n_or_a(monkeypatch, capsys):
+    """The REPL's approver (agentkit.cli._approve) on piped input: y, n, a, and "always"
+    is not asked again; end of input denies."""
+    import io
+    import threading
+    from types import SimpleNamespace
+
+    from agentkit.cli._approve import TerminalApprover
+    from agentkit.cli._render import Screen
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("maybe\ny\nn\na\n"))
+    shown = io.StringIO()
+    approve = TerminalApprover(Screen(shown), interactive=False, abort=threading.Event())
+    call = SimpleNamespace(tool_name="delete_file", input={"path": "a.txt"})
+    assert approve(call) is True  # "maybe" is asked again, then "y"
+    assert approve(call) is False
+    assert approve(call)  # "a": True or a remembering ApprovalDecision
+    assert approve(call) is True  # always: not asked, the input is not read
+    assert approve(SimpleNamespace(tool_name="other", input={})) is False  # no more input: denied
+    screen = shown.getvalue()
+    assert screen.count('[approve] delete_file {"path": "a.txt"}') == 3
+    assert screen.count("allow? [y]es / [n]o / [a]lways: ") == 5
+    assert screen.count("please answer y, n or a") == 1
+    assert "(no answer: denied)" in screen

@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import AgentkitError, ConfigurationError
-from ..models.registry import SPEC_FORMS
+from ..models.registry import _SPEC_FORMS
 
 __all__ = ["main"]
 
 _MODEL_HELP = "model spec (default: $AGENTKIT_MODEL); the forms: " + "; ".join(
-    f"{form}: {what}" for form, what in SPEC_FORMS
+    f"{form}: {what}" for form, what in _SPEC_FORMS
 )
 _NO_MODEL = (
     "agentkit: no model: pass --model SPEC or set AGENTKIT_MODEL (e.g. openai:gpt-4.1-mini, "

@@ -19,14 +19,15 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import AgentkitError, CancelledError, ConfigurationError, SessionError
+from ..errors import AgentkitError, CancelledError, SessionError
 from ..events import AssistantMessageEvent, ContextReplacedEvent, Event
 from ..models.registry import get_model
 from ..projection import build_model_messages
 from ..session import Session
 from ..stores.base import EventStore
 from ..stream import AgentStream, GenerationEndEvent
-from ._render import Screen, read_answer, short
+from ._approve import TerminalApprover
+from ._render import Screen
 
 _COMMANDS = (
     ("/help", "this list"),
@@ -37,7 +38,6 @@ _COMMANDS = (
     ("/exit", "quit (also /quit, Ctrl-D, or Ctrl-C twice at the prompt)"),
 )
 _DEFAULT_KEEP_LAST = 4
-_APPROVAL_MODES = ("autopilot", "ask-writes", "ask-all", "read-only")
 
 
 def run_chat(
@@ -53,7 +53,7 @@ def run_chat(
     """Open (or resume) the session and run the REPL on this terminal until it quits."""
     interactive = sys.stdin.isatty()
     repl = _Repl(Screen(sys.stdout), interactive=interactive, spec=spec, tools=tools)
-    kwargs: dict[str, Any] = {"model": repl.model, "tools": tools, "system": system, **repl.approval_options(approval)}
+    kwargs: dict[str, Any] = {"model": repl.model, "tools": tools, "system": system, **repl.approver.options(approval)}
     if store is None:
         session = Session(**kwargs)
     elif session_id is None:
@@ -80,48 +80,7 @@ class _Repl:
         self.tools = list(tools)
         self.session: Session = None  # type: ignore[assignment]  # set by run_chat
         self._abort = threading.Event()  # Ctrl-C: a pending approval question gives up
-        self._always: set[str] = set()
-
-    # -- approvals ----------------------------------------------------------------------
-
-    def approval_options(self, mode: str | None) -> dict[str, Any]:
-        """Session arguments that make a tool needing approval ask at this terminal."""
-        import agentkit
-
-        policy = getattr(agentkit, "ApprovalPolicy", None)
-        if policy is None:
-            if mode is not None:
-                raise ConfigurationError(
-                    f"--approval {mode}: this build of agentkit has no approvals (agentkit.ApprovalPolicy); "
-                    "leave --approval out"
-                )
-            return {}
-        if mode is not None and mode not in _APPROVAL_MODES:
-            raise ConfigurationError(f"--approval {mode!r}: choose one of {', '.join(_APPROVAL_MODES)}")
-        return {"approval": policy(mode=mode or "ask-writes"), "approver": self.approve}
-
-    def approve(self, request: Any) -> Any:
-        """The approver: asks ``[y]es / [n]o / [a]lways`` (called on the generation's thread)."""
-        name = str(getattr(request, "tool_name", "?"))
-        if name in self._always:
-            return True
-        self.screen.line(f"[approve] {name} {short(getattr(request, 'input', None))}")
-        while True:
-            self.screen.write("allow? [y]es / [n]o / [a]lways: ")
-            answer = read_answer(self.interactive, self._abort)
-            if answer is None:
-                self.screen.line("(no answer: denied)")
-                return False
-            self.screen.typed()
-            choice = answer.strip().lower()
-            if choice in ("y", "yes"):
-                return True
-            if choice in ("n", "no"):
-                return False
-            if choice in ("a", "always"):
-                self._always.add(name)
-                return _remember()
-            self.screen.line("please answer y, n or a")
+        self.approver = TerminalApprover(screen, interactive=interactive, abort=self._abort)
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -153,6 +112,9 @@ class _Repl:
         while True:
             try:
                 line = self._read()
+            except UnicodeDecodeError as exc:
+                self.screen.line(f"[error] that line is not valid text ({exc.reason}); nothing was sent")
+                continue
             except KeyboardInterrupt:
                 if not self.interactive:
                     raise
@@ -177,6 +139,8 @@ class _Repl:
                         return 0
                 else:
                     self.turn(text[1:] if text.startswith("//") else text)
+            except KeyboardInterrupt:  # between the steps of a turn, or in a command
+                self.screen.line("[interrupted]")
             except SessionError:
                 raise  # closed or failed: the session refuses work
             except AgentkitError as exc:
@@ -276,26 +240,3 @@ def _take_back(session: Session, user: Event) -> bool:
     view = build_model_messages(e for e in events if e.seq != user.seq)
     session.push_event(ContextReplacedEvent(messages=tuple(view), reason="turn-failed"))
     return True
-
-
-def _remember() -> Any:
-    """The approver's answer for "always": an ``ApprovalDecision`` that remembers, where
-    this build has one that takes ``remember``; else True (this REPL still remembers)."""
-    import dataclasses
-
-    import agentkit
-
-    decision = getattr(agentkit, "ApprovalDecision", None)
-    if decision is None or not dataclasses.is_dataclass(decision):
-        return True
-    names = {f.name for f in dataclasses.fields(decision)}
-    if "remember" not in names:
-        return True
-    kwargs: dict[str, Any] = {"remember": True}
-    for key in ("approved", "approve", "allow", "allowed"):
-        if key in names:
-            kwargs[key] = True
-    try:
-        return decision(**kwargs)
-    except TypeError:
-        return True

@@ -26,7 +26,7 @@ from .base import (
     UsageEvent,
 )
 from .echo import EchoModel
-from .registry import SPEC_FORMS, get_model
+from .registry import get_model
 from .scripted import FunctionModel, ScriptedModel, ToolCall, Turn
 
 __all__ = [
@@ -41,7 +41,6 @@ __all__ = [
     "ReasoningDone",
     "RetryInfo",
     "RetryPolicy",
-    "SPEC_FORMS",
     "ScriptedModel",
     "StreamEvent",
     "TextDelta",

@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import ConfigurationError, MissingDependencyError
 from .base import ChatModel
 
-__all__ = ["SPEC_FORMS", "get_model"]
+__all__ = ["get_model"]
 
 _AT_URL = re.compile(r"^(.*)@(https?://\S+)$")
 
@@ -23,7 +23,7 @@ _PROVIDERS: dict[str, tuple[str, str, str, str]] = {
     "echo": ("agentkit.models.echo", "EchoModel", "agentkit", ""),
 }
 
-SPEC_FORMS = (
+_SPEC_FORMS = (
     ("openai:<model>", "OpenAI, e.g. openai:gpt-4.1-mini (needs OPENAI_API_KEY)"),
     ("anthropic:<model>", "Anthropic, e.g. anthropic:claude-sonnet-4-5 (needs ANTHROPIC_API_KEY)"),
     ("openai-compatible:<model>@<url>",
