@@ -15,10 +15,12 @@ options live in :mod:`agentkit.models`, MCP in :mod:`agentkit.mcp`, LangChain in
 from __future__ import annotations
 
 from .agent import run_agent, run_agent_stream
+from .approval import ApprovalDecision, ApprovalPolicy, ApprovalRequest
 from .cancel import CancelToken
 from .errors import (
     AccessDenied,
     AgentkitError,
+    ApprovalError,
     AuthenticationError,
     CancelledError,
     CompletionValidationError,
@@ -131,6 +133,10 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
+    "ApprovalDecision",
+    "ApprovalError",
+    "ApprovalPolicy",
+    "ApprovalRequest",
     "AgentEvent",
     "AgentStream",
     "HookError",

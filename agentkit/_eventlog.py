@@ -5,8 +5,10 @@ the step loop talks to (through :class:`~agentkit.loop.LoopHost`): ``commit`` nu
 events (``seq`` 1, 2, ...), appends them to the store when there is one (compare-and-swap
 on the store revision) and hands them to listeners only after they are durable;
 ``project`` brings the incremental projection up to date. One re-entrant lock orders
-commits and reads. A failed append marks the log failed: it then refuses every commit,
-since what is durable is no longer what this object holds.
+commits and reads. A stale revision (another writer appended first) writes nothing and
+leaves the log usable: ``refresh`` loads what the other writer committed. Any other
+failed append marks the log failed: it then refuses every commit, since what is durable
+is no longer known to be what this object holds.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from .approval import ApprovalState
 from .errors import ConfigurationError, SessionClosedError, SessionFailedError, StoreConflictError
 from .events import Event, _storable_problem
 from .messages import Message
@@ -45,7 +48,9 @@ class EventLog:
         self._ids: set[str] = set()
         self._seq = 0
         self._revision = revision
+        self._render_runtime = render_runtime
         self.projector = Projector(render_runtime)
+        self._approvals = ApprovalState()
         self.subs: list[Subscription] = []
         self._closing: list[Subscription] = []
         self._listener_queue_size = listener_queue_size
@@ -123,9 +128,8 @@ class EventLog:
                         committed,
                         expected_revision=self._revision,
                     )
-                except StoreConflictError as exc:
-                    self.failed = exc
-                    raise
+                except StoreConflictError:
+                    raise  # nothing was written: refresh() loads the other writer's events
                 except ConfigurationError:
                     raise  # refused before any side effect: the session is unchanged
                 except BaseException as exc:
@@ -145,6 +149,37 @@ class EventLog:
                 sub.offer(committed)
             return committed
 
+    def refresh(self) -> list[Event]:
+        """Load what other writers committed to the store since this log's revision;
+        returns the new events (also handed to listeners). When the stored log no longer
+        continues this one (another process compacted it), the log and its projection are
+        rebuilt from the store."""
+        with self.lock:
+            self.check_usable()
+            if self._store is None or self.session_id is None:
+                return []
+            stored = self._store.load(self.session_id)
+            if stored is None or stored.revision == self._revision:
+                return []
+            events = list(stored.events)
+            last = self._events[-1] if self._events else None
+            continues = last is None or any(e.id == last.id and e.seq == last.seq for e in events)
+            if continues:
+                new = [e for e in events if e.seq > self._seq]
+                self._events.extend(new)
+                self._ids.update(e.id for e in new)
+            else:  # rewritten elsewhere: start over from what is durable
+                new = [e for e in events if e.id not in self._ids]
+                self._events = events
+                self._ids = {e.id for e in events}
+                self.projector = Projector(self._render_runtime)
+                self._approvals = ApprovalState()
+            self._seq = max((e.seq for e in self._events), default=0)
+            self._revision = stored.revision
+            for sub in list(self.subs):
+                sub.offer(new)
+            return new
+
     # -- reading -----------------------------------------------------------------------
 
     def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]:
@@ -154,6 +189,13 @@ class EventLog:
             p = self.projector
             p.catch_up(self._events)
             return p.model_view(job_status=for_model), p.pending_tool_calls, p.last_seq
+
+    def approval_state(self) -> ApprovalState:
+        """The approval state folded from the events so far (incrementally). Read it
+        under :attr:`lock` when a decision must not race a commit."""
+        with self.lock:
+            self._approvals.catch_up(self._events)
+            return self._approvals
 
     def follow_up_waiting(self) -> bool:
         """True when a follow-up message comes after the last answer."""

@@ -20,7 +20,8 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     ├── HookError                               a hook raised or returned something unusable
     ├── SessionError
     │   ├── SessionClosedError                  the session was closed or aborted
-    │   └── SessionFailedError                  a previous append failed; the session refuses work
+    │   ├── SessionFailedError                  a previous append failed; the session refuses work
+    │   └── ApprovalError                       an approval request cannot be decided (unknown, already decided)
     ├── StoreError
     │   ├── StoreConflictError                  compare-and-swap: the expected revision is stale
     │   ├── StoreCorruptionError                a record in the middle of a log is damaged
@@ -36,6 +37,7 @@ from __future__ import annotations
 __all__ = [
     "AccessDenied",
     "AgentkitError",
+    "ApprovalError",
     "AuthenticationError",
     "CancelledError",
     "CompletionValidationError",
@@ -167,6 +169,15 @@ class SessionFailedError(SessionError):
 
     Reopen the session with ``Session.open`` to continue from what is durable.
     """
+
+
+class ApprovalError(SessionError):
+    """An approval request cannot be decided: its id is unknown, it was already decided,
+    or the conversation moved on without it. ``request_id`` names it."""
+
+    def __init__(self, message: str, *, request_id: object = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
 
 
 class StoreError(AgentkitError):

@@ -6,7 +6,8 @@ a :class:`Projector` so that one step costs O(new events), not O(history).
 Rules:
 
 * user and assistant events become user and assistant messages; tool results of one
-  assistant message are gathered into one ``tool`` message, in the order they arrive.
+  assistant message are gathered into one ``tool`` message, in the order the model wrote
+  the calls (a call answered later, e.g. after an approval, still takes its place).
 * runtime events become user-visible context (a user message with a tagged text part),
   never fake tool results.
 * a user message or runtime event that arrives while tool calls are still open (another
@@ -43,7 +44,7 @@ from .events import (
     UserMessageEvent,
 )
 from .job_status import RunningJobs
-from .messages import Message, TextPart, ToolOutput, ToolResultPart
+from .messages import ContentPart, Message, TextPart, ToolOutput, ToolResultPart
 
 __all__ = [
     "INTERRUPTED_RESULT",
@@ -84,13 +85,14 @@ class Projector:
 
     __slots__ = (
         "_messages", "_pending", "_pending_names", "_deferred", "_count", "_render", "_jobs", "_recent",
-        "_waiting", "_last_seq",
+        "_waiting", "_last_seq", "_order",
     )
 
     def __init__(self, render_runtime: RuntimeRenderer | None = None) -> None:
         self._messages: list[Message] = []
         self._pending: Counter[str] = Counter()
         self._pending_names: dict[str, str] = {}
+        self._order: dict[str, int] = {}  # call id -> its place in the last assistant message
         self._deferred: list[tuple[int, Message, bool]] = []  # (seq, message, follow-up)
         # user/runtime messages shown since the last assistant message, in order
         self._recent: list[tuple[int, Message, bool]] = []
@@ -136,9 +138,9 @@ class Projector:
             closing = tuple(self._interrupted_parts())
             deferred = [m for _, m, _ in self._deferred]
             if last is not None:
-                tool_msg = Message(role="tool", content=last.content + closing)
+                tool_msg = Message(role="tool", content=self._in_order(last.content + closing))
                 return [*head[:-1], tool_msg, *deferred]
-            return [*head, Message(role="tool", content=closing), *deferred]
+            return [*head, Message(role="tool", content=self._in_order(closing)), *deferred]
         if job_status and self._jobs:
             return [*self._messages, self._jobs.status_message()]
         return list(self._messages)
@@ -174,6 +176,7 @@ class Projector:
             self._waiting = 0
             if ev.content:
                 self._messages.append(Message(role="assistant", content=ev.content))
+                self._order = {c.tool_call_id: i for i, c in reversed(list(enumerate(ev.tool_calls)))}
                 for call in ev.tool_calls:
                     self._pending[call.tool_call_id] += 1
                     self._pending_names[call.tool_call_id] = call.tool_name
@@ -195,7 +198,9 @@ class Projector:
             self._recent.clear()
             self._waiting = 0
             if self._messages and self._messages[-1].role == "assistant":
-                for call in self._messages[-1].tool_calls:
+                calls = self._messages[-1].tool_calls
+                self._order = {c.tool_call_id: i for i, c in reversed(list(enumerate(calls)))}
+                for call in calls:
                     self._pending[call.tool_call_id] += 1
                     self._pending_names[call.tool_call_id] = call.tool_name
         # control events and unknown kinds are not shown to the model
@@ -221,10 +226,19 @@ class Projector:
         late.reverse()
         return late
 
+    def _in_order(self, parts: tuple[ContentPart, ...]) -> tuple[ContentPart, ...]:
+        """``parts`` (tool results) sorted by the place of their calls (stable)."""
+        order = self._order
+        return tuple(sorted(parts, key=lambda p: order.get(getattr(p, "tool_call_id", ""), len(order))))
+
     def _add_result(self, part: ToolResultPart) -> None:
         last = self._messages[-1] if self._messages else None
         if last is not None and last.role == "tool":
-            self._messages[-1] = Message(role="tool", content=last.content + (part,))
+            content = last.content + (part,)
+            if len(content) > 1 and self._order.get(part.tool_call_id, 0) < self._order.get(
+                    getattr(last.content[-1], "tool_call_id", ""), 0):
+                content = self._in_order(content)  # answered after a later call
+            self._messages[-1] = Message(role="tool", content=content)
         else:
             self._messages.append(Message(role="tool", content=(part,)))
 

@@ -13,11 +13,13 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
+from .approval import ApprovalDecision, ApprovalRequest, decision_events
 from .cancel import CancelToken
 from .errors import ConfigurationError, SessionClosedError, SessionError
 from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
@@ -29,6 +31,7 @@ from .messages import Message, Prompt, normalize_prompt
 from .models.base import ChatModel
 from .options import GenerationOptions
 from .projection import Projector, RuntimeRenderer
+from .redaction import redactor_of
 from .results import GenerateResult
 from .scheduling import GenerationScheduler
 from .stores.base import EventStore, StoredSession, validate_session_id
@@ -96,6 +99,7 @@ class Session:
         self._model = model_from(model)
         self._registry = ToolRegistry(tools_from(tools))
         self._options = GenerationOptions.build(options)
+        self._redactor = redactor_of(self._options.redact)
         self.execution_context = execution_context
         # a placeholder stands in for a missing model: check the rest now
         self._loop_options(self._model if self._model is not None else _NoModel(), self._options).check()
@@ -178,6 +182,13 @@ class Session:
 
     # -- pushing -----------------------------------------------------------------------
 
+    def refresh(self) -> list[Event]:
+        """Load what other writers (another process, another host) committed to this
+        session's store since this object's revision, and return those events. Their
+        listeners hear them too. Call it after a :class:`~agentkit.errors.StoreConflictError`
+        (nothing of yours was written), then retry. A no-op without a store."""
+        return self._log.refresh()
+
     def push_user_message(self, content: Prompt) -> Event:
         """Commit a user message (text, or text plus image/file parts)."""
         return self._log.commit([UserMessageEvent(content=normalize_prompt(content))])[0]
@@ -201,13 +212,47 @@ class Session:
             raise ConfigurationError(
                 f"runtime event {type!r} data must be a dict (a JSON object), not {_type_name(data)}"
             )
-        return self._log.commit([RuntimeEvent(runtime_type=type, data=dict(data or {}))])[0]
+        return self.push_event(RuntimeEvent(runtime_type=type, data=dict(data or {})))
 
     def push_event(self, event: Event) -> Event:
         """Commit any event; returns it with its ``seq``."""
         if not isinstance(event, Event):
             raise ConfigurationError(f"push_event takes an Event, not {type(event).__name__}")
+        if isinstance(event, RuntimeEvent) and self._redactor is not None:  # secrets never reach the store
+            event = replace(event, data=self._redactor.value(event.data))
         return self._log.commit([event])[0]
+
+    # -- approvals ---------------------------------------------------------------------
+
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """The tool calls waiting for a person's answer, in the order they were asked
+        (rebuilt from the log: a session opened in another process sees the same list)."""
+        with self._log.lock:
+            return self._log.approval_state().pending()
+
+    def approve(self, request_id: str, *, remember: bool = False, note: str | None = None) -> Event:
+        """Approve a pending request: the next :meth:`generate` runs the call once.
+        ``remember=True`` also allows later calls of the same tool in this session
+        without asking; ``note`` is a free-form audit note (who approved). Raises
+        :class:`~agentkit.errors.ApprovalError` for an unknown id or a request already
+        decided. Returns the committed decision event."""
+        return self._decide(request_id, ApprovalDecision.approve(remember=remember, note=note))
+
+    def deny(self, request_id: str, *, reason: str = "denied by the reviewer", remember: bool = False,
+             note: str | None = None) -> Event:
+        """Deny a pending request: the next :meth:`generate` gives the call the error
+        result ``denied: <reason>`` (it never runs) and continues. ``remember=True``
+        also denies later calls of the tool in this session without asking."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ConfigurationError("deny() needs a non-empty reason: the model reads it")
+        return self._decide(request_id, ApprovalDecision.deny(reason, remember=remember, note=note))
+
+    def _decide(self, request_id: str, decision: ApprovalDecision) -> Event:
+        if decision.note is not None and not isinstance(decision.note, str):
+            raise ConfigurationError(f"note must be a str or None, not {type(decision.note).__name__}")
+        with self._log.lock:  # the check and the commit are one step
+            request = self._log.approval_state().check_decidable(request_id, approving=decision.approved)
+            return self._log.commit(decision_events(request, decision, source="host"))[0]
 
     def _executor(self) -> Executor:
         with self._log.lock:

@@ -40,7 +40,7 @@ _LAUNCH = (
 _TOOLS_MODULE = '''
 from agentkit import tool
 
-@tool
+@tool(read_only=True)
 def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
@@ -50,7 +50,12 @@ def delete_file(path: str) -> str:
     """Delete a file (a write: needs approval)."""
     return "deleted " + path
 
-TOOLS = [add, delete_file]
+@tool
+def write_note(text: str) -> str:
+    """Write a note (a write: needs approval)."""
+    return "noted"
+
+TOOLS = [add, delete_file, write_note]
 '''
 
 
@@ -165,7 +170,7 @@ def _model_view(store_dir, session_id):
 
 def test_slash_commands_streaming_and_tool_calls(terminals, tmp_path):
     (tmp_path / "mytools.py").write_text(_TOOLS_MODULE)
-    t = terminals("chat", "--model", "echo", "--tools", "mytools:TOOLS", *_no_approval())
+    t = terminals("chat", "--model", "echo", "--tools", "mytools:TOOLS")
     t.expect("model echo")
     t.line("hello there")
     t.expect("echo: hello there")
@@ -175,7 +180,8 @@ def test_slash_commands_streaming_and_tool_calls(terminals, tmp_path):
     t.line("/tools")
     t.expect("add: Add two numbers.")
     t.line('call add {"a": 2, "b": 40}')
-    t.expect('[tool] add {"a": 2, "b": 40}')
+    shown = t.expect('[tool] add {"a": 2, "b": 40}')
+    assert "[approve]" not in shown  # read-only: ask-writes (the default) does not ask
     t.expect("[result] add: 42")
     t.expect("add returned: 42")
     t.line("/history")
@@ -274,38 +280,45 @@ def test_resume_across_two_runs_with_a_store(terminals, tmp_path):
     ]
 
 
-@pytest.mark.skipif(not hasattr(agentkit, "ApprovalPolicy"), reason="approvals (agentkit.ApprovalPolicy) not built yet")
 def test_the_approval_prompt_yes_no_always(terminals, tmp_path):
     (tmp_path / "mytools.py").write_text(_TOOLS_MODULE)
     store = str(tmp_path / "sessions")
-    t = terminals("chat", "--session", "a1", "--store", store, "--model", "echo", "--tools", "mytools:TOOLS")
+    args = ("chat", "--session", "a1", "--store", store, "--model", "echo", "--tools", "mytools:TOOLS")
+    t = terminals(*args)
     t.line('call delete_file {"path": "a.txt"}')
     t.expect('[approve] delete_file {"path": "a.txt"}')
-    t.expect("[y]es / [n]o / [a]lways")
+    t.expect("allow? [y]es / [n]o / [a]lways: ")
     t.line("n", at_prompt=False)
-    t.expect("delete_file returned (error)")
+    t.expect("delete_file returned (error): denied: denied at the terminal")
     t.line('call delete_file {"path": "b.txt"}')
-    t.expect("[y]es / [n]o / [a]lways")
+    t.expect("allow? [y]es / [n]o / [a]lways: ")
+    t.line("what?", at_prompt=False)
+    t.expect("please answer y, n or a")
     t.line("y", at_prompt=False)
     t.expect("delete_file returned: deleted b.txt")
     t.line('call delete_file {"path": "c.txt"}')
-    t.expect("[y]es / [n]o / [a]lways")
+    t.expect("allow? [y]es / [n]o / [a]lways: ")
     t.line("a", at_prompt=False)
     t.expect("delete_file returned: deleted c.txt")
     t.line('call delete_file {"path": "d.txt"}')  # always: not asked again
-    shown = t.expect("delete_file returned: deleted d.txt")
-    assert "[approve]" not in shown
-    t.line('call add {"a": 1, "b": 1}')  # read-only? not marked: ask-writes asks
-    t.expect("[y]es / [n]o / [a]lways")
-    t.type("\x03")  # Ctrl-C at the approval question: denied, generation aborted
+    assert "[approve]" not in t.expect("delete_file returned: deleted d.txt")
+    t.line('call write_note {"text": "x"}')
+    t.expect("allow? [y]es / [n]o / [a]lways: ")
+    t.type("\x03")  # Ctrl-C at the question: no answer (a deny) and the generation stops
     t.expect("[interrupted]")
+    t.expect("(denied: write_note)")
+    t.line("still here")
+    assert "[approve]" not in t.expect("echo: still here")  # the interrupted question is not put again
+    t.line("/history")
+    t.expect("tool: [result] write_note: denied: interrupted at the terminal (Ctrl-C)")
     t.line("/exit")
     assert t.wait() == 0
 
-
-def _no_approval() -> tuple[str, ...]:
-    """Arguments that let the tools run without asking, where this build has approvals."""
-    return ("--approval", "autopilot") if hasattr(agentkit, "ApprovalPolicy") else ()
+    again = terminals(*args)  # "always" was remembered by the session: it survives a resume
+    again.line('call delete_file {"path": "e.txt"}')
+    assert "[approve]" not in again.expect("delete_file returned: deleted e.txt")
+    again.line("/exit")
+    assert again.wait() == 0
 
 
 def test_model_help_lists_the_spec_forms():
@@ -351,27 +364,24 @@ def test_piped_chat_prints_only_the_answers(tmp_path):
     ]
 
 
-def test_the_terminal_approver_asks_until_it_gets_y_n_or_a(monkeypatch, capsys):
-    """The REPL's approver (agentkit.cli._approve) on piped input: y, n, a, and "always"
-    is not asked again; end of input denies."""
-    import io
-    import threading
-    from types import SimpleNamespace
-
-    from agentkit.cli._approve import TerminalApprover
-    from agentkit.cli._render import Screen
-
-    monkeypatch.setattr("sys.stdin", io.StringIO("maybe\ny\nn\na\n"))
-    shown = io.StringIO()
-    approve = TerminalApprover(Screen(shown), interactive=False, abort=threading.Event())
-    call = SimpleNamespace(tool_name="delete_file", input={"path": "a.txt"})
-    assert approve(call) is True  # "maybe" is asked again, then "y"
-    assert approve(call) is False
-    assert approve(call)  # "a": True or a remembering ApprovalDecision
-    assert approve(call) is True  # always: not asked, the input is not read
-    assert approve(SimpleNamespace(tool_name="other", input={})) is False  # no more input: denied
-    screen = shown.getvalue()
-    assert screen.count('[approve] delete_file {"path": "a.txt"}') == 3
-    assert screen.count("allow? [y]es / [n]o / [a]lways: ") == 5
-    assert screen.count("please answer y, n or a") == 1
-    assert "(no answer: denied)" in screen
+def test_piped_chat_reads_approval_answers_from_its_input(tmp_path):
+    (tmp_path / "mytools.py").write_text(_TOOLS_MODULE)
+    out = subprocess.run(
+        [sys.executable, "-m", "agentkit.cli", "chat", "--model", "echo", "--tools", "mytools:TOOLS"],
+        input='call delete_file {"path": "a.txt"}\nmaybe\ny\ncall write_note {"text": "x"}\n',
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": _ROOT},
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        '[approve] delete_file {"path": "a.txt"}',
+        "allow? [y]es / [n]o / [a]lways: please answer y, n or a",
+        "allow? [y]es / [n]o / [a]lways: " + '[tool] delete_file {"path": "a.txt"}',
+        "[result] delete_file: deleted a.txt",
+        "delete_file returned: deleted a.txt",
+        '[approve] write_note {"text": "x"}',
+        "allow? [y]es / [n]o / [a]lways: ",  # the input ended: no answer is a deny
+        "(no answer: denied)",
+        '[tool] write_note {"text": "x"}',
+        "[error] write_note: denied: no answer at the terminal",
+        "write_note returned (error): denied: no answer at the terminal",
+    ]

@@ -61,7 +61,8 @@ def test_every_public_name_is_documented():
 
 PUBLIC_NAMESPACES = {
     'agentkit': [
-        'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'AssistantMessageEvent',
+        'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
+        'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AssistantMessageEvent',
         'AuthenticationError', 'CancelToken', 'CancelledError', 'ChatModel',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
         'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event', 'EventStore',
@@ -99,6 +100,10 @@ PUBLIC_NAMESPACES = {
     'agentkit.agent': [
         'run_agent', 'run_agent_stream',
     ],
+    'agentkit.approval': [
+        'APPROVAL_DECIDED', 'APPROVAL_REMEMBERED', 'APPROVAL_REQUESTED', 'ApprovalDecision',
+        'ApprovalMode', 'ApprovalPolicy', 'ApprovalRequest', 'ApprovalState', 'Verdict',
+    ],
     'agentkit.cancel': [
         'CancelToken',
     ],
@@ -106,7 +111,7 @@ PUBLIC_NAMESPACES = {
         'main',
     ],
     'agentkit.errors': [
-        'AccessDenied', 'AgentkitError', 'AuthenticationError', 'CancelledError',
+        'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'CancelledError',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError', 'HookError',
         'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError', 'ProviderError',
         'ProviderUnavailableError', 'RateLimitError', 'SchemaVersionError', 'ScriptExhaustedError',
@@ -209,6 +214,9 @@ PUBLIC_NAMESPACES = {
     'agentkit.projection': [
         'INTERRUPTED_RESULT', 'Projector', 'RuntimeRenderer', 'build_model_messages',
         'events_from_messages', 'render_runtime_event',
+    ],
+    'agentkit.redaction': [
+        'REDACTED', 'Redaction', 'Redactor', 'redactor_of',
     ],
     'agentkit.results': [
         'GenerateResult', 'RunResult', 'Step', 'ToolCallRecord',

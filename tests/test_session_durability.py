@@ -127,7 +127,7 @@ def test_a_new_process_restores_the_session_and_continues(tmp_path):
         assert s.model_messages()[-1].text == "now it is later"
 
 
-def test_a_second_writer_in_another_process_makes_the_stale_session_fail(tmp_path):
+def test_a_second_writer_in_another_process_makes_the_stale_session_refresh(tmp_path):
     store = FileEventStore(tmp_path)
     s = Session.open("shared", store=store)
     s.push_user_message("mine 1")
@@ -142,14 +142,44 @@ def test_a_second_writer_in_another_process_makes_the_stale_session_fail(tmp_pat
     with pytest.raises(StoreConflictError) as info:
         s.push_user_message("mine 2")
     assert (info.value.expected_revision, info.value.actual_revision) == (1, 2)
-    with pytest.raises(SessionFailedError, match="Session.open"):
-        s.push_user_message("mine 3")
-    assert [e.content[0].text for e in s.events] == ["mine 1"]
+    assert [e.content[0].text for e in s.events] == ["mine 1"]  # nothing of mine was written
+    heard = []
+    s.subscribe(heard.append)
+    new = s.refresh()
+    assert [e.content[0].text for e in new] == ["theirs"] and s.revision == 2
+    s.push_user_message("mine 2")  # the session stayed usable
+    assert s.revision == 3 and [e.seq for e in s.events] == [1, 2, 3]
+    assert s.refresh() == []
     s.close()
+    assert [e.content[0].text for e in heard] == ["theirs", "mine 2"]
     with Session.open("shared", store=FileEventStore(tmp_path)) as again:
-        assert [e.content[0].text for e in again.events] == ["mine 1", "theirs"]
-        again.push_user_message("mine 2")
-        assert again.revision == 3
+        assert [e.content[0].text for e in again.events] == ["mine 1", "theirs", "mine 2"]
+        assert [m.text for m in again.model_messages()] == ["mine 1", "theirs", "mine 2"]
+
+
+def test_refresh_after_another_process_compacted_the_log_rebuilds_the_view(tmp_path):
+    from agentkit import ContextReplacedEvent, Message
+
+    store = FileEventStore(tmp_path)
+    s = Session.open("shared", store=store)
+    s.push_user_message("old 1")
+    s.push_user_message("old 2")
+    summary = ContextReplacedEvent(messages=(Message.user("summary of old"),), reason="compaction")
+    other = FileEventStore(tmp_path)
+    stored = other.load("shared")
+    other.compact("shared", "archive-1", expected_revision=stored.revision, remove=2,
+                  summary=[summary.with_seq(3)])
+    s.refresh()
+    assert [m.text for m in s.model_messages()] == ["summary of old"]
+    s.push_user_message("new")
+    assert [m.text for m in s.model_messages()] == ["summary of old", "new"]
+    s.close()
+
+
+def test_refresh_without_a_store_is_a_no_op():
+    with Session() as s:
+        s.push_user_message("x")
+        assert s.refresh() == []
 
 
 def test_a_session_killed_mid_tool_reopens_and_continues(tmp_path):

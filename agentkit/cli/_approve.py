@@ -3,84 +3,74 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
 
+from ..approval import ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest
 from ..errors import ConfigurationError
 from ._render import Screen, read_answer, short
 
-_APPROVAL_MODES = ("autopilot", "ask-writes", "ask-all", "read-only")
+_MODES: tuple[ApprovalMode, ...] = ("autopilot", "ask-writes", "ask-all", "read-only")
+_NOTE = "agentkit chat"
+
+
+def approval_policy(mode: str | None) -> ApprovalPolicy:
+    """The policy for ``--approval MODE`` (default ``ask-writes``)."""
+    for known in _MODES:
+        if (mode or "ask-writes") == known:
+            return ApprovalPolicy(mode=known)
+    raise ConfigurationError(f"--approval {mode!r}: choose one of {', '.join(_MODES)}")
 
 
 class TerminalApprover:
     """Asks ``[y]es / [n]o / [a]lways`` at the terminal when a tool call needs approval.
-    It is called on the generation's thread; ``abort`` (set on Ctrl-C) makes a pending
-    question give up, which denies the call."""
 
-    def __init__(self, screen: Screen, *, interactive: bool, abort: threading.Event) -> None:
+    The session calls it on a thread of its own while the REPL waits for events. ``a``
+    approves with ``remember=True``: the session commits the rule, so later calls of
+    that tool run without asking, also after a resume. ``abort`` (the REPL sets a new
+    one per turn, and sets it on Ctrl-C) makes a pending question give up: a deny."""
+
+    def __init__(self, screen: Screen, *, interactive: bool) -> None:
         self._screen = screen
         self._interactive = interactive
-        self._abort = abort
-        self._always: set[str] = set()
+        self.abort = threading.Event()
+        self._asking = 0
+        self._idle = threading.Condition()
 
-    def options(self, mode: str | None) -> dict[str, Any]:
-        """Session arguments that make a tool needing approval ask at this terminal."""
-        import agentkit
+    def __call__(self, request: ApprovalRequest) -> ApprovalDecision:
+        abort = self.abort  # this turn's: a later turn's does not revive this question
+        with self._idle:
+            self._asking += 1
+        try:
+            return self._ask(request, abort)
+        finally:
+            with self._idle:
+                self._asking -= 1
+                self._idle.notify_all()
 
-        policy = getattr(agentkit, "ApprovalPolicy", None)
-        if policy is None:
-            if mode is not None:
-                raise ConfigurationError(
-                    f"--approval {mode}: this build of agentkit has no approvals (agentkit.ApprovalPolicy); "
-                    "leave --approval out"
-                )
-            return {}
-        if mode is not None and mode not in _APPROVAL_MODES:
-            raise ConfigurationError(f"--approval {mode!r}: choose one of {', '.join(_APPROVAL_MODES)}")
-        return {"approval": policy(mode=mode or "ask-writes"), "approver": self}
+    def settle(self) -> None:
+        """Wait until no question is being asked (after ``abort`` was set), so that the
+        REPL's prompt is the only reader of the terminal again."""
+        with self._idle:
+            while self._asking:
+                try:
+                    self._idle.wait()
+                except KeyboardInterrupt:
+                    continue
 
-    def __call__(self, request: Any) -> Any:
-        """The approver: asks ``[y]es / [n]o / [a]lways`` (called on the generation's thread)."""
-        name = str(getattr(request, "tool_name", "?"))
-        if name in self._always:
-            return True
-        self._screen.line(f"[approve] {name} {short(getattr(request, 'input', None))}")
+    def _ask(self, request: ApprovalRequest, abort: threading.Event) -> ApprovalDecision:
+        self._screen.line(f"[approve] {request.tool_name} {short(request.input)}")
         while True:
             self._screen.write("allow? [y]es / [n]o / [a]lways: ")
-            answer = read_answer(self._interactive, self._abort)
+            answer = read_answer(self._interactive, abort)
             if answer is None:
-                self._screen.line("(no answer: denied)")
-                return False
+                if not abort.is_set():  # the input ended (an aborted question says nothing)
+                    self._screen.line("(no answer: denied)")
+                return ApprovalDecision.deny("no answer at the terminal", note=_NOTE)
             self._screen.typed()
             choice = answer.strip().lower()
             if choice in ("y", "yes"):
-                return True
+                return ApprovalDecision.approve(note=_NOTE)
             if choice in ("n", "no"):
-                return False
+                return ApprovalDecision.deny("denied at the terminal", note=_NOTE)
             if choice in ("a", "always"):
-                self._always.add(name)
-                return _remember()
+                return ApprovalDecision.approve(remember=True, note=_NOTE)
             self._screen.line("please answer y, n or a")
-
-
-def _remember() -> Any:
-    """The approver's answer for "always": an ``ApprovalDecision`` that remembers, where
-    this build has one that takes ``remember``; else True (this REPL still remembers)."""
-    import dataclasses
-
-    import agentkit
-
-    decision = getattr(agentkit, "ApprovalDecision", None)
-    if not (isinstance(decision, type) and dataclasses.is_dataclass(decision)):
-        return True
-    make: Any = decision
-    names = {f.name for f in dataclasses.fields(decision)}
-    if "remember" not in names:
-        return True
-    kwargs: dict[str, Any] = {"remember": True}
-    for key in ("approved", "approve", "allow", "allowed"):
-        if key in names:
-            kwargs[key] = True
-    try:
-        return make(**kwargs)
-    except TypeError:
-        return True

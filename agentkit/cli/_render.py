@@ -91,7 +91,7 @@ def read_answer(interactive: bool, abort: threading.Event) -> str | None:
     data = b""
     while not abort.is_set():
         ready, _, _ = select.select([fd], [], [], 0.05)
-        if not ready:
+        if not ready or abort.is_set():
             continue
         chunk = os.read(fd, 1024)
         if not chunk:

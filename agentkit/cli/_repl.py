@@ -26,7 +26,7 @@ from ..projection import build_model_messages
 from ..session import Session
 from ..stores.base import EventStore
 from ..stream import AgentStream, GenerationEndEvent
-from ._approve import TerminalApprover
+from ._approve import _NOTE, TerminalApprover, approval_policy
 from ._render import Screen
 
 _COMMANDS = (
@@ -53,7 +53,8 @@ def run_chat(
     """Open (or resume) the session and run the REPL on this terminal until it quits."""
     interactive = sys.stdin.isatty()
     repl = _Repl(Screen(sys.stdout), interactive=interactive, spec=spec, tools=tools)
-    kwargs: dict[str, Any] = {"model": repl.model, "tools": tools, "system": system, **repl.approver.options(approval)}
+    kwargs: dict[str, Any] = {"model": repl.model, "tools": tools, "system": system,
+                              "approval": approval_policy(approval), "approver": repl.approver}
     if store is None:
         session = Session(**kwargs)
     elif session_id is None:
@@ -79,8 +80,7 @@ class _Repl:
         self.model = get_model(spec)
         self.tools = list(tools)
         self.session: Session = None  # type: ignore[assignment]  # set by run_chat
-        self._abort = threading.Event()  # Ctrl-C: a pending approval question gives up
-        self.approver = TerminalApprover(screen, interactive=interactive, abort=self._abort)
+        self.approver = TerminalApprover(screen, interactive=interactive)
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -196,7 +196,7 @@ class _Repl:
     def turn(self, text: str) -> None:
         """Send ``text`` and stream the answer; Ctrl-C aborts it."""
         user = self.session.push_user_message(text)
-        self._abort.clear()
+        abort = self.approver.abort = threading.Event()  # set on Ctrl-C: a pending approval gives up
         stream = self.session.stream(model=self.model)
         error: BaseException | None = None
         try:
@@ -205,14 +205,19 @@ class _Repl:
                 if isinstance(event, GenerationEndEvent):
                     error = event.error
         except KeyboardInterrupt:
-            self._abort.set()
-            _close(stream)
+            _close(stream)  # first: a pending approval stays pending (denied below), not "no answer"
+            abort.set()  # then let the abandoned question go
+            self.approver.settle()
             error = CancelledError("interrupted")
         self.screen.end_line()
         if error is None:
             return
         if isinstance(error, CancelledError):
             self.screen.line("[interrupted]")
+            # a question Ctrl-C cut short is a deny, not a question put again next turn
+            for request in self.session.pending_approvals():
+                self.session.deny(request.id, reason="interrupted at the terminal (Ctrl-C)", note=_NOTE)
+                self.screen.line(f"(denied: {request.tool_name})")
         else:
             self.screen.line(f"[error] {type(error).__name__}: {error}")
         if isinstance(error, SessionError):
