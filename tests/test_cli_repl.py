@@ -385,3 +385,34 @@ def test_piped_chat_reads_approval_answers_from_its_input(tmp_path):
         "[error] write_note: denied: no answer at the terminal",
         "write_note returned (error): denied: no answer at the terminal",
     ]
+
+
+def test_ctrl_c_in_a_piped_chat_ends_it_and_takes_the_message_back(tmp_path):
+    import signal
+
+    store = str(tmp_path / "sessions")
+    code = (
+        "import signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "from agentkit.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "chat", "--session", "p1", "--store", store, "--model", "echo"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": _ROOT},
+    )
+    try:
+        proc.stdin.write(b"count 1000000\n")
+        proc.stdin.flush()
+        shown = b""
+        while b"1 2 3" not in shown:
+            chunk = os.read(proc.stdout.fileno(), 1024)
+            assert chunk, proc.stderr.read().decode()
+            shown += chunk
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and b"interrupted" in err and b"Traceback" not in err
+    assert [e.type for e in FileEventStore(store).load("p1").events] == ["user-message", "control", "context-replaced"]
+    assert _model_view(store, "p1") == []

@@ -140,6 +140,8 @@ class _Repl:
                 else:
                     self.turn(text[1:] if text.startswith("//") else text)
             except KeyboardInterrupt:  # between the steps of a turn, or in a command
+                if not self.interactive:
+                    raise
                 self.screen.line("[interrupted]")
             except SessionError:
                 raise  # closed or failed: the session refuses work
@@ -199,6 +201,7 @@ class _Repl:
         abort = self.approver.abort = threading.Event()  # set on Ctrl-C: a pending approval gives up
         stream = self.session.stream(model=self.model)
         error: BaseException | None = None
+        interrupted = False
         try:
             for event in stream:
                 self.screen.event(event)
@@ -207,8 +210,17 @@ class _Repl:
         except KeyboardInterrupt:
             _close(stream)  # first: a pending approval stays pending (denied below), not "no answer"
             abort.set()  # then let the abandoned question go
-            self.approver.settle()
-            error = CancelledError("interrupted")
+            if self.interactive:  # (piped, it may be blocked reading: the chat ends below)
+                self.approver.settle()
+            error, interrupted = CancelledError("interrupted"), True
+        try:
+            self._after(user, error)
+        finally:
+            if interrupted and not self.interactive:
+                raise KeyboardInterrupt  # piped input: Ctrl-C ends the chat
+
+    def _after(self, user: Event, error: BaseException | None) -> None:
+        """Report a failed turn and take its message back if the model did not answer it."""
         self.screen.end_line()
         if error is None:
             return
