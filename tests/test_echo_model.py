@@ -67,3 +67,16 @@ def test_bad_delay_is_refused():
     with pytest.raises(ConfigurationError, match="delay must be a number of seconds >= 0"):
         EchoModel(delay=-1)
 
+
+
+def test_call_ids_are_unique_across_model_instances(tmp_path):
+    """A resumed conversation (a new process, a new EchoModel) never repeats a call id:
+    a repeated id would be answered from the earlier call's result."""
+    from agentkit import FileEventStore
+
+    for _ in range(2):
+        with Session.open("s", store=FileEventStore(tmp_path), model=EchoModel(), tools=[add]) as s:
+            assert _answer(s, 'call add {"a": 1, "b": 2}') == "add returned: 3"
+    with Session.open("s", store=FileEventStore(tmp_path), model=EchoModel(), tools=[add]) as s:
+        ids = [e.tool_call_id for e in s.events if e.type == "tool-result"]
+        assert len(ids) == 2 and len(set(ids)) == 2

@@ -54,6 +54,7 @@ def _load_tools(specs: Sequence[str]) -> list[Any]:
     """The tools named by ``--tools`` options: ``json`` (the built-in JSON tools) or
     ``module:attribute`` (a tool, a list of tools, or a function returning them)."""
     import importlib
+    import inspect
 
     from ..tools.base import Tool
 
@@ -73,7 +74,7 @@ def _load_tools(specs: Sequence[str]) -> list[Any]:
             obj = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as exc:
             raise ConfigurationError(f"--tools {spec!r}: cannot load it: {exc}") from None
-        if callable(obj) and not isinstance(obj, Tool):
+        if inspect.isfunction(obj) and not isinstance(obj, Tool):  # a factory: tools = make_tools()
             obj = obj()
         tools.extend(obj if isinstance(obj, (list, tuple)) else [obj])
     return tools

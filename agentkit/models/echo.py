@@ -16,6 +16,7 @@ user message and follows these rules (the first word decides)::
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,7 +52,6 @@ class EchoModel:
             raise ConfigurationError(f"EchoModel delay must be a number of seconds >= 0, got {delay!r}")
         self.model_name = name
         self._delay = float(delay)
-        self._calls = 0
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """Answer ``request`` by the rules of the module docstring."""
@@ -89,8 +89,8 @@ class EchoModel:
                 return self._reply(request, f"echo: the input of 'call {name}' is not JSON: {raw.strip()}")
         if not isinstance(tool_input, dict):
             return self._reply(request, f"echo: the input of 'call {name}' must be a JSON object")
-        self._calls += 1
-        call = ToolCallEvent(tool_call_id=f"echo_call_{self._calls}", tool_name=name, input=tool_input)
+        # unique across processes: a resumed conversation must never see a call id twice
+        call = ToolCallEvent(tool_call_id=f"echo_{uuid.uuid4().hex[:16]}", tool_name=name, input=tool_input)
         return iter((call, _usage(request, len(rest)), FinishEvent("tool-calls")))
 
     def _count(self, request: ModelRequest, rest: str) -> Iterator[StreamEvent]:
