@@ -196,7 +196,7 @@ def test_slash_commands_streaming_and_tool_calls(terminals, tmp_path):
     t.expect("unknown command '/frobnicate'")
     t.line("//not a command")
     t.expect("echo: /not a command")
-    t.line("/compact")
+    t.line("/compact 1")
     if hasattr(agentkit.Session, "compact"):
         t.expect("compacted: the model now sees")
     else:

@@ -33,11 +33,10 @@ _COMMANDS = (
     ("/help", "this list"),
     ("/tools", "the tools the model may call"),
     ("/history", "the conversation as the model sees it"),
-    ("/compact [N]", "summarise the conversation but for the last N events (default 4)"),
+    ("/compact [N]", "summarise the conversation but for its last N events"),
     ("/model [SPEC]", "show the model, or use SPEC from the next message on"),
     ("/exit", "quit (also /quit, Ctrl-D, or Ctrl-C twice at the prompt)"),
 )
-_DEFAULT_KEEP_LAST = 4
 
 
 def run_chat(
@@ -185,13 +184,17 @@ class _Repl:
         if compact is None:
             self.screen.line("this build of agentkit has no compaction (Session.compact): nothing was changed")
             return
-        try:
-            keep_last = int(arg) if arg else _DEFAULT_KEEP_LAST
-        except ValueError:
-            self.screen.line(f"/compact takes a number of events to keep, not {arg!r}")
-            return
+        kwargs: dict[str, Any] = {"reason": "manual"}
+        if arg:
+            try:
+                kwargs["keep_last"] = int(arg)
+            except ValueError:
+                self.screen.line(f"/compact takes a number of events to keep, not {arg!r}")
+                return
         before = len(self.session.model_messages())
-        compact(keep_last=keep_last, reason="manual")
+        if compact(**kwargs) is None:
+            self.screen.line("nothing to compact: the conversation is within what is kept")
+            return
         after = len(self.session.model_messages())
         self.screen.line(f"compacted: the model now sees {after} messages (was {before})")
 
