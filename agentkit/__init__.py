@@ -44,6 +44,7 @@ from .errors import (
     StoreError,
     StoreLockTimeout,
     ToolDefinitionError,
+    TransactionError,
 )
 from .events import (
     AssistantMessageEvent,
@@ -104,6 +105,7 @@ from .stores import (
 )
 from .stream import AgentEvent, AgentStream
 from .tools import Tool, ToolContext, ToolDecision, filesystem_tools, json_tools, shell_tools, tool
+from .transactions import GenerationTransaction, UncertainExecution
 from .usage import Usage
 
 __version__ = "0.1.0"
@@ -143,6 +145,9 @@ __all__ = [
     "Hooks",
     "ToolDecision",
     "run_agent_stream",
+    "GenerationTransaction",
+    "TransactionError",
+    "UncertainExecution",
     "AccessDenied",
     "AgentkitError",
     "AssistantMessageEvent",

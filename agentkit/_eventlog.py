@@ -4,7 +4,10 @@
 the step loop talks to (through :class:`~agentkit.loop.LoopHost`): ``commit`` numbers
 events (``seq`` 1, 2, ...), appends them to the store when there is one (compare-and-swap
 on the store revision) and hands them to listeners only after they are durable;
-``project`` brings the incremental projection up to date. One re-entrant lock orders
+``project`` brings the incremental projection up to date; ``ledger`` folds transaction
+and intent state from the same commits (:mod:`agentkit.transactions`), and a change of a
+transaction's state starts the projection again, since it changes which events the model
+may see. One re-entrant lock orders
 commits and reads. A stale revision (another writer appended first) writes nothing and
 leaves the log usable: ``refresh`` loads what the other writer committed. Any other
 failed append marks the log failed: it then refuses every commit, since what is durable
@@ -24,6 +27,7 @@ from .messages import Message
 from .projection import Projector, RuntimeRenderer
 from .stores.base import EventStore
 from .subscriptions import Listener, Subscription
+from .transactions import TransactionLedger
 
 __all__ = ["EventLog"]
 
@@ -49,7 +53,8 @@ class EventLog:
         self._seq = 0
         self._revision = revision
         self._render_runtime = render_runtime
-        self.projector = Projector(render_runtime)
+        self.ledger = TransactionLedger()
+        self.projector = Projector(render_runtime, hidden=self.ledger.hidden)
         self._approvals = ApprovalState()
         self.subs: list[Subscription] = []
         self._closing: list[Subscription] = []
@@ -71,6 +76,11 @@ class EventLog:
     def revision(self) -> int:
         """The store revision of the last commit (0 without a store)."""
         return self._revision
+
+    @property
+    def durable(self) -> bool:
+        """True when commits go to a store (execution intents are written then)."""
+        return self._store is not None
 
     def __len__(self) -> int:
         return len(self._events)
@@ -96,6 +106,7 @@ class EventLog:
             self._events.extend(events)
             self._ids.update(e.id for e in events)
             self._seq = max((e.seq for e in events), default=0)
+            self._fold(events)
 
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number ``events``, make them durable, then tell listeners; returns them with
@@ -143,11 +154,18 @@ class EventLog:
             self._events.extend(committed)
             self._ids.update(e.id for e in committed)
             self._seq = seq
+            self._fold(committed, live=True)
             # a copy: offer() may remove a listener that fell behind or stalled, and the
             # ones after it must still hear this commit
             for sub in list(self.subs):
                 sub.offer(committed)
             return committed
+
+    def _fold(self, events: Sequence[Event], *, live: bool = False) -> None:
+        before = self.ledger.version
+        self.ledger.apply(events, live=live)
+        if self.ledger.version != before:  # what is hidden changed: project again
+            self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
 
     def refresh(self) -> list[Event]:
         """Load what other writers committed to the store since this log's revision;
@@ -168,11 +186,13 @@ class EventLog:
                 new = [e for e in events if e.seq > self._seq]
                 self._events.extend(new)
                 self._ids.update(e.id for e in new)
+                self._fold(new)
             else:  # rewritten elsewhere: start over from what is durable
                 new = [e for e in events if e.id not in self._ids]
                 self._events = events
                 self._ids = {e.id for e in events}
-                self.projector = Projector(self._render_runtime)
+                self.ledger = TransactionLedger(events)
+                self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
                 self._approvals = ApprovalState()
             self._seq = max((e.seq for e in self._events), default=0)
             self._revision = stored.revision

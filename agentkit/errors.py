@@ -21,7 +21,8 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     ├── SessionError
     │   ├── SessionClosedError                  the session was closed or aborted
     │   ├── SessionFailedError                  a previous append failed; the session refuses work
-    │   └── ApprovalError                       an approval request cannot be decided (unknown, already decided)
+    │   ├── ApprovalError                       an approval request cannot be decided (unknown, already decided)
+    │   └── TransactionError                    an illegal transaction step or intent reconciliation
     ├── StoreError
     │   ├── StoreConflictError                  compare-and-swap: the expected revision is stale
     │   ├── StoreCorruptionError                a record in the middle of a log is damaged
@@ -61,6 +62,7 @@ __all__ = [
     "StoreError",
     "StoreLockTimeout",
     "ToolDefinitionError",
+    "TransactionError",
 ]
 
 
@@ -178,6 +180,13 @@ class ApprovalError(SessionError):
     def __init__(self, message: str, *, request_id: object = None) -> None:
         super().__init__(message)
         self.request_id = request_id
+
+
+class TransactionError(SessionError):
+    """A transactional generation or an execution intent refused a step: a wrong or stale
+    claim token, a second execution claim, a transition its state does not allow, a
+    different outcome or reconciliation than the one already recorded. Nothing was run
+    or committed."""
 
 
 class StoreError(AgentkitError):

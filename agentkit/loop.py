@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
 
 from ._approvals import ApprovalGate, WaitingForApproval
+from ._intents import Intents
 from ._json import json_problem
 from .approval import ApprovalState
 from .cancel import CancelToken
@@ -72,12 +73,15 @@ from .usage import Usage
 __all__ = ["LoopHost", "LoopOptions", "run_loop"]
 
 
-
-
 class LoopHost(Protocol):
     """What the loop needs from its session: the event log's commit and projection."""
 
     session_id: str | None
+
+    @property
+    def durable(self) -> bool:
+        """True when commits are durable (tool calls are then preceded by execution intents)."""
+        ...
 
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number, persist and publish ``events``; returns them with their ``seq``."""
@@ -289,6 +293,7 @@ class _Loop:
                                       self.generation_id, self._recorded_call)
         hooks_gate = decision_gate(self._decide) if opts.hooks.before_tool_call else None
         self.gate = _chain(self.approvals, hooks_gate)
+        self.intents = Intents(host.commit, durable=host.durable)
 
     def run(self) -> RunResult:
         opts = self.opts
@@ -459,6 +464,7 @@ class _Loop:
             cancel=self.cancel,
             session_id=self.host.session_id,
             execution_context=self.opts.execution_context,
+            idempotency_key=self.intents.key(cid),
             _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
         )
 
@@ -488,6 +494,8 @@ class _Loop:
         answered = answered or {}
         plan = [(call, "answered", answered[call.tool_call_id]) if call.tool_call_id in answered
                 else (call, *self.ledger.check(call)) for call in calls]
+        # intents record the input as it is committed (redacted, like the assistant message)
+        self.intents.declare([self._recorded_call(call) for call, action, _ in plan if action == "run"])
         futures: dict[int, Future[ToolOutput]] = {}
         records: list[ToolCallRecord] = []
         stopped: CancelledError | None = None
@@ -516,9 +524,10 @@ class _Loop:
                 if action == "run" and stopped is None:
                     self.ledger.record(call, output)
                 output = self._recorded_output(output)
-                self.host.commit(
-                    [ToolResultEvent(tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output)]
-                )
+                intent_id = self.intents.recorded(call.tool_call_id) if action == "run" else None
+                self.host.commit([ToolResultEvent(
+                    tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output, intent_id=intent_id
+                )])
                 record = ToolCallRecord(
                     id=call.tool_call_id,
                     name=call.tool_name,

@@ -22,6 +22,10 @@ Rules:
   (``Session.follow_up``) placed after the last answer is "waiting": the loop answers
   it before the generation ends.
 * a ``context-replaced`` event restarts the projection from the messages it carries.
+* events of a transactional generation (``Event.generation_id``) are skipped while the
+  ``hidden`` predicate says so: a candidate the host has not accepted, or one it rejected
+  or that was interrupted (:mod:`agentkit.transactions`). When what is hidden changes, the
+  owner starts a new Projector (a transaction changes state a few times per generation).
 * background jobs: ``job-output`` chunks are not shown one by one. While jobs run, the
   view an inference gets ends with one status message per request summarising each
   running job and the tail of its output (:mod:`agentkit.job_status`); a job's
@@ -85,10 +89,14 @@ class Projector:
 
     __slots__ = (
         "_messages", "_pending", "_pending_names", "_deferred", "_count", "_render", "_jobs", "_recent",
-        "_waiting", "_last_seq", "_order",
+        "_waiting", "_last_seq", "_order", "_hidden",
     )
 
-    def __init__(self, render_runtime: RuntimeRenderer | None = None) -> None:
+    def __init__(
+        self, render_runtime: RuntimeRenderer | None = None, *, hidden: Callable[[str], bool] | None = None
+    ) -> None:
+        """``hidden(generation_id)`` says whether events tagged with that transactional
+        generation are left out (None: every event is shown)."""
         self._messages: list[Message] = []
         self._pending: Counter[str] = Counter()
         self._pending_names: dict[str, str] = {}
@@ -99,6 +107,7 @@ class Projector:
         self._waiting = 0  # follow-ups shown after the last assistant message
         self._last_seq = 0
         self._count = 0
+        self._hidden = hidden
         self._render = render_runtime or render_runtime_event
         # the default rendering hides job output; a status message stands in for it
         self._jobs = RunningJobs() if render_runtime is None else None
@@ -153,8 +162,11 @@ class Projector:
 
     def extend(self, events: Iterable[Event]) -> None:
         """Apply new events, in commit order."""
+        hidden = self._hidden
         for ev in events:
-            self._apply(ev)
+            gid = ev.generation_id
+            if gid is None or hidden is None or not hidden(gid):
+                self._apply(ev)
             self._count += 1
             if ev.seq:
                 self._last_seq = ev.seq

@@ -16,12 +16,13 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from . import _transact
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
 from .approval import ApprovalDecision, ApprovalRequest, decision_events
 from .cancel import CancelToken
-from .errors import ConfigurationError, SessionClosedError, SessionError
+from .errors import ConfigurationError, SessionClosedError, SessionError, StoreError
 from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
 from .execution.base import JobControl, JobState
 from .invariants import check_events
@@ -38,6 +39,7 @@ from .stores.base import EventStore, StoredSession, validate_session_id
 from .stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
 from .subscriptions import Listener, Subscription
 from .tools.base import ToolRegistry
+from .transactions import GenerationTransaction, UncertainExecution, reserved_problem
 
 __all__ = ["Session"]
 
@@ -129,6 +131,9 @@ class Session:
             self._log.load_committed(list(stored.events), revision=stored.revision)
         elif initial:
             self._log.commit(initial)
+        # nobody holds the claim token of a transaction left open (by a crash, or in the
+        # events= given): interrupt it for good, never resume its work
+        _transact.interrupt_open(self._log, "the session was reopened while this generation was unfinished")
         self._scheduler = GenerationScheduler(self.generate)
         self._stop_job_events = bridge_job_events(self, execution_context)
 
@@ -215,9 +220,14 @@ class Session:
         return self.push_event(RuntimeEvent(runtime_type=type, data=dict(data or {})))
 
     def push_event(self, event: Event) -> Event:
-        """Commit any event; returns it with its ``seq``."""
+        """Commit any event; returns it with its ``seq``. The records of transactions and
+        execution intents are written only by the Session's own methods (they carry
+        authority): an event with a ``generation_id`` or such a control action is refused."""
         if not isinstance(event, Event):
             raise ConfigurationError(f"push_event takes an Event, not {type(event).__name__}")
+        problem = reserved_problem(event)
+        if problem is not None:
+            raise ConfigurationError(problem)
         if isinstance(event, RuntimeEvent) and self._redactor is not None:  # secrets never reach the store
             event = replace(event, data=self._redactor.value(event.data))
         return self._log.commit([event])[0]
@@ -276,6 +286,7 @@ class Session:
         *,
         model: ChatModel | str | None = None,
         cancel: CancelToken | None = None,
+        transaction: GenerationTransaction | None = None,
         _emit: Emit | None = None,
         **options: Any,
     ) -> GenerateResult:
@@ -289,6 +300,12 @@ class Session:
         :class:`~agentkit.errors.SessionClosedError` when the session is closed or
         aborted, and :class:`~agentkit.errors.SessionError` when called from inside a
         generation of this same session (a tool or callback), which would deadlock.
+
+        With ``transaction`` (from :meth:`begin_generation`) the generation claims that
+        transaction before any model or tool work, and its events stay hidden from later
+        model requests until :meth:`finalize_generation` accepts them; a wrong or stale
+        token or a second claim raises :class:`~agentkit.errors.TransactionError` without
+        any model call, and a generation that fails or is cancelled interrupts it.
         """
         resolved = model_from(model) if model is not None else self._model
         if resolved is None:
@@ -303,7 +320,14 @@ class Session:
                 "use schedule_generate()."
             )
         self._log.check_usable()
-        ticket, token = self._gate.enter(cancel)
+        if transaction is not None:
+            _transact.check_claim(self._log, transaction)  # before waiting in the queue
+        try:
+            ticket, token = self._gate.enter(cancel)
+        except BaseException as exc:
+            if transaction is not None:  # cancelled or refused before it could run
+                _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
+            raise
         generating = _GENERATING.set((*_GENERATING.get(), self))
         emit = opts.event_sink()
         try:
@@ -312,7 +336,7 @@ class Session:
             try:
                 if emit is not None:
                     emit(GenerationStartEvent(session_id=self.session_id))
-                run = run_loop(self._log, opts, token, self._executor)
+                run = self._run(opts, token, transaction)
                 fields = {f: getattr(run, f) for f in run.__dataclass_fields__}
                 result = GenerateResult(**fields, events=self.events)
             except BaseException as exc:  # noqa: BLE001 - re-raised after the end hooks
@@ -331,6 +355,67 @@ class Session:
         finally:
             _GENERATING.reset(generating)
             self._gate.leave(ticket)
+
+    def _run(self, opts: LoopOptions, token: CancelToken, transaction: GenerationTransaction | None) -> Any:
+        if transaction is None:
+            return run_loop(self._log, opts, token, self._executor)
+        host = _transact.claim(self._log, transaction)
+        try:
+            run = run_loop(host, opts, token, self._executor)
+            token.raise_if_cancelled()  # a cancelled generation never completes its candidate
+            _transact.complete(self._log, transaction.generation_id)
+            return run
+        except BaseException as exc:
+            _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
+            raise
+
+    # -- transactional generations -----------------------------------------------------
+
+    def begin_generation(self, prompt: Prompt) -> GenerationTransaction:
+        """Start a transactional generation: commit a ``generation-begun`` record and the
+        user message ``prompt`` in one append, and return the handle whose
+        ``claim_token`` authorizes running it (``generate(transaction=txn)``) and deciding
+        its outcome (:meth:`finalize_generation`). Only the token's SHA-256 digest is
+        stored: keep the handle. Its events are not shown to the model until the
+        generation runs, and after it ran, not until it is accepted."""
+        return _transact.begin(self._log, prompt)
+
+    def finalize_generation(self, transaction: GenerationTransaction, outcome: str) -> None:
+        """Decide a completed transactional generation: ``"accepted"`` makes its events
+        part of what the model sees, ``"rejected"`` keeps them hidden for good.
+        ``"interrupted"`` abandons a transaction in any unfinished state. Finalizing again
+        with the same outcome does nothing; a different one raises
+        :class:`~agentkit.errors.TransactionError`, as do a wrong token and accepting
+        while one of its tool execution intents is unresolved."""
+        _transact.finalize(self._log, transaction, outcome)
+
+    def transactions(self) -> dict[str, str]:
+        """Every transactional generation of this session and its state (``begun``,
+        ``execution-started``, ``execution-completed``, ``accepted``, ``rejected``,
+        ``interrupted``), by generation id in the order they began; rebuilt from the log
+        in one pass when the session is opened, then kept current."""
+        with self._log.lock:
+            return self._log.ledger.states()
+
+    def uncertain_tool_executions(self) -> list[UncertainExecution]:
+        """Tool calls whose execution intent is committed but that have no result and no
+        reconciliation: after a crash, the calls that were running, whose effect may or
+        may not have happened. Calls this session object is running now are not listed.
+        Without a store no intent is written, so this is always empty."""
+        with self._log.lock:
+            return self._log.ledger.uncertain()
+
+    def reconcile_tool_execution(
+        self, intent_id: str, resolution: str, *, output: Any = None, error: str | None = None
+    ) -> None:
+        """Record what became of an uncertain tool call, found out by the host:
+        ``"executed"`` with ``output`` (anything a tool may return), ``"not-executed"``, or
+        ``"abandoned-unknown"`` (``error`` optionally tells the model more). Commits the
+        reconciliation and the result the model reads: the call's result if the call is
+        still open, otherwise a ``tool-execution-reconciled`` runtime event. The same
+        reconciliation again does nothing; a different one raises
+        :class:`~agentkit.errors.TransactionError`. No tool is run."""
+        _transact.reconcile(self._log, intent_id, resolution, output, error)
 
     def stream(self, *, max_buffer: int = 1000, cancel: CancelToken | None = None,
                **generate_kwargs: Any) -> AgentStream:
@@ -403,6 +488,11 @@ class Session:
         """Cancel any running generation, refuse further work, deliver what listeners
         have queued and release worker threads. Idempotent."""
         with self._log.lock:
+            if not self._log.closed and self._log.failed is None:
+                try:  # an unfinished transaction can never be finished by anyone now
+                    _transact.interrupt_open(self._log, "the session was closed")
+                except (SessionError, StoreError):
+                    pass  # the session could not commit: reopening interrupts it
             if not self._log.close():
                 return
             pool, self._pool = self._pool, None

@@ -67,7 +67,8 @@ PUBLIC_NAMESPACES = {
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
         'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event', 'EventStore',
         'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart', 'FileSystem',
-        'FunctionModel', 'GenerateResult', 'HookError', 'Hooks', 'ImagePart', 'InMemoryEventStore',
+        'FunctionModel', 'GenerateResult', 'GenerationTransaction', 'HookError', 'Hooks', 'ImagePart',
+        'InMemoryEventStore',
         'InMemoryJobStore', 'JobControl', 'JobEvent', 'JobNotFoundError', 'JobState', 'JobStore',
         'LocalExecutionContext', 'McpError', 'Message', 'MissingDependencyError', 'ModelError',
         'ModelRequest', 'ModelSettings', 'PermissionRequest', 'ProviderError',
@@ -77,7 +78,8 @@ PUBLIC_NAMESPACES = {
         'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoredJob',
         'StoredSession', 'TextPart', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord',
         'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultEvent',
-        'ToolResultPart', 'ToolSpec', 'Turn', 'Usage', 'UserMessageEvent', '__version__',
+        'ToolResultPart', 'ToolSpec', 'TransactionError', 'Turn', 'UncertainExecution', 'Usage',
+        'UserMessageEvent', '__version__',
         'build_model_messages', 'event_from_dict', 'events_from_messages', 'filesystem_tools',
         'get_model', 'http_tools', 'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools',
         'tool',
@@ -117,6 +119,7 @@ PUBLIC_NAMESPACES = {
         'ProviderUnavailableError', 'RateLimitError', 'SchemaVersionError', 'ScriptExhaustedError',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'StoreConflictError',
         'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'ToolDefinitionError',
+        'TransactionError',
     ],
     'agentkit.events': [
         'AssistantMessageEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event', 'RuntimeEvent',
@@ -153,9 +156,10 @@ PUBLIC_NAMESPACES = {
         'LoopHost', 'LoopOptions', 'run_loop',
     ],
     'agentkit.mcp': [
-        'AuthorizeToolCall', 'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpServerStatus',
-        'McpToolRef', 'McpToolset', 'ServerSpec', 'StdioServer', 'connect_mcp', 'exposed_names',
-        'sanitize_name', 'tool_result_to_output',
+        'ApproveSampling', 'AuthorizeToolCall', 'ElicitationHandler', 'ElicitationRequest', 'ElicitationResult',
+        'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpPrompt', 'McpPromptArgument', 'McpResource',
+        'McpServerStatus', 'McpToolRef', 'McpToolset', 'SamplingHandler', 'SamplingRequest', 'SamplingResult',
+        'ServerSpec', 'StdioServer', 'connect_mcp', 'exposed_names', 'sanitize_name', 'tool_result_to_output',
     ],
     'agentkit.mcp.config': [
         'HttpServer', 'LogLevel', 'ServerSpec', 'StdioServer', 'validate_servers',
@@ -163,11 +167,15 @@ PUBLIC_NAMESPACES = {
     'agentkit.mcp.connect': [
         'connect_mcp',
     ],
+    'agentkit.mcp.host': [
+        'ApproveSampling', 'ElicitationHandler', 'ElicitationRequest', 'ElicitationResult', 'McpPrompt',
+        'McpPromptArgument', 'McpResource', 'SamplingHandler', 'SamplingRequest', 'SamplingResult',
+    ],
     'agentkit.mcp.naming': [
         'MAX_TOOL_NAME_LENGTH', 'exposed_names', 'sanitize_name',
     ],
     'agentkit.mcp.results': [
-        'content_block_to_parts', 'tool_result_to_output',
+        'content_block_to_parts', 'resource_contents_to_parts', 'tool_result_to_output',
     ],
     'agentkit.mcp.toolset': [
         'AuthorizeToolCall', 'McpServerStatus', 'McpToolRef', 'McpToolset',
@@ -284,6 +292,10 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.tools.shell': [
         'format_shell_result', 'shell_tools',
+    ],
+    'agentkit.transactions': [
+        'GenerationTransaction', 'TransactionLedger', 'UncertainExecution', 'claim_digest',
+        'reserved_problem',
     ],
     'agentkit.truncate': [
         'DEFAULT_MAX_BYTES', 'DEFAULT_MAX_LINES', 'TruncatedOutput', 'truncate_output',

@@ -33,6 +33,10 @@ class ToolContext:
     session_id: str | None = None
     execution_context: Any = None
     """The session's execution context, when one was configured."""
+    idempotency_key: str | None = None
+    """The id of this call's execution intent: unique per call, stable across a crash and
+    the host's reconciliation. Pass it on (an HTTP ``Idempotency-Key``, a unique key in a
+    database) to make the call's effect happen at most once. None outside the loop."""
     _progress: Callable[[Any], None] | None = field(default=None, repr=False)
 
     def report_progress(self, update: Any) -> None:
