@@ -196,7 +196,7 @@ PUBLIC_NAMESPACES = {
         'content_to_dict', 'normalize_prompt', 'text_of',
     ],
     'agentkit.models': [
-        'ChatModel', 'FinishEvent', 'FinishReason', 'FunctionModel', 'ModelRequest',
+        'ChatModel', 'EchoModel', 'FinishEvent', 'FinishReason', 'FunctionModel', 'ModelRequest',
         'ModelSettings', 'ReasoningDelta', 'ReasoningDone', 'RetryInfo', 'RetryPolicy',
         'ScriptedModel', 'StreamEvent', 'TextDelta', 'ToolCall', 'ToolCallEvent', 'ToolChoice',
         'ToolSpec', 'Turn', 'UsageEvent', 'get_model',
@@ -205,6 +205,9 @@ PUBLIC_NAMESPACES = {
         'ProviderModel', 'RetryInfo', 'RetryPolicy', 'TranslatedError', 'check_tool_choice',
         'data_url', 'function_tools', 'parse_tool_arguments', 'stream_with_retries',
         'tool_result_text',
+    ],
+    'agentkit.models.echo': [
+        'EchoModel',
     ],
     'agentkit.models.anthropic': [
         'AnthropicModel',
