@@ -114,7 +114,7 @@ from .transactions import GenerationTransaction, UncertainExecution
 from .usage import Usage
 from .view import ToolResultClearing
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 # Names 0.1.0 exported here that are runtime internals or tool-author helpers with a
 # home elsewhere: still importable from ``agentkit`` (lazily), not part of ``__all__``.
