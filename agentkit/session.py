@@ -12,12 +12,13 @@ import contextvars
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from typing import Any
 
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
+from ._workers import SessionExecutor
 from .cancel import CancelToken
 from .errors import ConfigurationError, SessionClosedError, SessionError
 from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
@@ -114,7 +115,7 @@ class Session:
             listener_join_seconds=_LISTENER_JOIN_SECONDS,
         )
         self._gate = GenerationGate(self._log.check_usable)
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: SessionExecutor | None = None
         self._max_workers = max_tool_workers
         stored = None
         if store is not None:
@@ -220,7 +221,8 @@ class Session:
         with self._log.lock:
             self._log.check_usable()  # a pool made after close() would never be shut down
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="agentkit-tool")
+                # a door to the process's shared tool threads (agentkit._workers)
+                self._pool = SessionExecutor(self._max_workers)
             return self._pool
 
     # -- listeners ---------------------------------------------------------------------
