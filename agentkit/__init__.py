@@ -89,6 +89,7 @@ from .models import (
 )
 from .projection import build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
+from .pool import SessionPool
 from .session import Session
 from .stores import (
     EventStore,
@@ -185,6 +186,7 @@ __all__ = [
     "ScriptExhaustedError",
     "ScriptedModel",
     "Session",
+    "SessionPool",
     "SessionClosedError",
     "SessionError",
     "SessionFailedError",

@@ -8,6 +8,7 @@ durable commits, the projection and listeners) and a
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import uuid
 from collections import deque
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from typing import Any
 
+from ._async import run_sync_cancellable
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
@@ -38,6 +40,9 @@ from .subscriptions import Listener, Subscription
 from .tools.base import ToolRegistry
 
 __all__ = ["Session"]
+
+_TURN_LOCK_SECONDS = 600.0
+"""How long ask() waits for another process's turn of the same session."""
 
 _LISTENER_JOIN_SECONDS = 5.0
 """How long close() waits, in all, for listeners to take what is queued for them."""
@@ -241,6 +246,7 @@ class Session:
         model: ChatModel | str | None = None,
         cancel: CancelToken | None = None,
         _emit: Emit | None = None,
+        _prompt: UserMessageEvent | None = None,
         **options: Any,
     ) -> GenerateResult:
         """Run the model (and its tool calls) until it answers without calling tools.
@@ -270,7 +276,10 @@ class Session:
         ticket, token = self._gate.enter(cancel)
         generating = _GENERATING.set((*_GENERATING.get(), self))
         emit = opts.event_sink()
+        turn = contextlib.ExitStack()
         try:
+            if _prompt is not None:  # ask(): the prompt is committed now that it is our turn
+                self._begin_turn(turn, _prompt)
             result: GenerateResult | None = None
             error: BaseException | None = None
             try:
@@ -293,8 +302,43 @@ class Session:
             assert result is not None
             return result
         finally:
+            turn.close()
             _GENERATING.reset(generating)
             self._gate.leave(ticket)
+
+    def _begin_turn(self, turn: contextlib.ExitStack, prompt: UserMessageEvent) -> None:
+        """Start an ask() turn: hold the store's turn lock when it has one (other
+        processes' asks of this session wait), load what they committed, commit the prompt."""
+        lock = getattr(self._log.store, "generation_lock", None)
+        if callable(lock) and self.session_id is not None:
+            turn.enter_context(lock(self.session_id, timeout=_TURN_LOCK_SECONDS))
+            self._log.refresh()
+        self._log.commit([prompt])
+
+    def ask(self, prompt: Prompt, *, cancel: CancelToken | None = None, **generate_kwargs: Any) -> GenerateResult:
+        """Wait for this session's turn, then commit ``prompt`` as a user message and
+        :meth:`generate` its answer; returns the result. Concurrent callers each get the
+        answer to their own message, in call order (``push_user_message`` followed by
+        ``generate`` does not: five of those at once commit five messages, then answer
+        them in turns). With a store that has a turn lock (``FileEventStore``), processes
+        sharing the session take turns too. Takes :meth:`generate`'s keyword arguments."""
+        return self.generate(cancel=cancel, _prompt=_prompt_event(prompt), **generate_kwargs)
+
+    def ask_stream(self, prompt: Prompt, *, max_buffer: int = 1000, cancel: CancelToken | None = None,
+                   **generate_kwargs: Any) -> AgentStream:
+        """:meth:`ask` on a worker thread, as an :class:`AgentStream` of its events (see
+        :meth:`stream`): the prompt is committed when its turn comes."""
+        return self.stream(max_buffer=max_buffer, cancel=cancel, _prompt=_prompt_event(prompt), **generate_kwargs)
+
+    async def ask_async(self, prompt: Prompt, *, cancel: CancelToken | None = None,
+                        **generate_kwargs: Any) -> GenerateResult:
+        """``await``-able :meth:`ask` for async code (ASGI views): it runs on a worker
+        thread (``anyio.to_thread``), the event loop stays free. Cancelling the awaiting
+        task cancels the generation."""
+        content = _prompt_event(prompt)  # bad input fails here, not on the worker thread
+        return await run_sync_cancellable(
+            lambda token: self.generate(cancel=token, _prompt=content, **generate_kwargs), cancel
+        )
 
     def stream(self, *, max_buffer: int = 1000, cancel: CancelToken | None = None,
                **generate_kwargs: Any) -> AgentStream:
@@ -412,6 +456,11 @@ def _stored_session(
             f"new, or pick a new session_id."
         )
     return stored
+
+
+def _prompt_event(prompt: Prompt) -> UserMessageEvent:
+    """The user message ask() commits (checked now, before the caller waits)."""
+    return UserMessageEvent(content=normalize_prompt(prompt))
 
 
 def _type_name(value: object) -> str:

@@ -409,3 +409,37 @@ class AgentStream(Iterator[AgentEvent]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- async consumers (ASGI views): each wait runs on a worker thread (anyio) -------
+
+    def __aiter__(self) -> AgentStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        """The next event, awaited without blocking the event loop. Cancelling the
+        awaiting task closes the stream (and so cancels the generation)."""
+        from ._async import anyio_module
+
+        anyio = anyio_module()
+        try:
+            event: AgentEvent | None = await anyio.to_thread.run_sync(self._next_or_none, abandon_on_cancel=True)
+        except BaseException:
+            self._finished = True
+            self._cancel.cancel("the consuming task was cancelled")
+            self._buffer.close()
+            raise
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    def _next_or_none(self) -> AgentEvent | None:
+        try:
+            return next(self)
+        except StopIteration:
+            return None
+
+    async def aclose(self, reason: str = "stream closed") -> None:
+        """:meth:`close` for async code: waits for the generation to stop on a worker thread."""
+        from ._async import anyio_module
+
+        await anyio_module().to_thread.run_sync(self.close, reason)
