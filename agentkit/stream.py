@@ -301,11 +301,13 @@ class _Buffer:
             self._items.clear()
             self._cond.notify_all()
 
-    def get(self) -> AgentEvent | None:
-        """The next event, or None when there will be no more."""
+    def get(self, timeout: float | None = None) -> AgentEvent | None | bool:
+        """The next event, None when there will be no more, or False when ``timeout``
+        seconds passed without one."""
         with self._cond:
             while not self._items and not self._ended and not self._closed:
-                self._cond.wait()
+                if not self._cond.wait(timeout) and timeout is not None:
+                    return False
             if not self._items:
                 return None
             item = self._items.popleft()
@@ -368,13 +370,21 @@ class AgentStream(Iterator[AgentEvent]):
         return self
 
     def __next__(self) -> AgentEvent:
-        if self._finished:
+        event = self._next_within(None)
+        if event is None:
             raise StopIteration
-        event = self._buffer.get()
+        assert event is not False
+        return event
+
+    def _next_within(self, timeout: float | None) -> AgentEvent | None | bool:
+        """The next event, None at the end, or False when ``timeout`` seconds passed
+        without one (web helpers send a keep-alive then)."""
+        if self._finished:
+            return None
+        event = self._buffer.get(timeout)
         if event is None:
             self._finished = True
-            raise StopIteration
-        if isinstance(event, GenerationEndEvent):
+        elif isinstance(event, GenerationEndEvent):
             self._finished = True
         return event
 
@@ -398,11 +408,15 @@ class AgentStream(Iterator[AgentEvent]):
     def close(self, reason: str = "stream closed") -> None:
         """Stop consuming: cancel the generation if it is still running and wait for it
         to stop. Idempotent."""
+        self._stop(reason)
+        self._thread.join()
+
+    def _stop(self, reason: str) -> None:
+        """Cancel the generation and drop what is buffered, without waiting."""
         self._finished = True
         if not self._done.is_set():
             self._cancel.cancel(reason)
         self._buffer.close()
-        self._thread.join()
 
     def __enter__(self) -> AgentStream:
         return self
@@ -421,25 +435,30 @@ class AgentStream(Iterator[AgentEvent]):
         from ._async import anyio_module
 
         anyio = anyio_module()
-        try:
-            event: AgentEvent | None = await anyio.to_thread.run_sync(self._next_or_none, abandon_on_cancel=True)
-        except BaseException:
-            self._finished = True
-            self._cancel.cancel("the consuming task was cancelled")
-            self._buffer.close()
-            raise
+        event = await self._anext_within(None)
         if event is None:
             raise StopAsyncIteration
+        assert event is not False
         return event
 
-    def _next_or_none(self) -> AgentEvent | None:
+    async def _anext_within(self, timeout: float | None) -> AgentEvent | None | bool:
+        from ._async import anyio_module
+
+        anyio = anyio_module()
         try:
-            return next(self)
-        except StopIteration:
-            return None
+            event: AgentEvent | None | bool = await anyio.to_thread.run_sync(
+                self._next_within, timeout, abandon_on_cancel=True
+            )
+        except BaseException:
+            self._stop("the consuming task was cancelled")
+            raise
+        return event
 
     async def aclose(self, reason: str = "stream closed") -> None:
         """:meth:`close` for async code: waits for the generation to stop on a worker thread."""
         from ._async import anyio_module
 
-        await anyio_module().to_thread.run_sync(self.close, reason)
+        anyio = anyio_module()
+        self._stop(reason)  # at once, even when this task is being cancelled
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._thread.join)

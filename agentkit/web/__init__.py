@@ -21,14 +21,16 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..messages import Prompt
 from ..results import GenerateResult
 from ..session import Session
 from ..stream import AgentEvent, AgentStream
 
-__all__ = ["SSE_HEADERS", "ask_async", "sse", "sse_async", "sse_record"]
+__all__ = ["KEEP_ALIVE", "SSE_HEADERS", "ask_async", "sse", "sse_async", "sse_record"]
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+"""Headers for an SSE response: no caching, no proxy buffering (nginx)."""
 
 
 def sse_record(event: AgentEvent) -> str:
@@ -36,29 +38,50 @@ def sse_record(event: AgentEvent) -> str:
     return f"data: {json.dumps(event.to_dict(), separators=(',', ':'))}\n\n"
 
 
-def sse(stream: AgentStream) -> Iterator[str]:
+KEEP_ALIVE = ": keep-alive\n\n"
+"""An SSE comment line: browsers ignore it; writing it is how a server finds out that
+the client went away while the agent is quiet (a long tool call)."""
+
+
+def sse(stream: AgentStream, *, heartbeat: float | None = 15.0) -> Iterator[str]:
     """The events of ``stream`` as Server-Sent Events text, one record per event (see
-    :func:`sse_record`). Closing this iterator early (the server does when the client
-    disconnects) closes the stream and cancels its generation::
+    :func:`sse_record`), and a :data:`KEEP_ALIVE` comment after ``heartbeat`` quiet
+    seconds. Closing this iterator early (WSGI servers do when the client disconnects)
+    closes the stream and cancels its generation::
 
         return flask.Response(sse(session.ask_stream(message)), mimetype="text/event-stream")
     """
+    _check_heartbeat(heartbeat)
     try:
-        for event in stream:
-            yield sse_record(event)
+        while True:
+            event = stream._next_within(heartbeat)
+            if event is None:
+                return
+            yield KEEP_ALIVE if event is False else sse_record(event)  # type: ignore[arg-type]
     finally:
         stream.close("the client went away")
 
 
-async def sse_async(stream: AgentStream) -> AsyncIterator[str]:
+async def sse_async(stream: AgentStream, *, heartbeat: float | None = 15.0) -> AsyncIterator[str]:
     """:func:`sse` for async frameworks (FastAPI/Starlette ``StreamingResponse``): each
     wait for an event runs on a worker thread. A client disconnect (the server cancels or
     closes this iterator) closes the stream and cancels its generation."""
+    _check_heartbeat(heartbeat)
     try:
-        async for event in stream:
-            yield sse_record(event)
+        while True:
+            event = await stream._anext_within(heartbeat)
+            if event is None:
+                return
+            yield KEEP_ALIVE if event is False else sse_record(event)  # type: ignore[arg-type]
     finally:
         await stream.aclose("the client went away")
+
+
+def _check_heartbeat(heartbeat: float | None) -> None:
+    if heartbeat is not None and (
+        isinstance(heartbeat, bool) or not isinstance(heartbeat, (int, float)) or not heartbeat > 0
+    ):
+        raise ConfigurationError(f"heartbeat must be a number of seconds > 0 (or None: never), got {heartbeat!r}")
 
 
 async def ask_async(session: Session, prompt: Prompt, **generate_kwargs: Any) -> GenerateResult:
