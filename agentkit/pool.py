@@ -112,9 +112,6 @@ class SessionPool:
         with self._lock:
             return [sid for sid, e in self._entries.items() if e.session is not None]
 
-    def __len__(self) -> int:
-        return len(self.open_ids)
-
     @contextmanager
     def _lease(self, session_id: str) -> Iterator[Session]:
         validate_session_id(session_id)
@@ -213,4 +210,4 @@ class SessionPool:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<SessionPool {len(self)} open, max_open={self._max_open}, store={self.store!r}>"
+        return f"<SessionPool {len(self.open_ids)} open, max_open={self._max_open}, store={self.store!r}>"
