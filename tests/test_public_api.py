@@ -72,7 +72,7 @@ PUBLIC_NAMESPACES = {
         'ModelRequest', 'ModelSettings', 'PermissionRequest', 'ProviderError',
         'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'RunResult', 'RuntimeEvent',
         'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
-        'SessionClosedError', 'SessionError', 'SessionFailedError', 'Shell', 'ShellResult', 'Step',
+        'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool', 'Shell', 'ShellResult', 'Step',
         'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoredJob',
         'StoredSession', 'TextPart', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord',
         'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultEvent',
@@ -207,6 +207,9 @@ PUBLIC_NAMESPACES = {
         'INTERRUPTED_RESULT', 'Projector', 'RuntimeRenderer', 'build_model_messages',
         'events_from_messages', 'render_runtime_event',
     ],
+    'agentkit.pool': [
+        'SessionPool',
+    ],
     'agentkit.results': [
         'GenerateResult', 'RunResult', 'Step', 'ToolCallRecord',
     ],
@@ -240,6 +243,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.subscriptions': [
         'Listener', 'Subscription',
+    ],
+    'agentkit.web': [
+        'KEEP_ALIVE', 'SSE_HEADERS', 'ask_async', 'sse', 'sse_async', 'sse_record',
     ],
     'agentkit.tools': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobNotFoundError',
