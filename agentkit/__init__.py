@@ -87,9 +87,9 @@ from .models import (
     Turn,
     get_model,
 )
+from .pool import SessionPool
 from .projection import build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
-from .pool import SessionPool
 from .session import Session
 from .stores import (
     EventStore,

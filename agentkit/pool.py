@@ -74,7 +74,9 @@ class SessionPool:
                 f"SessionPool idle_timeout must be a number of seconds > 0 (or None: never), got {idle_timeout!r}"
             )
         if factory is not None and not callable(factory):
-            raise ConfigurationError("SessionPool factory must be a callable factory(session_id) -> dict of Session kwargs")
+            raise ConfigurationError(
+                "SessionPool factory must be a callable factory(session_id) -> dict of Session kwargs"
+            )
         for name in ("store", "session_id", "events"):
             if name in session_kwargs:
                 raise ConfigurationError(f"SessionPool does not take {name}=: the pool sets it for each session")

@@ -278,7 +278,7 @@ class Session:
         emit = opts.event_sink()
         turn = contextlib.ExitStack()
         try:
-            if _prompt is not None:  # ask(): the prompt is committed now that it is our turn
+            if _prompt is not None or self._log.retry_conflicts:  # ask(), or a pooled session
                 self._begin_turn(turn, _prompt)
             result: GenerateResult | None = None
             error: BaseException | None = None
@@ -306,14 +306,16 @@ class Session:
             _GENERATING.reset(generating)
             self._gate.leave(ticket)
 
-    def _begin_turn(self, turn: contextlib.ExitStack, prompt: UserMessageEvent) -> None:
-        """Start an ask() turn: hold the store's turn lock when it has one (other
-        processes' asks of this session wait), load what they committed, commit the prompt."""
+    def _begin_turn(self, turn: contextlib.ExitStack, prompt: UserMessageEvent | None) -> None:
+        """Start a turn (an ask(), or any generation of a pooled session): hold the
+        store's turn lock when it has one (other processes' turns of this session wait),
+        load what they committed, then commit the prompt."""
         lock = getattr(self._log.store, "generation_lock", None)
         if callable(lock) and self.session_id is not None:
             turn.enter_context(lock(self.session_id, timeout=_TURN_LOCK_SECONDS))
             self._log.refresh()
-        self._log.commit([prompt])
+        if prompt is not None:
+            self._log.commit([prompt])
 
     def ask(self, prompt: Prompt, *, cancel: CancelToken | None = None, **generate_kwargs: Any) -> GenerateResult:
         """Wait for this session's turn, then commit ``prompt`` as a user message and

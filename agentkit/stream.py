@@ -22,7 +22,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from .cancel import CancelToken
 from .errors import ConfigurationError
@@ -301,7 +301,7 @@ class _Buffer:
             self._items.clear()
             self._cond.notify_all()
 
-    def get(self, timeout: float | None = None) -> AgentEvent | None | bool:
+    def get(self, timeout: float | None = None) -> AgentEvent | None | Literal[False]:
         """The next event, None when there will be no more, or False when ``timeout``
         seconds passed without one."""
         with self._cond:
@@ -376,7 +376,7 @@ class AgentStream(Iterator[AgentEvent]):
         assert event is not False
         return event
 
-    def _next_within(self, timeout: float | None) -> AgentEvent | None | bool:
+    def _next_within(self, timeout: float | None) -> AgentEvent | None | Literal[False]:
         """The next event, None at the end, or False when ``timeout`` seconds passed
         without one (web helpers send a keep-alive then)."""
         if self._finished:
@@ -432,21 +432,18 @@ class AgentStream(Iterator[AgentEvent]):
     async def __anext__(self) -> AgentEvent:
         """The next event, awaited without blocking the event loop. Cancelling the
         awaiting task closes the stream (and so cancels the generation)."""
-        from ._async import anyio_module
-
-        anyio = anyio_module()
         event = await self._anext_within(None)
         if event is None:
             raise StopAsyncIteration
         assert event is not False
         return event
 
-    async def _anext_within(self, timeout: float | None) -> AgentEvent | None | bool:
+    async def _anext_within(self, timeout: float | None) -> AgentEvent | None | Literal[False]:
         from ._async import anyio_module
 
         anyio = anyio_module()
         try:
-            event: AgentEvent | None | bool = await anyio.to_thread.run_sync(
+            event: AgentEvent | None | Literal[False] = await anyio.to_thread.run_sync(
                 self._next_within, timeout, abandon_on_cancel=True
             )
         except BaseException:

@@ -33,7 +33,8 @@ def lookup(key: str) -> str:
 
 def _reply(request: ModelRequest) -> Turn | str:
     if request.messages[-1].role == "user":
-        return Turn(tool_calls=(ToolCall(name="lookup", input={"key": "a"}), ToolCall(name="lookup", input={"key": "b"})))
+        calls = (ToolCall(name="lookup", input={"key": "a"}), ToolCall(name="lookup", input={"key": "b"}))
+        return Turn(tool_calls=calls)
     return "done"
 
 

@@ -159,7 +159,7 @@ def test_asks_of_two_session_objects_over_one_file_store_take_turns(tmp_path):
         assert answers == {k: f"answer to {k}" for k in answers} and len(answers) == 10
         log = _conversation(Session.open("c", store=store))
         assert len(log) == 20
-        for (kind_q, q), (kind_a, a_text) in zip(log[::2], log[1::2]):
+        for (kind_q, q), (kind_a, a_text) in zip(log[::2], log[1::2], strict=True):
             assert (kind_q, kind_a, a_text) == ("user-message", "assistant-message", f"answer to {q}")
     finally:
         a.close()

@@ -39,7 +39,7 @@ def test_one_live_session_per_id_shared_by_concurrent_callers(tmp_path):
         for c in range(4):
             log = [(e.type, e.content[0].text) for e in pool.get(f"c{c}").events]
             assert [t for t, _ in log] == ["user-message", "assistant-message"] * 6
-            assert all(a == f"answer to {q}" for (_, q), (_, a) in zip(log[::2], log[1::2]))
+            assert all(a == f"answer to {q}" for (_, q), (_, a) in zip(log[::2], log[1::2], strict=True))
 
 
 def test_factory_gives_each_id_its_keyword_arguments():
@@ -141,3 +141,13 @@ def test_a_factory_that_returns_no_dict_is_named():
         with pytest.raises(ConfigurationError, match=r"factory\('x'\) must return a dict"):
             pool.get("x")
         assert pool.open_ids == []
+
+
+def test_a_pooled_generate_starts_from_what_other_processes_committed(tmp_path):
+    store = FileEventStore(tmp_path)
+    with SessionPool(store, model=FunctionModel(_echo)) as one, SessionPool(store, model=FunctionModel(_echo)) as two:
+        stale = two.get("c")  # opened before the other process's turn
+        one.get("c").ask("asked in one")
+        one.get("c").push_user_message("pushed in one")
+        assert stale.generate().text == "answer to pushed in one"  # it saw both
+        assert _texts(Session.open("c", store=store), "user-message") == ["asked in one", "pushed in one"]

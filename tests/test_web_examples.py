@@ -10,14 +10,13 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import requests
 
-from agentkit import FileEventStore, Session, SessionPool
+from agentkit import FileEventStore, Session
 from tests._procs import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,7 +199,7 @@ def _check_store(store_dir: Path, asked: dict[str, list[str]]) -> None:
         log = [(e.type, e.content[0].text) for e in events if e.type in ("user-message", "assistant-message")]
         assert sorted(text for kind, text in log if kind == "user-message") == sorted(questions)
         assert [kind for kind, _ in log] == ["user-message", "assistant-message"] * len(questions)
-        for (_, q), (_, a) in zip(log[::2], log[1::2]):
+        for (_, q), (_, a) in zip(log[::2], log[1::2], strict=True):
             assert a == f"You said: {q}"
 
 

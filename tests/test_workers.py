@@ -7,8 +7,7 @@ import threading
 
 import pytest
 
-from agentkit import FunctionModel, Session, Turn, tool
-from agentkit import _workers
+from agentkit import FunctionModel, Session, Turn, _workers, tool
 from agentkit.models.scripted import ToolCall
 from tests._procs import wait_for
 
@@ -144,4 +143,5 @@ def test_close_cancels_a_sessions_queued_tool_calls_only():
     s.close()
     release.set()
     t.join(30)
+    wait_for(lambda: ran, what="the running call to finish")
     assert all(f.cancelled() for f, _ in queued) and ran == [0]

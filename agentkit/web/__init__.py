@@ -57,7 +57,7 @@ def sse(stream: AgentStream, *, heartbeat: float | None = 15.0) -> Iterator[str]
             event = stream._next_within(heartbeat)
             if event is None:
                 return
-            yield KEEP_ALIVE if event is False else sse_record(event)  # type: ignore[arg-type]
+            yield KEEP_ALIVE if event is False else sse_record(event)
     finally:
         stream.close("the client went away")
 
@@ -72,7 +72,7 @@ async def sse_async(stream: AgentStream, *, heartbeat: float | None = 15.0) -> A
             event = await stream._anext_within(heartbeat)
             if event is None:
                 return
-            yield KEEP_ALIVE if event is False else sse_record(event)  # type: ignore[arg-type]
+            yield KEEP_ALIVE if event is False else sse_record(event)
     finally:
         await stream.aclose("the client went away")
 
