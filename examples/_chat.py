@@ -9,6 +9,7 @@ an offline demo model: it answers ``You said: <message>``; a message starting wi
 
 from __future__ import annotations
 
+import argparse
 import os
 from typing import Any
 
@@ -77,6 +78,14 @@ def make_pool(store_dir: str | None = None) -> SessionPool:
         store, model=model, tools=[save_note, look_up], system="You are a helpful assistant.",
         max_open=1000, idle_timeout=600, **APPROVAL,
     )
+
+
+def command_line(doc: str | None) -> argparse.Namespace:
+    """``--port`` and ``--store`` of an example server's command line."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--store", default=None, help="store directory (default: $CHAT_STORE_DIR or ./chat-store)")
+    return parser.parse_args()
 
 
 def heartbeat() -> float:

@@ -11,7 +11,6 @@ the store directory and take turns per conversation).
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -80,8 +79,5 @@ def create_app(store_dir: str | None = None, pool: SessionPool | None = None) ->
 if __name__ == "__main__":
     import uvicorn
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--store", default=None, help="store directory (default: $CHAT_STORE_DIR or ./chat-store)")
-    args = parser.parse_args()
+    args = _chat.command_line(__doc__)
     uvicorn.run(create_app(args.store), host="127.0.0.1", port=args.port, log_level="warning")

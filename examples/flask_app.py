@@ -15,7 +15,6 @@ processes on one store directory take turns per conversation).
 
 from __future__ import annotations
 
-import argparse
 import atexit
 
 import _chat
@@ -75,8 +74,5 @@ def create_app(store_dir: str | None = None, pool: SessionPool | None = None) ->
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--store", default=None, help="store directory (default: $CHAT_STORE_DIR or ./chat-store)")
-    args = parser.parse_args()
+    args = _chat.command_line(__doc__)
     create_app(args.store).run(host="127.0.0.1", port=args.port, threaded=True)
