@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from .cancel import CancelToken
-from .errors import CancelledError, ConfigurationError
+from .errors import ConfigurationError
 
 __all__ = ["GenerationScheduler"]
 
@@ -45,14 +45,13 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 class _Entry:
-    __slots__ = ("future", "timer", "kwargs", "token", "started")
+    __slots__ = ("future", "timer", "kwargs", "token")
 
     def __init__(self, kwargs: dict[str, Any]) -> None:
         self.future: Future[Any] = Future()
         self.timer: threading.Timer | None = None
         self.kwargs = kwargs
         self.token = CancelToken()
-        self.started = False
 
 
 class GenerationScheduler:
@@ -110,7 +109,6 @@ class GenerationScheduler:
             if self._waiting.get(key) is not entry or threading.current_thread() is not entry.timer:
                 return  # reset or cancelled meanwhile
             del self._waiting[key]
-            entry.started = True
             self._started.setdefault(key, []).append(entry)
         try:
             if not entry.future.set_running_or_notify_cancel():
@@ -161,8 +159,9 @@ class GenerationScheduler:
         if entry.timer is not None:
             entry.timer.cancel()
         entry.token.cancel(reason)
-        if not entry.future.cancel() and not entry.started:
-            entry.future.set_exception(CancelledError(reason))
+        # a future that has not started running is cancelled; a running one cannot be, and
+        # fails with CancelledError through its token
+        entry.future.cancel()
 
     def pending(self) -> list[str]:
         """Keys of schedules that have not finished."""

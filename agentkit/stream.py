@@ -272,7 +272,8 @@ def fan_out(*sinks: Emit | None) -> Emit | None:
 
 class _Buffer:
     """A bounded FIFO between the generation thread (producer) and the consumer. A full
-    buffer makes the producer wait; closing it wakes both sides."""
+    buffer makes the producer wait; closing it wakes both sides. Each side is woken only
+    when the other waits for it, so a consumer that keeps up costs no extra wake-ups."""
 
     def __init__(self, bound: int) -> None:
         self._items: deque[AgentEvent] = deque()
@@ -280,15 +281,24 @@ class _Buffer:
         self._cond = threading.Condition()
         self._closed = False  # the consumer went away: drop what the producer sends
         self._ended = False  # the producer sent its last event
+        self._waiting = 0  # threads waiting on the condition
+
+    def _wait(self, timeout: float | None = None) -> bool:
+        self._waiting += 1
+        try:
+            return self._cond.wait(timeout)
+        finally:
+            self._waiting -= 1
 
     def put(self, event: AgentEvent) -> None:
         with self._cond:
             while len(self._items) >= self._bound and not self._closed:
-                self._cond.wait()
+                self._wait()
             if self._closed:
                 return
             self._items.append(event)
-            self._cond.notify_all()
+            if self._waiting:
+                self._cond.notify_all()
 
     def end(self) -> None:
         with self._cond:
@@ -306,12 +316,13 @@ class _Buffer:
         seconds passed without one."""
         with self._cond:
             while not self._items and not self._ended and not self._closed:
-                if not self._cond.wait(timeout) and timeout is not None:
+                if not self._wait(timeout) and timeout is not None:
                     return False
             if not self._items:
                 return None
             item = self._items.popleft()
-            self._cond.notify_all()
+            if self._waiting:
+                self._cond.notify_all()
             return item
 
 

@@ -112,6 +112,25 @@ def append_loop(root: str, sid: str, pad: str) -> None:
         out("ack", revision)
 
 
+def die_mid_append(root: str, sid: str, pad: str, acks: str) -> None:
+    """Append ``acks`` events as ``append-loop`` does (at least one: it repairs any torn
+    tail), then die in the middle of writing the next one's record: a file-size limit
+    (RLIMIT_FSIZE) lets the first write() stop halfway and the kernel kills the process
+    with SIGXFSZ at the next, so the log gets a torn tail however busy the machine is."""
+    store = FileEventStore(root)
+    loaded = store.load(sid)
+    revision = 0 if loaded is None else loaded.revision
+    out("start", revision)
+    for _ in range(int(acks)):
+        revision = store.append(sid, [user(f"e{revision + 1}", int(pad))], expected_revision=revision)
+        out("ack", revision)
+    size = os.path.getsize(os.path.join(root, sid, "events.jsonl"))
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it: restore "terminate"
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size + int(pad) // 2, resource.RLIM_INFINITY))
+    store.append(sid, [user(f"e{revision + 1}", int(pad))], expected_revision=revision)
+    out("survived")  # not reached
+
+
 def compact_loop(root: str, sid: str, pad: str) -> None:
     """Forever: while the active log holds fewer than 6 ``e<n>`` events append the next
     one, else compact all but the last 2 events into archive ``c<revision>`` behind a
@@ -157,8 +176,9 @@ def trace_ops(root: str) -> None:
 
 
 def writer(root: str, sid: str, name: str, count: str) -> None:
-    """Append ``count`` events named ``<name>-<i>``, retrying on conflict by reloading."""
-    store = FileEventStore(root)
+    """Append ``count`` events named ``<name>-<i>``, retrying on conflict by reloading.
+    The lock timeout is generous: on a busy machine a writer may wait long for its turn."""
+    store = FileEventStore(root, lock_timeout=600)
     conflicts = 0
     for i in range(int(count)):
         while True:
@@ -255,6 +275,7 @@ def session_crash(root: str, sid: str) -> None:
 MODES = {
     "append-loop": append_loop,
     "compact-loop": compact_loop,
+    "die-mid-append": die_mid_append,
     "trace-ops": trace_ops,
     "writer": writer,
     "stale-writer": stale_writer,

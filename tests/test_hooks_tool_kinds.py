@@ -110,3 +110,32 @@ def test_mcp_authorize_tool_call_is_the_same_gate_after_the_hooks(tmp_path):
     assert "was denied" in denied.tool_calls[0].error
     # the authoriser sees the input the hooks settled on
     assert not rewritten.tool_calls[0].is_error and "public" in rewritten.tool_calls[0].output.as_text()
+
+
+def test_the_execution_context_permission_handler_is_the_built_in_tools_gate_after_the_hooks(tmp_path):
+    (tmp_path / "public.txt").write_text("public text")
+    (tmp_path / "secret.txt").write_text("secret text")
+    asked: list[tuple[str, str]] = []
+
+    def permission(request):
+        asked.append((request.operation, request.target))
+        return request.target != "secret.txt"
+
+    def hooks_redirect(call, ctx):
+        if call.input.get("path") == "redirect-me.txt":
+            return ToolDecision.rewrite({"path": "public.txt"})
+        if call.input.get("path") == "never.txt":
+            return ToolDecision.block("not this one")
+        return None
+
+    with LocalExecutionContext(tmp_path, permission=permission) as c:
+        tools = filesystem_tools(c)
+        hooks = Hooks(before_tool_call=hooks_redirect)
+        rewritten = run(tools, "read_file", {"path": "redirect-me.txt"}, hooks)
+        denied = run(tools, "read_file", {"path": "secret.txt"}, hooks)
+        blocked = run(tools, "read_file", {"path": "never.txt"}, hooks)
+    assert rewritten.tool_calls[0].output.value == "public text"
+    assert "permission denied" in denied.tool_calls[0].error and "tool call blocked" in denied.tool_calls[0].error
+    assert "not this one" in blocked.tool_calls[0].error
+    # the handler saw the rewritten input, and never the call a hook had already blocked
+    assert asked == [("read", "public.txt"), ("read", "secret.txt")]

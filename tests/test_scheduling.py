@@ -11,6 +11,7 @@ from _procs import wait_for
 
 from agentkit import (
     CancelledError,
+    CancelToken,
     ConfigurationError,
     FunctionModel,
     ScriptedModel,
@@ -18,6 +19,7 @@ from agentkit import (
     Session,
     SessionClosedError,
 )
+from agentkit.scheduling import GenerationScheduler
 
 
 class Clocked:
@@ -185,3 +187,206 @@ def test_a_future_cancelled_by_the_caller_is_not_handed_out_again():
         fresh = session.schedule_generate("k", debounce=0.01)
         assert fresh is not stale
         assert fresh.result(timeout=30).text == "fresh"
+
+
+# -- GenerationScheduler on its own: a run function that records its calls ----------------
+
+
+SHARED = object()
+
+
+class Runs:
+    """A ``run`` for GenerationScheduler that records each call; ``hold`` makes calls
+    wait until their token is cancelled or ``release`` is set."""
+
+    def __init__(self, hold: bool = False) -> None:
+        self.calls: list[dict] = []
+        self.threads: list[tuple[str, bool]] = []
+        self.hold = hold
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, **kwargs):
+        me = threading.current_thread()
+        self.threads.append((me.name, me.daemon))
+        self.calls.append(kwargs)
+        self.started.set()
+        if self.hold:
+            token = kwargs["cancel"]
+            while not self.release.is_set():
+                token.raise_if_cancelled()
+                token.wait(0.02)
+        return f"run {len(self.calls)}"
+
+
+def test_a_cancel_token_given_to_schedule_aborts_the_generation_it_starts():
+    runs = Runs(hold=True)
+    scheduler = GenerationScheduler(runs)
+    mine = CancelToken()
+    future = scheduler.schedule("k", debounce=0, cancel=mine, max_steps=2)
+    assert runs.started.wait(30)
+    (call,) = runs.calls
+    assert call["max_steps"] == 2 and isinstance(call["cancel"], CancelToken) and call["cancel"] is not mine
+    assert runs.threads == [("agentkit-schedule-k", True)]  # a timer thread that never blocks exit
+    mine.cancel("the host stopped it")
+    with pytest.raises(CancelledError, match="the host stopped it"):
+        future.result(timeout=30)
+    wait_for(lambda: scheduler.pending() == [], what="the schedule to be forgotten")
+
+
+def test_an_already_cancelled_token_given_to_schedule_aborts_at_once():
+    runs = Runs(hold=True)
+    scheduler = GenerationScheduler(runs)
+    mine = CancelToken()
+    mine.cancel("too late")
+    with pytest.raises(CancelledError, match="too late"):
+        scheduler.schedule("k", debounce=0, cancel=mine).result(timeout=30)
+
+
+def test_a_future_cancelled_by_the_caller_never_runs():
+    runs = Runs()
+    scheduler = GenerationScheduler(runs)
+    future = scheduler.schedule("k", debounce=0.01)
+    assert future.cancel()
+    # the timer fires, finds the future cancelled and forgets the schedule without running it
+    wait_for(lambda: scheduler.pending() == [], what="the cancelled schedule to be forgotten")
+    assert runs.calls == []
+    assert scheduler.schedule("other", debounce=0).result(timeout=30) == "run 1"
+    assert len(runs.calls) == 1
+
+
+def test_pending_lists_waiting_and_running_keys_until_they_finish():
+    runs = Runs(hold=True)
+    scheduler = GenerationScheduler(runs)
+    assert scheduler.pending() == []
+    running = scheduler.schedule("b-running", debounce=0)
+    assert runs.started.wait(30)
+    waiting = scheduler.schedule("a-waiting", debounce=60)
+    assert scheduler.pending() == ["a-waiting", "b-running"]
+    assert scheduler.cancel("a-waiting") is True and waiting.cancelled()
+    assert scheduler.pending() == ["b-running"]
+    runs.release.set()
+    assert running.result(timeout=30) == "run 1"
+    wait_for(lambda: scheduler.pending() == [], what="the finished schedule to be forgotten")
+
+
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        ({"max_steps": 1}, {"max_steps": True}),  # equal, but not the same option
+        ({"max_steps": 1}, {"max_steps": 1.0}),
+        ({"max_steps": 1}, {"max_steps": 2}),
+        ({"max_steps": 1}, {}),
+        ({}, {"max_steps": 1}),
+        ({"a": 1}, {"b": 1}),
+        ({"tools": [1]}, {"tools": [1]}),  # equal lists, but other objects
+        ({"tools": SHARED, "max_steps": 1}, {"tools": SHARED, "max_steps": 2}),  # checked past a shared one
+        ({"name": "".join("ab"), "max_steps": 1}, {"name": "ab", "max_steps": 2}),  # past an equal one
+    ],
+)
+def test_options_must_agree_exactly_for_one_key(first, second):
+    scheduler = GenerationScheduler(Runs())
+    scheduler.schedule("k", debounce=60, **first)
+    with pytest.raises(ConfigurationError, match="key 'k' is already scheduled with different options"):
+        scheduler.schedule("k", debounce=60, **second)
+    scheduler.close()
+
+
+def test_equal_primitives_that_are_other_objects_share_the_schedule():
+    built = {"name": "".join(["a", "b"]), "max_steps": int("1000"), "ratio": float("0.5"), "raw": bytes([98, 99])}
+    literal = {"name": "ab", "max_steps": 1000, "ratio": 0.5, "raw": b"bc"}
+    assert all(built[k] is not literal[k] for k in ("name", "max_steps", "raw"))
+    scheduler = GenerationScheduler(Runs())
+    future = scheduler.schedule("k", debounce=60, **built)
+    assert scheduler.schedule("k", debounce=60, **literal) is future
+    scheduler.close()
+
+
+def test_the_same_options_share_the_schedule():
+    shared = [1, 2]
+    scheduler = GenerationScheduler(Runs())
+    opts = {"tools": shared, "max_steps": 3, "name": "x", "flag": True, "ratio": 0.5, "raw": b"b", "none": None}
+    future = scheduler.schedule("k", debounce=60, **opts)
+    assert scheduler.schedule("k", debounce=60, **dict(opts)) is future
+    scheduler.close()
+
+
+def test_debounce_zero_runs_at_once_and_bad_arguments_are_refused():
+    runs = Runs()
+    scheduler = GenerationScheduler(runs)
+    assert scheduler.schedule("k", debounce=0).result(timeout=30) == "run 1"
+    assert scheduler.schedule("k", debounce=0.0).result(timeout=30) == "run 2"
+    for bad in (True, -0.001, "1", None):
+        with pytest.raises(ConfigurationError, match=f"debounce must be a number of seconds >= 0, got {bad!r}"):
+            scheduler.schedule("k", debounce=bad)
+    with pytest.raises(ConfigurationError, match="cancel must be a CancelToken"):
+        scheduler.schedule("k", cancel="stop")
+    with pytest.raises(ConfigurationError, match="non-empty string key"):
+        scheduler.schedule(None)
+    assert scheduler.schedule("k", debounce=0, cancel=None).result(timeout=30) == "run 3"
+
+
+def test_cancel_all_cancels_everything_but_close_also_refuses_new_schedules():
+    runs = Runs(hold=True)
+    scheduler = GenerationScheduler(runs)
+    running = scheduler.schedule("r", debounce=0)
+    assert runs.started.wait(30)
+    waiting = [scheduler.schedule(k, debounce=60) for k in ("a", "b")]
+    scheduler.cancel_all("host restart")
+    assert all(f.cancelled() for f in waiting)
+    with pytest.raises(CancelledError, match="host restart"):
+        running.result(timeout=30)
+    assert scheduler.cancel("a") is False
+    runs.hold = False
+    assert scheduler.schedule("a", debounce=0).result(timeout=30) == "run 2"
+    later = scheduler.schedule("b", debounce=60)
+    scheduler.close("shutting down")
+    assert later.cancelled()
+    with pytest.raises(ConfigurationError, match="cannot schedule a generation: shutting down"):
+        scheduler.schedule("c")
+
+
+def test_cancelling_one_key_aborts_its_generation_queued_behind_another():
+    """Two generations wait for the session's generation lock; cancelling one key fails
+    that one's future with CancelledError and leaves the other alone."""
+    gate = threading.Lock()
+    entered: list[str] = []
+    order: list[str] = []
+
+    def run(cancel, name):
+        entered.append(name)
+        with gate:  # like the session's generation lock
+            cancel.raise_if_cancelled()
+            order.append(name)
+            return name
+
+    scheduler = GenerationScheduler(run)
+    gate.acquire()
+    first = scheduler.schedule("a", debounce=0, name="a")
+    second = scheduler.schedule("b", debounce=0, name="b")
+    wait_for(lambda: len(entered) == 2, what="both generations to be queued")
+    assert scheduler.cancel("b", "not needed") is True
+    gate.release()
+    assert first.result(timeout=30) == "a"
+    with pytest.raises(CancelledError, match="not needed"):
+        second.result(timeout=30)
+    assert order == ["a"]
+
+
+def timer_threads(key: str) -> int:
+    return sum(t.name == f"agentkit-schedule-{key}" for t in threading.enumerate())
+
+
+def test_a_reset_or_replaced_schedule_leaves_one_timer_not_a_pile():
+    """Each call resets the quiet period by cancelling the old timer: a host calling
+    schedule_generate on every event must not leave a sleeping thread behind per call."""
+    scheduler = GenerationScheduler(Runs())
+    for _ in range(5):
+        scheduler.schedule("reset-me", debounce=60)
+    wait_for(lambda: timer_threads("reset-me") == 1, what="the replaced timers to end")
+    stale = scheduler.schedule("replace-me", debounce=60)
+    assert stale.cancel()
+    scheduler.schedule("replace-me", debounce=60)
+    wait_for(lambda: timer_threads("replace-me") == 1, what="the cancelled schedule's timer to end")
+    scheduler.close()
+    wait_for(lambda: timer_threads("reset-me") + timer_threads("replace-me") == 0, what="every timer to end")

@@ -224,6 +224,10 @@ def test_archives_are_checksummed_and_damage_raises(tmp_path):
     path.write_bytes(_record({"kind": "archive", "v": 7, "events": []}))
     with pytest.raises(SchemaVersionError):
         store.load_archive("s", "a1")
+    # a checksum-valid archive whose event list holds a non-object is damage, not a crash
+    path.write_bytes(_record({"kind": "archive", "v": 1, "events": ["not an event"]}))
+    with pytest.raises(StoreCorruptionError, match="not a JSON object"):
+        store.load_archive("s", "a1")
 
 
 # -- commit cost ---------------------------------------------------------------------

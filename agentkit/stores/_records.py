@@ -6,9 +6,10 @@ A record line is a JSON object whose first member is its checksum::
 
 The crc32 (8 lowercase hex digits) covers every byte after ``{"crc":"xxxxxxxx",`` up to
 and including the closing brace, so the version, the kind and the payload are all
-protected. Every record carries its schema version ``v``; a record with a version newer
-than :data:`~agentkit.stores.base.SCHEMA_VERSION` is refused with SchemaVersionError
-instead of being misread.
+protected. Every record carries its schema version ``v``; a checksum-valid record with a
+version newer than :data:`~agentkit.stores.base.SCHEMA_VERSION` is refused with
+SchemaVersionError instead of being misread. The checksum is verified first, so a
+damaged ``v`` is damage, not a version.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._json import dumps, loads
-from ..errors import ConfigurationError, SchemaVersionError
+from ..errors import ConfigurationError, SchemaVersionError, StoreCorruptionError
 from ..events import Event, event_from_dict
 from .base import SCHEMA_VERSION
 
@@ -93,21 +94,16 @@ def encode_archive(session_id: str, archive_id: str, events: Sequence[Event]) ->
 def decode_record(line: bytes, *, where: str) -> Record:
     """Decode and verify one line (without its newline).
 
-    Raises DamagedRecord when the line is torn or corrupt, SchemaVersionError when it
-    was written by a newer agentkit. ``where`` names the file and line for messages."""
+    Raises DamagedRecord when the line is torn or corrupt (its checksum is checked
+    first), SchemaVersionError when a checksum-valid record was written by a newer
+    agentkit, StoreCorruptionError when a checksum-valid record has no valid version or
+    kind. ``where`` names the file and line for messages."""
     try:
         obj = loads(line)
     except (ValueError, UnicodeDecodeError):
         raise DamagedRecord(f"{where}: not a complete JSON record") from None
     if not isinstance(obj, dict):
         raise DamagedRecord(f"{where}: not a JSON object")
-    version = obj.get("v")
-    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"{where} has schema version {version}, but this agentkit reads schema versions "
-            f"up to {SCHEMA_VERSION}. It was written by a newer agentkit: upgrade agentkit to "
-            f"read it (nothing was changed)."
-        )
     if not line.startswith(_PREFIX) or len(line) <= _BODY_START or line[_BODY_START - 2 : _BODY_START] != b'",':
         raise DamagedRecord(f"{where}: no checksum")
     digits = line[len(_PREFIX) : _BODY_START - 2]
@@ -116,26 +112,59 @@ def decode_record(line: bytes, *, where: str) -> Record:
     stored = int(digits, 16)
     if zlib.crc32(line[_BODY_START:]) != stored:
         raise DamagedRecord(f"{where}: checksum mismatch")
+    # only a checksum-valid record can say it is from a newer agentkit: a flipped bit in
+    # "v" is damage (left out like a torn tail when it is the last line), not a reason to upgrade
+    version = obj.get("v")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{where} has schema version {version}, but this agentkit reads schema versions "
+            f"up to {SCHEMA_VERSION}. It was written by a newer agentkit: upgrade agentkit to "
+            f"read it (nothing was changed)."
+        )
+    # a crash cannot produce a checksum-valid record: these are not torn tails to leave out
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise DamagedRecord(f"{where}: invalid schema version {version!r}")
+        raise _not_ours(where, f"invalid schema version {version!r}")
     kind = obj.get("kind")
     if not isinstance(kind, str):
-        raise DamagedRecord(f"{where}: record has no kind")
+        raise _not_ours(where, "no kind")
     return Record(kind=kind, version=version, data=obj)
 
 
+def _not_ours(where: str, why: str) -> StoreCorruptionError:
+    return StoreCorruptionError(
+        f"{where} has a valid checksum but {why}, so agentkit did not write it this way and it is not "
+        f"the torn tail of an interrupted append. Nothing was changed. Restore the file from a backup."
+    )
+
+
 def holds_intact_record(line: bytes) -> bool:
-    """True when a damaged line still contains a whole, checksum-valid record: at its
-    start (the record lost its line ending) or after it (two records merged into one
-    line). A torn append never does: it is a cut-short prefix of a single record, so
-    such a line is damage to acknowledged data, not a crash remnant."""
-    start = line.find(_PREFIX, 1)
+    """True when a damaged line still contains a whole, checksum-valid record with more
+    on the line: a record that lost its line ending (run into the next one, or into a
+    damaged byte), or one after other bytes. A torn append never does: it is a cut-short
+    prefix of a single record, so such a line is damage to acknowledged data, not a crash
+    remnant. Each record prefix is followed once to every closing brace after it, with a
+    running checksum (no recursive parsing: the caller's stack depth does not matter),
+    so this always ends."""
+    start = line.find(_PREFIX)
     while start != -1:
-        for part in (line[:start], line[start:]):
-            try:
-                decode_record(part, where="")
-                return True
-            except (DamagedRecord, SchemaVersionError):
-                pass
+        digits = line[start + len(_PREFIX) : start + _BODY_START - 2]
+        if line[start + _BODY_START - 2 : start + _BODY_START] == b'",' and not digits.strip(b"0123456789abcdef"):
+            stored, crc, pos = int(digits, 16), 0, start + _BODY_START
+            brace = line.find(b"}", pos)
+            while brace != -1:
+                crc, pos = zlib.crc32(line[pos : brace + 1], crc), brace + 1
+                if crc == stored and (start, pos) != (0, len(line)) and _is_record(line[start:pos]):
+                    return True
+                brace = line.find(b"}", pos)
         start = line.find(_PREFIX, start + 1)
     return False
+
+
+def _is_record(part: bytes) -> bool:
+    try:
+        decode_record(part, where="")
+    except DamagedRecord:
+        return False
+    except (SchemaVersionError, StoreCorruptionError):  # checksum-valid: a whole record
+        return True
+    return True

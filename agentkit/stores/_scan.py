@@ -39,6 +39,12 @@ def _corrupt(path: str, line_no: int, why: str, because: str = "more data follow
     )
 
 
+def _event_object(d: object) -> dict[str, object]:
+    if not isinstance(d, dict):
+        raise TypeError(f"an event is a JSON {type(d).__name__}, not an object")
+    return d
+
+
 def scan(
     data: bytes,
     *,
@@ -63,14 +69,14 @@ def scan(
             if nl == -1:  # complete JSON but no newline: the write was cut short
                 raise DamagedRecord(f"{where}: no line ending")
         except DamagedRecord as exc:
+            why = str(exc)[len(where) + 2 :]  # the message is "<where>: <why>"; paths may hold ": "
             rest = b"" if nl == -1 else data[nl + 1 :]
             if rest.strip(b"\0"):
                 # something follows the damaged line: intact records mean corruption in
                 # the middle; more damage cannot come from one interrupted append either.
-                raise _corrupt(path, line_no, str(exc).split(": ", 1)[-1]) from None
+                raise _corrupt(path, line_no, why) from None
             if holds_intact_record(line):
                 # e.g. a flipped line ending merged an acknowledged record with the last
-                why = str(exc).split(": ", 1)[-1]
                 raise _corrupt(path, line_no, why, "it holds a whole record run together with more") from None
             out.torn = True
             break
@@ -89,7 +95,7 @@ def scan(
             )
         if want_events:
             try:
-                out.events.extend(event_from_dict(d) for d in payload)
+                out.events.extend(event_from_dict(_event_object(d)) for d in payload)
             except (ConfigurationError, KeyError, TypeError, ValueError) as exc:
                 raise StoreCorruptionError(
                     f"{where} holds an event agentkit cannot read ({exc}). Nothing was changed. If a newer "

@@ -399,6 +399,8 @@ class FileEventStore:
             rec = decode_record(data[:-1], where=f"{path} line 1")
             if rec.kind != "archive" or not isinstance(rec.data.get("events"), list):
                 raise DamagedRecord(f"{path} line 1: not an archive record")
+            if not all(isinstance(d, dict) for d in rec.data["events"]):
+                raise DamagedRecord(f"{path} line 1: an archived event is not a JSON object")
             return tuple(event_from_dict(d) for d in rec.data["events"])
         except DamagedRecord as exc:
             raise StoreCorruptionError(

@@ -7,9 +7,9 @@ from typing import Any
 
 from ..errors import AgentkitError, CancelledError, ConfigurationError
 from ..execution.base import PermissionRequest
-from ..messages import ToolOutput
+from ..messages import ToolCallPart, ToolOutput
 from ..truncate import truncate_output
-from .base import ToolContext
+from .base import ToolContext, ToolDecision
 
 
 def ask(context: Any, ctx: ToolContext, operation: str, target: str, **details: Any) -> None:
@@ -18,6 +18,37 @@ def ask(context: Any, ctx: ToolContext, operation: str, target: str, **details: 
     if request is not None:
         request(PermissionRequest(operation=operation, target=target, tool_call_id=ctx.tool_call_id,
                                   details=details))
+
+
+PermissionOf = Callable[[dict[str, Any]], "tuple[str, str, dict[str, Any]]"]
+"""A tool's input -> the (operation, target, details) its permission request names."""
+
+
+def permission_gate(
+    context: Any, name: str, permission_of: PermissionOf, precheck: Callable[[dict[str, Any]], None] | None = None
+) -> Callable[[ToolCallPart, ToolContext], ToolDecision | None] | None:
+    """The execution context's ``permission`` handler as a built-in tool's own
+    ``before_call`` gate: asked after the input passed its schema and after the
+    generation's ``before_tool_call`` hooks, on the one path every tool call takes. A
+    refusal blocks the call (the model reads why); the tool never runs. None when the
+    context asks no one."""
+    request = getattr(context, "request_permission", None)
+    if request is None:
+        return None
+
+    def before_call(call: ToolCallPart, ctx: ToolContext) -> ToolDecision | None:
+        data = dict(call.input)
+        try:
+            if precheck is not None:
+                precheck(data)
+            operation, target, details = permission_of(data)
+            request(PermissionRequest(operation=operation, target=target, tool_call_id=ctx.tool_call_id,
+                                      details=details))
+        except AgentkitError as exc:  # AccessDenied, a command that is not allowed...
+            return ToolDecision.block(f"{name}: {exc}")
+        return None
+
+    return before_call
 
 
 def visible(text: str, max_lines: int, max_bytes: int, keep: str = "head") -> str:

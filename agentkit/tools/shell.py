@@ -19,7 +19,7 @@ from ..errors import CancelledError, ConfigurationError
 from ..execution.base import ShellResult
 from ..messages import ToolOutput
 from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_output
-from ._common import ask, check_limits, guarded, require
+from ._common import check_limits, guarded, permission_gate, require
 from .base import Tool, ToolContext
 
 __all__ = ["format_shell_result", "shell_tools"]
@@ -110,16 +110,20 @@ def shell_tools(
         return format_shell_result(result, max_lines, max_bytes)
 
     def run_command(command: str, ctx: ToolContext) -> ToolOutput:
-        ask(context, ctx, "shell", command)
         return finish(shell.run(command, cwd=cwd, timeout=timeout, cancel=ctx.cancel,
                                 tool_call_id=ctx.tool_call_id), ctx)
 
     def run_shell(command: str, ctx: ToolContext, args: list[str] | None = None) -> ToolOutput:
         args = list(args or [])
         check_allowed(command)
-        ask(context, ctx, "exec", command, args=args)
         return finish(shell.run_structured(command, args, cwd=cwd, timeout=timeout, cancel=ctx.cancel,
                                            tool_call_id=ctx.tool_call_id), ctx)
+
+    def allowed_input(data: dict[str, Any]) -> None:
+        check_allowed(data["command"])
+
+    def structured_request(operation: str) -> Any:
+        return lambda d: (operation, d["command"], {"args": list(d.get("args") or [])})
 
     structured = {
         "type": "object",
@@ -141,17 +145,18 @@ def shell_tools(
             input_schema={"type": "object",
                           "properties": {"command": {"type": "string", "description": "bash command line"}},
                           "required": ["command"], "additionalProperties": False},
-            fn=guarded("run_command", run_command), context_param="ctx"))
+            fn=guarded("run_command", run_command), context_param="ctx",
+            before_call=permission_gate(context, "run_command", lambda d: ("shell", d["command"], {}))))
     tools.append(Tool(
         name="run_shell",
         description="Run an executable with literal arguments (no shell) and return its exit code "
                     "and output." + allow_note,
-        input_schema=structured, fn=guarded("run_shell", run_shell), context_param="ctx"))
+        input_schema=structured, fn=guarded("run_shell", run_shell), context_param="ctx",
+        before_call=permission_gate(context, "run_shell", structured_request("exec"), allowed_input)))
     if include_background and jobs is not None:
         def start_shell(command: str, ctx: ToolContext, args: list[str] | None = None) -> dict[str, Any]:
             args = list(args or [])
             check_allowed(command)
-            ask(context, ctx, "job-start", command, args=args)
             state = jobs.start(command, args, cwd=cwd, tool_call_id=ctx.tool_call_id)
             return {"execution_id": state.execution_id, "state": state.state, "command": state.command}
 
@@ -160,5 +165,6 @@ def shell_tools(
             description="Start an executable with literal arguments in the background and return "
                         "its execution_id at once. Its completion arrives later as a runtime event."
                         + allow_note,
-            input_schema=structured, fn=guarded("start_shell", start_shell), context_param="ctx"))
+            input_schema=structured, fn=guarded("start_shell", start_shell), context_param="ctx",
+            before_call=permission_gate(context, "start_shell", structured_request("job-start"), allowed_input)))
     return tools

@@ -26,8 +26,9 @@ def stdio(script: str, *args: str, env: dict[str, str] | None = None) -> dict:
     return cfg
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    """Poll ``predicate`` until it is true; fail the test after ``timeout`` seconds."""
+def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
+    """Poll ``predicate`` until it is true; fail the test after ``timeout`` seconds (an upper
+    bound for loaded machines: a passing test waits only as long as it must)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

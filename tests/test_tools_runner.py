@@ -1,0 +1,337 @@
+"""Running one model-produced tool call (agentkit/tools/runner.py): every failure becomes
+an error result the model reads; only the run's own cancellation raises."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+
+import pytest
+
+from agentkit import (
+    CancelledError,
+    CancelToken,
+    ImagePart,
+    TextPart,
+    Tool,
+    ToolCallPart,
+    ToolContext,
+    ToolOutput,
+    tool,
+)
+from agentkit.tools.runner import run_tool_call
+
+
+def call(t: Tool | None, input=None, *, token: CancelToken | None = None, available=(), input_error=None,
+         name: str | None = None) -> ToolOutput:
+    tool_name = name or getattr(t, "name", "missing")
+    part = ToolCallPart(tool_call_id="c1", tool_name=tool_name, input={} if input is None else input,
+                        input_error=input_error)
+    ctx = ToolContext(tool_call_id="c1", tool_name=tool_name, cancel=token or CancelToken())
+    return run_tool_call(t, part, ctx, available)
+
+
+@tool
+def add(a: int, b: int = 1) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def test_a_valid_call_runs_the_tool():
+    assert call(add, {"a": 2, "b": 3}) == ToolOutput(kind="json", value=5)
+    assert call(add, {"a": 2}) == ToolOutput(kind="json", value=3)
+
+
+def test_unparsable_arguments_are_an_error_result_and_the_tool_does_not_run():
+    ran = []
+
+    @tool
+    def record(x: int) -> str:
+        """Record a call."""
+        ran.append(x)
+        return "ran"
+
+    out = call(record, "{x: 1", input_error="Expecting property name")
+    assert out == ToolOutput.error(
+        "the arguments for tool 'record' could not be parsed: Expecting property name. "
+        "Call the tool again with a valid JSON object as arguments."
+    )
+    assert ran == []
+
+
+def test_an_unknown_tool_lists_the_available_ones_or_says_none():
+    assert call(None, available=("a", "b")) == ToolOutput.error("unknown tool 'missing'; available tools: a, b")
+    assert call(None) == ToolOutput.error("unknown tool 'missing'; available tools: (none)")
+
+
+def test_invalid_input_is_an_error_result_naming_the_problem():
+    for bad in ({"a": "not a number"}, {}, {"a": 1, "c": 2}):
+        problem = add.validation_error(bad)
+        assert problem is not None
+        assert call(add, bad) == ToolOutput.error(problem)
+
+
+def test_an_untimed_tool_runs_on_the_callers_thread():
+    @tool
+    def where() -> str:
+        """Say which thread runs this."""
+        return threading.current_thread().name
+
+    assert call(where) == ToolOutput.text(threading.current_thread().name)
+
+
+def test_a_failing_input_conversion_is_an_error_result():
+    def explode(data):
+        raise ValueError("cannot convert")
+
+    t = Tool(name="conv", description="d", input_schema={"type": "object"}, fn=lambda **kw: "ran",
+             prepare_input=explode)
+    assert call(t, {"x": 1}) == ToolOutput.error("invalid input for tool 'conv': cannot convert")
+
+
+def test_tool_exceptions_become_error_results_naming_the_tool_and_the_exception():
+    @tool
+    def boom() -> str:
+        """Fail."""
+        raise KeyError("k")
+
+    assert call(boom) == ToolOutput.error("tool 'boom' failed: KeyError: 'k'")
+
+
+def test_tool_outputs_are_returned_unchanged():
+    outputs = {
+        "error": ToolOutput.error("custom failure"),
+        "text": ToolOutput.text("fine"),
+        "json": ToolOutput(kind="json", value={"a": [1]}, metadata={"m": 1}),
+        "error-json": ToolOutput(kind="error-json", value={"code": 3}),
+        "content": ToolOutput(kind="content", value=(TextPart(text="see"), ImagePart(data=b"x"))),
+    }
+
+    @tool
+    def give(kind: str):
+        """Return a prepared output."""
+        return outputs[kind]
+
+    for kind, expected in outputs.items():
+        got = call(give, {"kind": kind})
+        assert got == expected, kind
+        if kind in ("error", "text", "content"):
+            assert got is expected, kind
+
+
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        (ToolOutput(kind="bogus", value="x"), "unknown output kind 'bogus'"),  # type: ignore[arg-type]
+        (ToolOutput(kind="text", value=3), "a text output needs a str value, not int"),
+        (ToolOutput(kind="error-text", value=None), "a error-text output needs a str value, not NoneType"),
+        (ToolOutput(kind="json", value={"x": object()}), "not JSON serializable"),
+        (ToolOutput(kind="error-json", value={1j}), "not JSON serializable"),
+        (ToolOutput(kind="content", value=("not a part",)), ""),
+        (ToolOutput(kind="text", value="ok", metadata={"x": object()}), "not JSON serializable"),
+    ],
+)
+def test_an_output_that_cannot_be_recorded_becomes_an_error_result(bad, why):
+    @tool
+    def give():
+        """Return a broken output."""
+        return bad
+
+    out = call(give)
+    assert out.is_error and out.value.startswith("tool 'give' returned an output that cannot be recorded: ")
+    assert why in out.value and out.value.endswith("Tools must return JSON-ready values.")
+
+
+def test_a_tool_raising_cancelled_on_its_own_is_an_error_result_but_a_cancelled_run_raises():
+    @tool
+    def gives_up() -> str:
+        """Raise CancelledError without being cancelled."""
+        raise CancelledError("inner")
+
+    assert call(gives_up) == ToolOutput.error("tool 'gives_up' was cancelled")
+
+    @tool
+    def obeys(ctx: ToolContext) -> str:
+        """Stop because the run was cancelled."""
+        ctx.cancel.raise_if_cancelled()
+        return "ran"
+
+    token = CancelToken()
+    token.cancel("user stopped")
+    with pytest.raises(CancelledError, match="user stopped"):
+        call(obeys, token=token)
+
+
+def test_the_context_is_passed_under_its_parameter_and_never_taken_from_input():
+    seen = {}
+
+    @tool
+    def look(ctx: ToolContext) -> str:
+        """Look at the context."""
+        seen["ctx"] = ctx
+        return "ok"
+
+    token = CancelToken()
+    assert call(look, token=token) == ToolOutput.text("ok")
+    assert seen["ctx"].cancel is token and seen["ctx"].tool_call_id == "c1"
+
+
+# -- tools with a timeout --------------------------------------------------------------
+
+_var: contextvars.ContextVar[str] = contextvars.ContextVar("_var", default="unset")
+
+
+def test_a_timed_tool_that_finishes_returns_its_result_with_its_own_token():
+    seen = {}
+
+    @tool(timeout=60)
+    def quick(x: int, ctx: ToolContext) -> dict:
+        """Finish at once."""
+        seen["token"] = ctx.cancel
+        seen["var"] = _var.get()
+        seen["thread"] = threading.current_thread().name
+        seen["daemon"] = threading.current_thread().daemon  # a stuck tool never blocks exit
+        return {"x": x}
+
+    token = CancelToken()
+    reset = _var.set("from the caller")
+    try:
+        assert call(quick, {"x": 4}, token=token) == ToolOutput(kind="json", value={"x": 4})
+    finally:
+        _var.reset(reset)
+    assert seen["var"] == "from the caller"  # the worker runs in a copy of the caller's context
+    assert seen["thread"] == "agentkit-tool-quick" and seen["daemon"] is True
+    assert seen["token"] is not token and not seen["token"].cancelled
+    assert seen["token"]._callbacks == []  # the wait's wake-up was unregistered: nothing piles up
+    token.cancel("later")
+    assert seen["token"].cancelled  # the call's token is a child of the run's
+
+
+def test_a_timed_tool_error_and_outputs_pass_through():
+    @tool(timeout=60)
+    def fail() -> str:
+        """Fail."""
+        raise ValueError("bad")
+
+    assert call(fail) == ToolOutput.error("tool 'fail' failed: ValueError: bad")
+    expected = ToolOutput.error("mine")
+
+    @tool(timeout=60)
+    def give() -> ToolOutput:
+        """Return an error output."""
+        return expected
+
+    assert call(give) is expected
+
+
+def test_a_timed_tool_that_times_out_is_told_to_stop_and_the_run_goes_on():
+    stopped = threading.Event()
+
+    @tool(timeout=0.1)
+    def hang(ctx: ToolContext) -> str:
+        """Wait until told to stop."""
+        if ctx.cancel.wait(60):
+            stopped.set()
+        return "late"
+
+    token = CancelToken()
+    out = call(hang, token=token)
+    assert out == ToolOutput.error("tool 'hang' timed out after 0.1s and was told to stop")
+    assert stopped.wait(60)
+    assert not token.cancelled
+
+
+def test_cancelling_the_run_while_a_timed_tool_ignores_its_token_raises_cancelled_not_timed_out():
+    started, release = threading.Event(), threading.Event()
+
+    @tool(timeout=60)
+    def stubborn() -> str:
+        """Ignore cancellation."""
+        started.set()
+        release.wait(60)
+        return "too late"
+
+    token = CancelToken()
+    canceller = threading.Thread(target=lambda: (started.wait(60), token.cancel("user pressed stop")))
+    canceller.start()
+    try:
+        with pytest.raises(CancelledError, match="user pressed stop"):
+            call(stubborn, token=token)
+    finally:
+        release.set()
+        canceller.join(60)
+
+
+def test_a_timed_tool_cancelled_before_it_starts_raises_cancelled():
+    @tool(timeout=60)
+    def obeys(ctx: ToolContext) -> str:
+        """Stop when cancelled."""
+        ctx.cancel.raise_if_cancelled()
+        return "ran"
+
+    token = CancelToken()
+    token.cancel("already stopped")
+    with pytest.raises(CancelledError, match="already stopped"):
+        call(obeys, token=token)
+
+
+def test_system_exit_from_a_timed_tool_reaches_the_caller():
+    @tool(timeout=60)
+    def leave() -> str:
+        """Exit."""
+        raise SystemExit(3)
+
+    with pytest.raises(SystemExit) as info:
+        call(leave)
+    assert info.value.code == 3
+
+    @tool
+    def leave_untimed() -> str:
+        """Exit."""
+        raise SystemExit(4)
+
+    with pytest.raises(SystemExit):
+        call(leave_untimed)
+
+
+# -- JSON outputs are recorded in their plain JSON form ----------------------------------
+
+
+def _nested(levels: int) -> list:
+    value: list = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _give(output: ToolOutput) -> ToolOutput:
+    @tool
+    def give():
+        """Return a prepared output."""
+        return output
+
+    return call(give)
+
+
+def test_json_outputs_come_back_as_the_json_a_store_gives_back():
+    value = {"pair": (1, 2), 3: "three", "nested": [{"t": ()}]}
+    out = _give(ToolOutput(kind="json", value=value, metadata={"m": (True, None)}))
+    assert out == ToolOutput(kind="json", value={"pair": [1, 2], "3": "three", "nested": [{"t": []}]},
+                             metadata={"m": [True, None]})
+    plain = {"already": ["plain", 1, 2.5, None]}
+    assert _give(ToolOutput(kind="error-json", value=plain)).value is plain  # nothing to convert: not copied
+
+
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        (float("nan"), "Out of range float values are not JSON compliant"),
+        ({"x": [float("inf")]}, "Out of range float values are not JSON compliant"),
+        (_nested(600), "is nested deeper than 500 levels"),
+        (_nested(100_000), "is nested deeper than 500 levels"),  # deeper than any encoder goes
+    ],
+)
+def test_json_outputs_that_cannot_be_plain_json_are_error_results(value, why):
+    out = _give(ToolOutput(kind="json", value=value))
+    assert out.is_error and out.value.startswith("tool 'give' returned an output that cannot be recorded: ")
+    assert why in out.value
