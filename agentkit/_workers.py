@@ -138,6 +138,15 @@ def delivery_pool() -> WorkerPool:
         return _delivery_pool
 
 
+class _Call:
+    __slots__ = ("future", "call", "urgent")
+
+    def __init__(self, future: Future[Any], call: Callable[[], Any], *, urgent: bool) -> None:
+        self.future = future
+        self.call = call
+        self.urgent = urgent
+
+
 class SessionExecutor(Executor):
     """One session's door to the shared tool pool: at most ``max_workers`` of its calls
     run at once; :meth:`shutdown` refuses new calls and cancels the queued ones."""
@@ -147,37 +156,36 @@ class SessionExecutor(Executor):
         self._pool = pool or tool_pool()
         self._lock = threading.Lock()
         self._running = 0
-        self._waiting: deque[tuple[Future[Any], Callable[[], Any]]] = deque()
+        self._waiting: deque[_Call] = deque()
         self._shutdown = False
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         future: Future[T] = Future()
-        urgent = self._pool.in_worker()
+        # submitted from a tool thread: a nested generation, which must not wait behind
+        # the calls that wait for it
+        item = _Call(future, lambda: fn(*args, **kwargs), urgent=self._pool.in_worker())
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new tool calls after the session closed")
-            item = (future, lambda: fn(*args, **kwargs))
             if self._running >= self._max:
                 self._waiting.append(item)
                 return future
             self._running += 1
-        self._start(item, urgent=urgent)
+        self._start(item)
         return future
 
-    def _start(self, item: tuple[Future[Any], Callable[[], Any]], *, urgent: bool) -> None:
-        future, call = item
-
+    def _start(self, item: _Call) -> None:
         def task() -> None:
             try:
-                if future.set_running_or_notify_cancel():
+                if item.future.set_running_or_notify_cancel():
                     try:
-                        future.set_result(call())
+                        item.future.set_result(item.call())
                     except BaseException as exc:  # noqa: BLE001 - handed to the waiter
-                        future.set_exception(exc)
+                        item.future.set_exception(exc)
             finally:
                 self._next()
 
-        self._pool.run(task, urgent=urgent)
+        self._pool.run(task, urgent=item.urgent)
 
     def _next(self) -> None:
         with self._lock:
@@ -185,11 +193,11 @@ class SessionExecutor(Executor):
                 self._running -= 1
                 return
             item = self._waiting.popleft()
-        self._start(item, urgent=False)
+        self._start(item)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
             self._shutdown = True
             waiting, self._waiting = (list(self._waiting), deque()) if cancel_futures else ([], self._waiting)
-        for future, _ in waiting:
-            future.cancel()
+        for item in waiting:
+            item.future.cancel()

@@ -182,7 +182,7 @@ class SessionPool:
                 if not more(self._entries):
                     break
                 if idle_for is not None and now - entry.last_used < idle_for:
-                    break  # the rest were used more recently still
+                    continue  # used lately (a long lease ends later than it started)
                 session = entry.session
                 if entry.leases or (session is not None and session._gate.queue):
                     continue  # in use: never closed under a caller

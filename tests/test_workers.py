@@ -103,7 +103,7 @@ def test_nested_generations_with_parallel_tools_do_not_deadlock_a_small_pool(mon
     @tool
     def delegate(n: int) -> str:
         """Ask a sub-agent with parallel tools."""
-        with Session(FunctionModel(_parallel_then_answer), tools=[work]) as sub:
+        with Session(FunctionModel(_parallel_then_answer), tools=[work], max_tool_workers=1) as sub:
             return sub.ask(f"sub {n}").text
 
     def parent(request):
@@ -144,4 +144,4 @@ def test_close_cancels_a_sessions_queued_tool_calls_only():
     release.set()
     t.join(30)
     wait_for(lambda: ran, what="the running call to finish")
-    assert all(f.cancelled() for f, _ in queued) and ran == [0]
+    assert all(item.future.cancelled() for item in queued) and ran == [0]
