@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -189,6 +190,18 @@ class _Server:
             self.proc.wait()
 
 
+def _all_at_once(send, jobs):
+    """``send(job)`` for every job, each on its own thread, all released together."""
+    start = threading.Barrier(len(jobs))
+
+    def one(job):
+        start.wait(30)
+        return send(job)
+
+    with ThreadPoolExecutor(len(jobs)) as ex:
+        return list(ex.map(one, jobs))
+
+
 def _check_store(store_dir: Path, asked: dict[str, list[str]]) -> None:
     """Every message once, each followed by the answer to it, seq numbers in order."""
     store = FileEventStore(store_dir)
@@ -208,8 +221,7 @@ def test_a_real_server_answers_concurrent_requests_over_several_conversations(fr
     server = _Server(framework, tmp_path / "store")
     try:
         jobs = [(f"conv{c}", f"conv{c} question {i}") for i in range(6) for c in range(4)]
-        with ThreadPoolExecutor(12) as ex:
-            answers = list(ex.map(lambda job: server.ask(*job), jobs))
+        answers = _all_at_once(lambda job: server.ask(*job), jobs)
         assert answers == [f"You said: {q}" for _, q in jobs]
         for c in range(4):
             r = requests.get(f"{server.url}/chat/conv{c}", timeout=30).json()["messages"]
@@ -224,8 +236,7 @@ def test_two_server_processes_on_one_store(framework, tmp_path):
     servers = [_Server(framework, tmp_path / "store") for _ in range(2)]
     try:
         jobs = [(servers[i % 2], f"conv{c}", f"conv{c} q{i}") for i in range(6) for c in range(4)]
-        with ThreadPoolExecutor(12) as ex:
-            answers = list(ex.map(lambda job: job[0].ask(job[1], job[2]), jobs))
+        answers = _all_at_once(lambda job: job[0].ask(job[1], job[2]), jobs)
         assert answers == [f"You said: {q}" for _, _, q in jobs]
     finally:
         for server in servers:
