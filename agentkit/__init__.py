@@ -15,10 +15,12 @@ options live in :mod:`agentkit.models`, MCP in :mod:`agentkit.mcp`, LangChain in
 from __future__ import annotations
 
 from .agent import run_agent, run_agent_stream
+from .approval import ApprovalDecision, ApprovalPolicy, ApprovalRequest
 from .cancel import CancelToken
 from .errors import (
     AccessDenied,
     AgentkitError,
+    ApprovalError,
     AuthenticationError,
     CancelledError,
     CompletionValidationError,
@@ -41,7 +43,9 @@ from .errors import (
     StoreCorruptionError,
     StoreError,
     StoreLockTimeout,
+    StoreUnavailableError,
     ToolDefinitionError,
+    TransactionError,
 )
 from .events import (
     AssistantMessageEvent,
@@ -103,6 +107,7 @@ from .stores import (
 )
 from .stream import AgentEvent, AgentStream
 from .tools import Tool, ToolContext, ToolDecision, filesystem_tools, json_tools, shell_tools, tool
+from .transactions import GenerationTransaction, UncertainExecution
 from .usage import Usage
 
 __version__ = "0.1.0"
@@ -132,12 +137,19 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
+    "ApprovalDecision",
+    "ApprovalError",
+    "ApprovalPolicy",
+    "ApprovalRequest",
     "AgentEvent",
     "AgentStream",
     "HookError",
     "Hooks",
     "ToolDecision",
     "run_agent_stream",
+    "GenerationTransaction",
+    "TransactionError",
+    "UncertainExecution",
     "AccessDenied",
     "AgentkitError",
     "AssistantMessageEvent",
@@ -197,6 +209,7 @@ __all__ = [
     "StoreCorruptionError",
     "StoreError",
     "StoreLockTimeout",
+    "StoreUnavailableError",
     "StoredJob",
     "StoredSession",
     "TextPart",

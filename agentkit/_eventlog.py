@@ -4,9 +4,13 @@
 the step loop talks to (through :class:`~agentkit.loop.LoopHost`): ``commit`` numbers
 events (``seq`` 1, 2, ...), appends them to the store when there is one (compare-and-swap
 on the store revision) and hands them to listeners only after they are durable;
-``project`` brings the incremental projection up to date. One re-entrant lock orders
+``project`` brings the incremental projection up to date; ``ledger`` folds transaction
+and intent state from the same commits (:mod:`agentkit.transactions`), and a change of a
+transaction's state starts the projection again, since it changes which events the model
+may see. One re-entrant lock orders
 commits and reads. A stale revision (another writer appended first) writes nothing and
-leaves the log usable: ``refresh`` loads what the other writer committed. Any other
+leaves the log usable: ``refresh`` loads what the other writer committed; so does an
+unreachable database server (:class:`~agentkit.errors.StoreUnavailableError`). Any other
 failed append marks the log failed: it then refuses every commit, since what is durable
 is no longer known to be what this object holds.
 """
@@ -17,12 +21,20 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from .errors import ConfigurationError, SessionClosedError, SessionFailedError, StoreConflictError
+from .approval import ApprovalState
+from .errors import (
+    ConfigurationError,
+    SessionClosedError,
+    SessionFailedError,
+    StoreConflictError,
+    StoreUnavailableError,
+)
 from .events import Event, _storable_problem
 from .messages import Message
 from .projection import Projector, RuntimeRenderer
 from .stores.base import EventStore
 from .subscriptions import Listener, Subscription
+from .transactions import TransactionLedger
 
 __all__ = ["EventLog"]
 
@@ -48,7 +60,9 @@ class EventLog:
         self._seq = 0
         self._revision = revision
         self._render_runtime = render_runtime
-        self.projector = Projector(render_runtime)
+        self.ledger = TransactionLedger()
+        self.projector = Projector(render_runtime, hidden=self.ledger.hidden)
+        self._approvals = ApprovalState()
         self.subs: list[Subscription] = []
         self._closing: list[Subscription] = []
         self._listener_queue_size = listener_queue_size
@@ -77,6 +91,11 @@ class EventLog:
         """The store revision of the last commit (0 without a store)."""
         return self._revision
 
+    @property
+    def durable(self) -> bool:
+        """True when commits go to a store (execution intents are written then)."""
+        return self._store is not None
+
     def __len__(self) -> int:
         return len(self._events)
 
@@ -101,6 +120,7 @@ class EventLog:
             self._events.extend(events)
             self._ids.update(e.id for e in events)
             self._seq = max((e.seq for e in events), default=0)
+            self._fold(events)
 
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number ``events``, make them durable, then tell listeners; returns them with
@@ -122,6 +142,7 @@ class EventLog:
             self._events.extend(committed)
             self._ids.update(e.id for e in committed)
             self._seq = committed[-1].seq if committed else self._seq
+            self._fold(committed, live=True)
             # a copy: offer() may remove a listener that fell behind or stalled, and the
             # ones after it must still hear this commit
             for sub in list(self.subs):
@@ -162,6 +183,11 @@ class EventLog:
             )
         except (StoreConflictError, ConfigurationError):
             raise  # nothing was written (a stale revision, or refused before any side effect)
+        except StoreUnavailableError:
+            # the server was unreachable; whatever became of the append, this object
+            # is unchanged and compare-and-swap guards the next one: refresh() loads
+            # what is durable (these events too, if they were written after all)
+            raise
         except BaseException as exc:
             self.failed = exc
             raise SessionFailedError(
@@ -170,6 +196,12 @@ class EventLog:
                 f"{self._revision} was committed; this session object refuses further "
                 f"work. Fix the cause, then Session.open it again."
             ) from exc
+
+    def _fold(self, events: Sequence[Event], *, live: bool = False) -> None:
+        before = self.ledger.version
+        self.ledger.apply(events, live=live)
+        if self.ledger.version != before:  # what is hidden changed: project again
+            self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
 
     def refresh(self) -> list[Event]:
         """Load what other writers committed to the store since this log's revision;
@@ -190,11 +222,14 @@ class EventLog:
                 new = [e for e in events if e.seq > self._seq]
                 self._events.extend(new)
                 self._ids.update(e.id for e in new)
+                self._fold(new)
             else:  # rewritten elsewhere: start over from what is durable
                 new = [e for e in events if e.id not in self._ids]
                 self._events = events
                 self._ids = {e.id for e in events}
-                self.projector = Projector(self._render_runtime)
+                self.ledger = TransactionLedger(events)
+                self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
+                self._approvals = ApprovalState()
             self._seq = max((e.seq for e in self._events), default=0)
             self._revision = stored.revision
             for sub in list(self.subs):
@@ -210,6 +245,13 @@ class EventLog:
             p = self.projector
             p.catch_up(self._events)
             return p.model_view(job_status=for_model), p.pending_tool_calls, p.last_seq
+
+    def approval_state(self) -> ApprovalState:
+        """The approval state folded from the events so far (incrementally). Read it
+        under :attr:`lock` when a decision must not race a commit."""
+        with self.lock:
+            self._approvals.catch_up(self._events)
+            return self._approvals
 
     def follow_up_waiting(self) -> bool:
         """True when a follow-up message comes after the last answer."""

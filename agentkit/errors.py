@@ -20,12 +20,15 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     ├── HookError                               a hook raised or returned something unusable
     ├── SessionError
     │   ├── SessionClosedError                  the session was closed or aborted
-    │   └── SessionFailedError                  a previous append failed; the session refuses work
+    │   ├── SessionFailedError                  a previous append failed; the session refuses work
+    │   ├── ApprovalError                       an approval request cannot be decided (unknown, already decided)
+    │   └── TransactionError                    an illegal transaction step or intent reconciliation
     ├── StoreError
     │   ├── StoreConflictError                  compare-and-swap: the expected revision is stale
     │   ├── StoreCorruptionError                a record in the middle of a log is damaged
     │   ├── SchemaVersionError                  a record was written by a newer agentkit
-    │   └── StoreLockTimeout (TimeoutError)     a store lock stayed held past the timeout
+    │   ├── StoreLockTimeout (TimeoutError)     a store lock stayed held past the timeout
+    │   └── StoreUnavailableError               the database server could not be reached
     ├── AccessDenied (PermissionError)          an execution context refused an operation
     ├── JobNotFoundError (LookupError)          no background job has this execution id
     └── McpError                                an MCP server could not be connected or used
@@ -36,6 +39,7 @@ from __future__ import annotations
 __all__ = [
     "AccessDenied",
     "AgentkitError",
+    "ApprovalError",
     "AuthenticationError",
     "CancelledError",
     "CompletionValidationError",
@@ -58,7 +62,9 @@ __all__ = [
     "StoreCorruptionError",
     "StoreError",
     "StoreLockTimeout",
+    "StoreUnavailableError",
     "ToolDefinitionError",
+    "TransactionError",
 ]
 
 
@@ -169,6 +175,22 @@ class SessionFailedError(SessionError):
     """
 
 
+class ApprovalError(SessionError):
+    """An approval request cannot be decided: its id is unknown, it was already decided,
+    or the conversation moved on without it. ``request_id`` names it."""
+
+    def __init__(self, message: str, *, request_id: object = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+class TransactionError(SessionError):
+    """A transactional generation or an execution intent refused a step: a wrong or stale
+    claim token, a second execution claim, a transition its state does not allow, a
+    different outcome or reconciliation than the one already recorded. Nothing was run
+    or committed."""
+
+
 class StoreError(AgentkitError):
     """An event store operation failed."""
 
@@ -192,6 +214,19 @@ class SchemaVersionError(StoreError):
 
 class StoreLockTimeout(StoreError, TimeoutError):
     """A store lock stayed held longer than the configured timeout. Locks are never stolen."""
+
+
+class StoreUnavailableError(StoreError):
+    """A database store could not be reached (a lost connection, a server restart).
+
+    ``written`` says what became of the write that failed: ``False`` (checked: nothing was
+    written), ``True`` (checked: it was written) or ``None`` (unknown: the server could not
+    be asked). A session that meets this error stays usable: call
+    :meth:`~agentkit.Session.refresh` once the server is back, then retry."""
+
+    def __init__(self, message: str, *, written: bool | None = False) -> None:
+        super().__init__(message)
+        self.written = written
 
 
 class AccessDenied(AgentkitError, PermissionError):

@@ -55,6 +55,10 @@ class Event:
     """When the event was created (seconds since the epoch)."""
     seq: int = 0
     """Commit sequence number within the session, assigned by the Session (1, 2, ...)."""
+    generation_id: str | None = None
+    """The transactional generation (``Session.begin_generation``) this event belongs to;
+    None for every other event. The model sees such an event only while its generation
+    runs and after the host accepted it."""
 
     def with_seq(self, seq: int) -> Event:
         """A copy carrying commit number ``seq``."""
@@ -68,6 +72,8 @@ class Event:
             "timestamp": self.timestamp,
             "seq": self.seq,
         }
+        if self.generation_id is not None:
+            out["generation_id"] = self.generation_id
         out.update(self._payload())
         return out
 
@@ -146,15 +152,21 @@ class ToolResultEvent(Event):
     tool_call_id: str
     tool_name: str
     output: ToolOutput
+    intent_id: str | None = None
+    """The ``tool-execution-intent`` event committed before the call ran (durable
+    sessions), or that a host reconciliation answered."""
 
     def _payload(self) -> dict[str, Any]:
         from .messages import _output_to_dict
 
-        return {
+        out: dict[str, Any] = {
             "tool_call_id": self.tool_call_id,
             "tool_name": self.tool_name,
             "output": _output_to_dict(self.output),
         }
+        if self.intent_id is not None:
+            out["intent_id"] = self.intent_id
+        return out
 
     @classmethod
     def _from_payload(cls, d: dict[str, Any]) -> dict[str, Any]:
@@ -164,6 +176,7 @@ class ToolResultEvent(Event):
             "tool_call_id": d["tool_call_id"],
             "tool_name": d["tool_name"],
             "output": _output_from_dict(d["output"]),
+            "intent_id": d.get("intent_id"),
         }
 
 
@@ -293,6 +306,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
             id=data["id"],
             timestamp=data["timestamp"],
             seq=data.get("seq", 0),
+            generation_id=data.get("generation_id"),
             **cls._from_payload(data),
         )
     except KeyError as exc:

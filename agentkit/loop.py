@@ -12,18 +12,22 @@ import contextvars
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
 
+from ._approvals import ApprovalGate, WaitingForApproval
+from ._intents import Intents
 from ._json import json_problem
+from .approval import ApprovalState
 from .cancel import CancelToken
-from .errors import CancelledError, CompletionValidationError, ConfigurationError, ContextOverflowError
+from .errors import CancelledError, CompletionValidationError, ConfigurationError, ContextOverflowError, HookError
 from .events import (
     AssistantMessageEvent,
     ContextReplacedEvent,
     Event,
     ToolResultEvent,
     UserMessageEvent,
+    new_id,
 )
 from .invariants import check_messages
 from .messages import (
@@ -47,6 +51,7 @@ from .models.base import (
     tool_choice_problem,
 )
 from .options import GenerationOptions
+from .redaction import redactor_of
 from .results import RunResult, Step, ToolCallRecord
 from .stream import (
     Emit,
@@ -62,18 +67,21 @@ from .stream import (
     fan_out,
 )
 from .tools.base import ToolContext, ToolDecision, ToolRegistry
-from .tools.runner import decision_gate, run_tool_call
+from .tools.runner import Gate, decision_gate, run_tool_call
 from .usage import Usage
 
 __all__ = ["LoopHost", "LoopOptions", "run_loop"]
-
-
 
 
 class LoopHost(Protocol):
     """What the loop needs from its session: the event log's commit and projection."""
 
     session_id: str | None
+
+    @property
+    def durable(self) -> bool:
+        """True when commits are durable (tool calls are then preceded by execution intents)."""
+        ...
 
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number, persist and publish ``events``; returns them with their ``seq``."""
@@ -86,6 +94,10 @@ class LoopHost(Protocol):
 
     def follow_up_waiting(self) -> bool:
         """True when a follow-up message comes after the last answer."""
+        ...
+
+    def approval_state(self) -> ApprovalState:
+        """The approval requests, decisions and remembered rules of the log so far."""
         ...
 
 
@@ -140,7 +152,8 @@ class _Inference:
     finish_reason: str
 
 
-def _infer(model: ChatModel, request: ModelRequest, emit: Emit | None) -> _Inference:
+def _infer(model: ChatModel, request: ModelRequest, emit: Emit | None,
+           record: Callable[[ToolCallPart], ToolCallPart]) -> _Inference:
     parts: list[ContentPart] = []
     text: list[str] = []
     reasoning: list[str] = []
@@ -184,7 +197,7 @@ def _infer(model: ChatModel, request: ModelRequest, emit: Emit | None) -> _Infer
                 )
                 parts.append(call)
                 if emit is not None:
-                    emit(ToolCallRequestedEvent(call=call))
+                    emit(ToolCallRequestedEvent(call=record(call)))
             elif isinstance(ev, UsageEvent):
                 usage = usage + ev.usage
             elif isinstance(ev, FinishEvent):
@@ -238,6 +251,10 @@ class _Ledger:
             f"different input; the call was not run. Use a new id for a new call."
         )
 
+    def seen(self, call: ToolCallPart) -> bool:
+        """True when ``call``'s id was already used in this generation."""
+        return call.tool_call_id in self._seen
+
     def record(self, call: ToolCallPart, output: ToolOutput) -> None:
         self._seen[call.tool_call_id] = (call.input, output)
 
@@ -270,7 +287,13 @@ class _Loop:
         self.model_name = getattr(opts.model, "model_name", None)
         self.emit = opts.event_sink()
         self.hooks = opts.hooks
-        self.gate = decision_gate(self._decide) if opts.hooks.before_tool_call else None
+        self.generation_id = new_id()
+        self.redactor = redactor_of(opts.redact)
+        self.approvals = ApprovalGate(host, opts.tools, opts.approval, opts.approver, cancel,
+                                      self.generation_id, self._recorded_call)
+        hooks_gate = decision_gate(self._decide) if opts.hooks.before_tool_call else None
+        self.gate = _chain(self.approvals, hooks_gate)
+        self.intents = Intents(host.commit, durable=host.durable)
 
     def run(self) -> RunResult:
         opts = self.opts
@@ -285,7 +308,11 @@ class _Loop:
             self.cancel.raise_if_cancelled()
             messages, pending, request_seq = self.host.project()
             if pending:
-                self._close_orphans(pending)
+                try:
+                    self._settle_open_calls(pending)
+                except WaitingForApproval:
+                    finish = "approval-required"
+                    break
                 messages, _, request_seq = self.host.project()
             request = ModelRequest(
                 messages=tuple(messages),
@@ -303,7 +330,7 @@ class _Loop:
             if self.emit is not None:
                 self.emit(StepStartEvent(index=len(self.steps)))
             try:
-                inference = _infer(opts.model, request, self.emit)
+                inference = _infer(opts.model, request, self.emit, self._recorded_call)
             except ContextOverflowError:
                 if opts.on_context_overflow is None or overflow_attempts >= opts.max_context_overflow_retries:
                     raise
@@ -316,7 +343,7 @@ class _Loop:
             self.host.commit(
                 [
                     AssistantMessageEvent(
-                        content=inference.content,
+                        content=self._recorded_content(inference.content),
                         usage=inference.usage,
                         finish_reason=inference.finish_reason,
                         model=self.model_name,
@@ -325,6 +352,12 @@ class _Loop:
                 ]
             )
             calls = [p for p in inference.content if isinstance(p, ToolCallPart)]
+            # calls this generation already ran or judged (a repeated id) are the ledger's
+            fresh = [c for c in calls if not self.ledger.seen(c)]
+            suspended = self.approvals.plan(fresh).suspended if fresh else []
+            if suspended:
+                waiting = {c.tool_call_id for c in suspended}
+                calls = [c for c in calls if c.tool_call_id not in waiting]
             step_records = self._run_tools(calls) if calls else ()
             last_text = text_of(inference.content)
             step = Step(
@@ -337,6 +370,9 @@ class _Loop:
             self.steps.append(step)
             if self.emit is not None:
                 self.emit(StepEndEvent(step=step))
+            if suspended:
+                finish = "approval-required"  # the answers come in a later generation
+                break
             if calls or self.host.follow_up_waiting():
                 continue  # tool results, or a follow-up pushed while the model answered
             finish = inference.finish_reason
@@ -382,15 +418,40 @@ class _Loop:
         check_messages(msgs, what="the on_context_overflow result")
         self.host.commit([ContextReplacedEvent(messages=msgs, reason="context-overflow")])
 
-    def _close_orphans(self, pending: dict[str, str]) -> None:
-        from .projection import INTERRUPTED_RESULT
+    def _settle_open_calls(self, pending: dict[str, str]) -> None:
+        """Settle the tool calls a stopped generation left open: run the approved ones,
+        deny the denied ones and close the rest as interrupted, in model order (raises
+        WaitingForApproval while one waits for an answer)."""
+        resume = self.approvals.resume(pending, _interrupted)
+        if resume is None:
+            self._close_orphans(pending)
+        else:
+            self._run_tools(resume.calls, resume.answered)
 
+    def _close_orphans(self, pending: dict[str, str]) -> None:
         self.host.commit(
-            [
-                ToolResultEvent(tool_call_id=cid, tool_name=name, output=ToolOutput.error(INTERRUPTED_RESULT))
-                for cid, name in pending.items()
-            ]
+            [ToolResultEvent(tool_call_id=cid, tool_name=name, output=_interrupted()) for cid, name in pending.items()]
         )
+
+    # -- what is recorded (redaction) --------------------------------------------------
+
+    def _recorded_call(self, call: ToolCallPart) -> ToolCallPart:
+        """``call`` as it may be committed and shown: the tool's own input redaction
+        (``Tool.redact_input``), then ``redact=``. The tool runs with the call itself."""
+        tool = self.opts.tools.get(call.tool_name)
+        if tool is not None and tool.redact_input is not None and call.input_error is None:
+            try:
+                call = replace(call, input=tool.redact_input(call.input))
+            except Exception as exc:  # noqa: BLE001 - a tool author's bug, named
+                raise HookError(f"redact_input of tool {tool.name!r} raised {type(exc).__name__}: {exc}",
+                                hook="redact_input") from exc
+        return call if self.redactor is None else self.redactor.call(call)
+
+    def _recorded_content(self, content: tuple[ContentPart, ...]) -> tuple[ContentPart, ...]:
+        return tuple(self._recorded_call(p) if isinstance(p, ToolCallPart) else p for p in content)
+
+    def _recorded_output(self, output: ToolOutput) -> ToolOutput:
+        return output if self.redactor is None else self.redactor.output(output)
 
     # -- tools -------------------------------------------------------------------------
 
@@ -403,6 +464,7 @@ class _Loop:
             cancel=self.cancel,
             session_id=self.host.session_id,
             execution_context=self.opts.execution_context,
+            idempotency_key=self.intents.key(cid),
             _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
         )
 
@@ -421,14 +483,19 @@ class _Loop:
             output = self.hooks.tool_result(call, output, ctx)
         return output
 
-    def _run_tools(self, calls: list[ToolCallPart]) -> list[ToolCallRecord]:
+    def _run_tools(self, calls: list[ToolCallPart],
+                   answered: dict[str, ToolOutput] | None = None) -> list[ToolCallRecord]:
         """Run one assistant message's tool calls and commit their results in the order
         the model wrote them. On cancellation, stop waiting at once: calls that finished
         keep their real results, the others get error results saying they were cancelled
         (so the conversation stays valid and honest), then CancelledError is raised."""
         opts = self.opts
         parallel = opts.tool_execution == "parallel" and len(calls) > 1
-        plan = [(call, *self.ledger.check(call)) for call in calls]
+        answered = answered or {}
+        plan = [(call, "answered", answered[call.tool_call_id]) if call.tool_call_id in answered
+                else (call, *self.ledger.check(call)) for call in calls]
+        # intents record the input as it is committed (redacted, like the assistant message)
+        self.intents.declare([self._recorded_call(call) for call, action, _ in plan if action == "run"])
         futures: dict[int, Future[ToolOutput]] = {}
         records: list[ToolCallRecord] = []
         stopped: CancelledError | None = None
@@ -448,7 +515,7 @@ class _Loop:
                     except CancelledError as exc:
                         stopped = exc
                         output = self._cancelled_output(call, future, exc, started=future is None)
-                elif action in ("reuse", "reject"):
+                elif action in ("reuse", "reject", "answered"):
                     assert ready is not None
                     output = ready
                 else:
@@ -456,13 +523,15 @@ class _Loop:
                     output = done or self._cancelled_output(call, future, stopped, started=False)
                 if action == "run" and stopped is None:
                     self.ledger.record(call, output)
-                self.host.commit(
-                    [ToolResultEvent(tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output)]
-                )
+                output = self._recorded_output(output)
+                intent_id = self.intents.recorded(call.tool_call_id) if action == "run" else None
+                self.host.commit([ToolResultEvent(
+                    tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output, intent_id=intent_id
+                )])
                 record = ToolCallRecord(
                     id=call.tool_call_id,
                     name=call.tool_name,
-                    input=call.input,
+                    input=self._recorded_call(call).input,
                     output=output,
                     reused=action in ("reuse", "wait"),
                 )
@@ -493,7 +562,7 @@ class _Loop:
 
     def _started(self, call: ToolCallPart) -> None:
         if self.emit is not None:
-            self.emit(ToolStartEvent(call=call))
+            self.emit(ToolStartEvent(call=self._recorded_call(call)))
 
     def _outcome(
         self, call: ToolCallPart, action: str, ready: ToolOutput | None, future: Future[ToolOutput] | None
@@ -525,6 +594,24 @@ class _Loop:
                 f"it may or may not have taken effect"
             )
         return ToolOutput.error(f"the generation was cancelled ({reason}) before this tool call ran; it did not run")
+
+
+def _interrupted() -> ToolOutput:
+    from .projection import INTERRUPTED_RESULT
+
+    return ToolOutput.error(INTERRUPTED_RESULT)
+
+
+def _chain(first: Gate, second: Gate | None) -> Gate:
+    """``first``, then ``second`` on what it let through."""
+    if second is None:
+        return first
+
+    def gate(call: ToolCallPart, ctx: ToolContext) -> ToolCallPart | ToolOutput:
+        out = first(call, ctx)
+        return out if isinstance(out, ToolOutput) else second(out, ctx)
+
+    return gate
 
 
 def _wait_for(future: Future[ToolOutput], cancel: CancelToken) -> ToolOutput:

@@ -16,9 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from .approval import ApprovalDecision, ApprovalPolicy, ApprovalRequest
 from .errors import ConfigurationError
 from .hooks import HookChain
 from .models.base import ModelSettings, ToolChoice
+from .redaction import Redaction, redactor_of
 
 if TYPE_CHECKING:
     from .cancel import CancelToken
@@ -76,6 +78,14 @@ class GenerationOptions:
     """Return a shorter history when the provider says the context is too long."""
     max_context_overflow_retries: int = _opt(3)
     """How often ``on_context_overflow`` may be used in one generation."""
+    approval: ApprovalPolicy | None = _opt()
+    """:class:`~agentkit.ApprovalPolicy`: which tool calls run, are denied, or wait for an answer."""
+    approver: Callable[[ApprovalRequest], bool | ApprovalDecision] | None = _opt()
+    """Answers approval requests in process; without one they wait in the log
+    (``finish_reason="approval-required"``)."""
+    redact: Redaction | None = _opt()
+    """Regexes and/or a callable: secrets in tool inputs, tool outputs and runtime event
+    data become ``[redacted]`` before they are committed."""
 
     def merged(self, overrides: Mapping[str, Any]) -> GenerationOptions:
         """These options with ``overrides`` (keyword arguments of one call) applied by each
@@ -126,6 +136,16 @@ class GenerationOptions:
             value = getattr(self, name)
             if value is not None and not callable(value):
                 raise ConfigurationError(f"{name} must be a callable or None, not {type(value).__name__}")
+        if self.approval is not None and not isinstance(self.approval, ApprovalPolicy):
+            raise ConfigurationError(
+                f"approval must be an ApprovalPolicy (e.g. ApprovalPolicy(mode='ask-writes')) or None, "
+                f"not {type(self.approval).__name__}"
+            )
+        if self.approver is not None and not callable(self.approver):
+            raise ConfigurationError(
+                f"approver must be a callable (request) -> bool | ApprovalDecision, not {type(self.approver).__name__}"
+            )
+        redactor_of(self.redact)
         for name in ("max_validation_retries", "max_context_overflow_retries"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

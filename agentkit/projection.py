@@ -6,7 +6,8 @@ a :class:`Projector` so that one step costs O(new events), not O(history).
 Rules:
 
 * user and assistant events become user and assistant messages; tool results of one
-  assistant message are gathered into one ``tool`` message, in the order they arrive.
+  assistant message are gathered into one ``tool`` message, in the order the model wrote
+  the calls (a call answered later, e.g. after an approval, still takes its place).
 * runtime events become user-visible context (a user message with a tagged text part),
   never fake tool results.
 * a user message or runtime event that arrives while tool calls are still open (another
@@ -21,6 +22,10 @@ Rules:
   (``Session.follow_up``) placed after the last answer is "waiting": the loop answers
   it before the generation ends.
 * a ``context-replaced`` event restarts the projection from the messages it carries.
+* events of a transactional generation (``Event.generation_id``) are skipped while the
+  ``hidden`` predicate says so: a candidate the host has not accepted, or one it rejected
+  or that was interrupted (:mod:`agentkit.transactions`). When what is hidden changes, the
+  owner starts a new Projector (a transaction changes state a few times per generation).
 * background jobs: ``job-output`` chunks are not shown one by one. While jobs run, the
   view an inference gets ends with one status message per request summarising each
   running job and the tail of its output (:mod:`agentkit.job_status`); a job's
@@ -43,7 +48,7 @@ from .events import (
     UserMessageEvent,
 )
 from .job_status import RunningJobs
-from .messages import Message, TextPart, ToolOutput, ToolResultPart
+from .messages import ContentPart, Message, TextPart, ToolOutput, ToolResultPart
 
 __all__ = [
     "INTERRUPTED_RESULT",
@@ -84,19 +89,25 @@ class Projector:
 
     __slots__ = (
         "_messages", "_pending", "_pending_names", "_deferred", "_count", "_render", "_jobs", "_recent",
-        "_waiting", "_last_seq",
+        "_waiting", "_last_seq", "_order", "_hidden",
     )
 
-    def __init__(self, render_runtime: RuntimeRenderer | None = None) -> None:
+    def __init__(
+        self, render_runtime: RuntimeRenderer | None = None, *, hidden: Callable[[str], bool] | None = None
+    ) -> None:
+        """``hidden(generation_id)`` says whether events tagged with that transactional
+        generation are left out (None: every event is shown)."""
         self._messages: list[Message] = []
         self._pending: Counter[str] = Counter()
         self._pending_names: dict[str, str] = {}
+        self._order: dict[str, int] = {}  # call id -> its place in the last assistant message
         self._deferred: list[tuple[int, Message, bool]] = []  # (seq, message, follow-up)
         # user/runtime messages shown since the last assistant message, in order
         self._recent: list[tuple[int, Message, bool]] = []
         self._waiting = 0  # follow-ups shown after the last assistant message
         self._last_seq = 0
         self._count = 0
+        self._hidden = hidden
         self._render = render_runtime or render_runtime_event
         # the default rendering hides job output; a status message stands in for it
         self._jobs = RunningJobs() if render_runtime is None else None
@@ -136,9 +147,9 @@ class Projector:
             closing = tuple(self._interrupted_parts())
             deferred = [m for _, m, _ in self._deferred]
             if last is not None:
-                tool_msg = Message(role="tool", content=last.content + closing)
+                tool_msg = Message(role="tool", content=self._in_order(last.content + closing))
                 return [*head[:-1], tool_msg, *deferred]
-            return [*head, Message(role="tool", content=closing), *deferred]
+            return [*head, Message(role="tool", content=self._in_order(closing)), *deferred]
         if job_status and self._jobs:
             return [*self._messages, self._jobs.status_message()]
         return list(self._messages)
@@ -151,8 +162,11 @@ class Projector:
 
     def extend(self, events: Iterable[Event]) -> None:
         """Apply new events, in commit order."""
+        hidden = self._hidden
         for ev in events:
-            self._apply(ev)
+            gid = ev.generation_id
+            if gid is None or hidden is None or not hidden(gid):
+                self._apply(ev)
             self._count += 1
             if ev.seq:
                 self._last_seq = ev.seq
@@ -174,6 +188,7 @@ class Projector:
             self._waiting = 0
             if ev.content:
                 self._messages.append(Message(role="assistant", content=ev.content))
+                self._order = {c.tool_call_id: i for i, c in reversed(list(enumerate(ev.tool_calls)))}
                 for call in ev.tool_calls:
                     self._pending[call.tool_call_id] += 1
                     self._pending_names[call.tool_call_id] = call.tool_name
@@ -195,7 +210,9 @@ class Projector:
             self._recent.clear()
             self._waiting = 0
             if self._messages and self._messages[-1].role == "assistant":
-                for call in self._messages[-1].tool_calls:
+                calls = self._messages[-1].tool_calls
+                self._order = {c.tool_call_id: i for i, c in reversed(list(enumerate(calls)))}
+                for call in calls:
                     self._pending[call.tool_call_id] += 1
                     self._pending_names[call.tool_call_id] = call.tool_name
         # control events and unknown kinds are not shown to the model
@@ -221,10 +238,19 @@ class Projector:
         late.reverse()
         return late
 
+    def _in_order(self, parts: tuple[ContentPart, ...]) -> tuple[ContentPart, ...]:
+        """``parts`` (tool results) sorted by the place of their calls (stable)."""
+        order = self._order
+        return tuple(sorted(parts, key=lambda p: order.get(getattr(p, "tool_call_id", ""), len(order))))
+
     def _add_result(self, part: ToolResultPart) -> None:
         last = self._messages[-1] if self._messages else None
         if last is not None and last.role == "tool":
-            self._messages[-1] = Message(role="tool", content=last.content + (part,))
+            content = last.content + (part,)
+            if len(content) > 1 and self._order.get(part.tool_call_id, 0) < self._order.get(
+                    getattr(last.content[-1], "tool_call_id", ""), 0):
+                content = self._in_order(content)  # answered after a later call
+            self._messages[-1] = Message(role="tool", content=content)
         else:
             self._messages.append(Message(role="tool", content=(part,)))
 

@@ -52,7 +52,8 @@ class RunResult:
     text: str
     """The final assistant text."""
     finish_reason: str
-    """``stop``, ``length``, ``content-filter``, ``error``, ``other`` or ``max-steps``."""
+    """``stop``, ``length``, ``content-filter``, ``error``, ``other``, ``max-steps``, or
+    ``approval-required`` (tool calls wait for ``Session.approve``/``deny``)."""
     steps: tuple[Step, ...]
     messages: tuple[Message, ...]
     """The whole conversation as the model sees it (without the system prompt). Pass it

@@ -14,15 +14,18 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
+from dataclasses import replace
 from typing import Any
 
+from . import _transact
 from ._async import run_sync_cancellable
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
 from ._workers import SessionExecutor
+from .approval import ApprovalDecision, ApprovalRequest, decision_events
 from .cancel import CancelToken
-from .errors import ConfigurationError, SessionClosedError, SessionError
+from .errors import ConfigurationError, SessionClosedError, SessionError, StoreError
 from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
 from .execution.base import JobControl, JobState
 from .invariants import check_events
@@ -32,12 +35,14 @@ from .messages import Message, Prompt, normalize_prompt
 from .models.base import ChatModel
 from .options import GenerationOptions
 from .projection import Projector, RuntimeRenderer
+from .redaction import redactor_of
 from .results import GenerateResult
 from .scheduling import GenerationScheduler
 from .stores.base import EventStore, StoredSession, validate_session_id
 from .stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
 from .subscriptions import Listener, Subscription
 from .tools.base import ToolRegistry
+from .transactions import GenerationTransaction, UncertainExecution, reserved_problem
 
 __all__ = ["Session"]
 
@@ -102,6 +107,7 @@ class Session:
         self._model = model_from(model)
         self._registry = ToolRegistry(tools_from(tools))
         self._options = GenerationOptions.build(options)
+        self._redactor = redactor_of(self._options.redact)
         self.execution_context = execution_context
         # a placeholder stands in for a missing model: check the rest now
         self._loop_options(self._model if self._model is not None else _NoModel(), self._options).check()
@@ -131,6 +137,9 @@ class Session:
             self._log.load_committed(list(stored.events), revision=stored.revision)
         elif initial:
             self._log.commit(initial)
+        # nobody holds the claim token of a transaction left open (by a crash, or in the
+        # events= given): interrupt it for good, never resume its work
+        _transact.interrupt_open(self._log, "the session was reopened while this generation was unfinished")
         self._scheduler = GenerationScheduler(self.generate)
         self._stop_job_events = bridge_job_events(self, execution_context)
 
@@ -214,13 +223,52 @@ class Session:
             raise ConfigurationError(
                 f"runtime event {type!r} data must be a dict (a JSON object), not {_type_name(data)}"
             )
-        return self._log.commit([RuntimeEvent(runtime_type=type, data=dict(data or {}))])[0]
+        return self.push_event(RuntimeEvent(runtime_type=type, data=dict(data or {})))
 
     def push_event(self, event: Event) -> Event:
-        """Commit any event; returns it with its ``seq``."""
+        """Commit any event; returns it with its ``seq``. The records of transactions and
+        execution intents are written only by the Session's own methods (they carry
+        authority): an event with a ``generation_id`` or such a control action is refused."""
         if not isinstance(event, Event):
             raise ConfigurationError(f"push_event takes an Event, not {type(event).__name__}")
+        problem = reserved_problem(event)
+        if problem is not None:
+            raise ConfigurationError(problem)
+        if isinstance(event, RuntimeEvent) and self._redactor is not None:  # secrets never reach the store
+            event = replace(event, data=self._redactor.value(event.data))
         return self._log.commit([event])[0]
+
+    # -- approvals ---------------------------------------------------------------------
+
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """The tool calls waiting for a person's answer, in the order they were asked
+        (rebuilt from the log: a session opened in another process sees the same list)."""
+        with self._log.lock:
+            return self._log.approval_state().pending()
+
+    def approve(self, request_id: str, *, remember: bool = False, note: str | None = None) -> Event:
+        """Approve a pending request: the next :meth:`generate` runs the call once.
+        ``remember=True`` also allows later calls of the same tool in this session
+        without asking; ``note`` is a free-form audit note (who approved). Raises
+        :class:`~agentkit.errors.ApprovalError` for an unknown id or a request already
+        decided. Returns the committed decision event."""
+        return self._decide(request_id, ApprovalDecision.approve(remember=remember, note=note))
+
+    def deny(self, request_id: str, *, reason: str = "denied by the reviewer", remember: bool = False,
+             note: str | None = None) -> Event:
+        """Deny a pending request: the next :meth:`generate` gives the call the error
+        result ``denied: <reason>`` (it never runs) and continues. ``remember=True``
+        also denies later calls of the tool in this session without asking."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ConfigurationError("deny() needs a non-empty reason: the model reads it")
+        return self._decide(request_id, ApprovalDecision.deny(reason, remember=remember, note=note))
+
+    def _decide(self, request_id: str, decision: ApprovalDecision) -> Event:
+        if decision.note is not None and not isinstance(decision.note, str):
+            raise ConfigurationError(f"note must be a str or None, not {type(decision.note).__name__}")
+        with self._log.lock:  # the check and the commit are one step
+            request = self._log.approval_state().check_decidable(request_id, approving=decision.approved)
+            return self._log.commit(decision_events(request, decision, source="host"))[0]
 
     def _executor(self) -> Executor:
         with self._log.lock:
@@ -245,6 +293,7 @@ class Session:
         *,
         model: ChatModel | str | None = None,
         cancel: CancelToken | None = None,
+        transaction: GenerationTransaction | None = None,
         _emit: Emit | None = None,
         _prompt: UserMessageEvent | None = None,
         **options: Any,
@@ -259,6 +308,12 @@ class Session:
         :class:`~agentkit.errors.SessionClosedError` when the session is closed or
         aborted, and :class:`~agentkit.errors.SessionError` when called from inside a
         generation of this same session (a tool or callback), which would deadlock.
+
+        With ``transaction`` (from :meth:`begin_generation`) the generation claims that
+        transaction before any model or tool work, and its events stay hidden from later
+        model requests until :meth:`finalize_generation` accepts them; a wrong or stale
+        token or a second claim raises :class:`~agentkit.errors.TransactionError` without
+        any model call, and a generation that fails or is cancelled interrupts it.
         """
         resolved = model_from(model) if model is not None else self._model
         if resolved is None:
@@ -273,19 +328,31 @@ class Session:
                 "use schedule_generate()."
             )
         self._log.check_usable()
-        ticket, token = self._gate.enter(cancel)
+        if transaction is not None:
+            _transact.check_claim(self._log, transaction)  # before waiting in the queue
+        try:
+            ticket, token = self._gate.enter(cancel)
+        except BaseException as exc:
+            if transaction is not None:  # cancelled or refused before it could run
+                _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
+            raise
         generating = _GENERATING.set((*_GENERATING.get(), self))
         emit = opts.event_sink()
         turn = contextlib.ExitStack()
         try:
             if _prompt is not None or self._log.retry_conflicts:  # ask(), or a pooled session
-                self._begin_turn(turn, _prompt)
+                try:
+                    self._begin_turn(turn, _prompt)
+                except BaseException as exc:
+                    if transaction is not None:
+                        _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
+                    raise
             result: GenerateResult | None = None
             error: BaseException | None = None
             try:
                 if emit is not None:
                     emit(GenerationStartEvent(session_id=self.session_id))
-                run = run_loop(self._log, opts, token, self._executor)
+                run = self._run(opts, token, transaction)
                 fields = {f: getattr(run, f) for f in run.__dataclass_fields__}
                 result = GenerateResult(**fields, events=self.events)
             except BaseException as exc:  # noqa: BLE001 - re-raised after the end hooks
@@ -305,6 +372,67 @@ class Session:
             turn.close()
             _GENERATING.reset(generating)
             self._gate.leave(ticket)
+
+    def _run(self, opts: LoopOptions, token: CancelToken, transaction: GenerationTransaction | None) -> Any:
+        if transaction is None:
+            return run_loop(self._log, opts, token, self._executor)
+        host = _transact.claim(self._log, transaction)
+        try:
+            run = run_loop(host, opts, token, self._executor)
+            token.raise_if_cancelled()  # a cancelled generation never completes its candidate
+            _transact.complete(self._log, transaction.generation_id)
+            return run
+        except BaseException as exc:
+            _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
+            raise
+
+    # -- transactional generations -----------------------------------------------------
+
+    def begin_generation(self, prompt: Prompt) -> GenerationTransaction:
+        """Start a transactional generation: commit a ``generation-begun`` record and the
+        user message ``prompt`` in one append, and return the handle whose
+        ``claim_token`` authorizes running it (``generate(transaction=txn)``) and deciding
+        its outcome (:meth:`finalize_generation`). Only the token's SHA-256 digest is
+        stored: keep the handle. Its events are not shown to the model until the
+        generation runs, and after it ran, not until it is accepted."""
+        return _transact.begin(self._log, prompt)
+
+    def finalize_generation(self, transaction: GenerationTransaction, outcome: str) -> None:
+        """Decide a completed transactional generation: ``"accepted"`` makes its events
+        part of what the model sees, ``"rejected"`` keeps them hidden for good.
+        ``"interrupted"`` abandons a transaction in any unfinished state. Finalizing again
+        with the same outcome does nothing; a different one raises
+        :class:`~agentkit.errors.TransactionError`, as do a wrong token and accepting
+        while one of its tool execution intents is unresolved."""
+        _transact.finalize(self._log, transaction, outcome)
+
+    def transactions(self) -> dict[str, str]:
+        """Every transactional generation of this session and its state (``begun``,
+        ``execution-started``, ``execution-completed``, ``accepted``, ``rejected``,
+        ``interrupted``), by generation id in the order they began; rebuilt from the log
+        in one pass when the session is opened, then kept current."""
+        with self._log.lock:
+            return self._log.ledger.states()
+
+    def uncertain_tool_executions(self) -> list[UncertainExecution]:
+        """Tool calls whose execution intent is committed but that have no result and no
+        reconciliation: after a crash, the calls that were running, whose effect may or
+        may not have happened. Calls this session object is running now are not listed.
+        Without a store no intent is written, so this is always empty."""
+        with self._log.lock:
+            return self._log.ledger.uncertain()
+
+    def reconcile_tool_execution(
+        self, intent_id: str, resolution: str, *, output: Any = None, error: str | None = None
+    ) -> None:
+        """Record what became of an uncertain tool call, found out by the host:
+        ``"executed"`` with ``output`` (anything a tool may return), ``"not-executed"``, or
+        ``"abandoned-unknown"`` (``error`` optionally tells the model more). Commits the
+        reconciliation and the result the model reads: the call's result if the call is
+        still open, otherwise a ``tool-execution-reconciled`` runtime event. The same
+        reconciliation again does nothing; a different one raises
+        :class:`~agentkit.errors.TransactionError`. No tool is run."""
+        _transact.reconcile(self._log, intent_id, resolution, output, error)
 
     def _begin_turn(self, turn: contextlib.ExitStack, prompt: UserMessageEvent | None) -> None:
         """Start a turn (an ask(), or any generation of a pooled session): hold the
@@ -413,6 +541,11 @@ class Session:
         """Cancel any running generation, refuse further work, deliver what listeners
         have queued and release worker threads. Idempotent."""
         with self._log.lock:
+            if not self._log.closed and self._log.failed is None:
+                try:  # an unfinished transaction can never be finished by anyone now
+                    _transact.interrupt_open(self._log, "the session was closed")
+                except (SessionError, StoreError):
+                    pass  # the session could not commit: reopening interrupts it
             if not self._log.close():
                 return
             pool, self._pool = self._pool, None

@@ -7,8 +7,11 @@ Workloads (defined in ../shared/bench-peers/common.py, the same for every framew
   A  run_agent with a model that calls add() 10 times, then answers: us per model step.
      Also reported for agentkit alone: the same run with four no-op hooks
      (a_hooks_*), and consumed as an event stream with run_agent_stream (a_stream_*).
-  B  200 user turns in one durable Session (FileEventStore, fsync on): ms per turn for
-     turns 1-20 vs 181-200.
+  B  200 user turns in one durable Session (FileEventStore, fsync on), a tool call each
+     turn, so each turn also commits the call's execution intent: ms per turn for turns
+     1-20 vs 181-200, turn 1 vs turn 200, and what the intent append costs per step
+     (b_intent_append_ms_*: the time of the store appends that carry only intents).
+     b_txn_*: the same turns as transactional generations (begin, generate, accept).
 The model is a FunctionModel: a pure function of the messages it is shown, so the
 measured time is agentkit's own cost. Set AGENTKIT_BENCH_PEERS to the folder holding
 common.py if ../shared/bench-peers is not beside the checkout.
@@ -17,7 +20,9 @@ common.py if ../shared/bench-peers is not beside the checkout.
 from __future__ import annotations
 
 import os
+import statistics
 import sys
+import time
 from pathlib import Path
 
 _here = Path(__file__).resolve()
@@ -57,12 +62,52 @@ def scripted(max_calls: int):
     return reply
 
 
+INTENT_APPENDS_MS: list[float] = []
+
+
 def store_factory(root: str):
     try:
         from agentkit.stores import FileEventStore  # type: ignore[attr-defined]
     except ImportError:  # before the file store existed
         return agentkit.InMemoryEventStore(), "InMemoryEventStore"
-    return FileEventStore(root), "FileEventStore(fsync=True)"
+
+    class TimedStore(FileEventStore):
+        """The file store, timing the appends that carry only execution intents."""
+
+        def append(self, session_id, events, *, expected_revision):
+            intents = all(getattr(e, "action", None) == "tool-execution-intent" for e in events)
+            t0 = time.perf_counter()
+            try:
+                return super().append(session_id, events, expected_revision=expected_revision)
+            finally:
+                if intents:
+                    INTENT_APPENDS_MS.append((time.perf_counter() - t0) * 1e3)
+
+    return TimedStore(root), "FileEventStore(fsync=True)"
+
+
+def transactional_b(root: str) -> dict[str, object]:
+    """B's turns as transactional generations: each turn begins, runs and accepts one."""
+    if not hasattr(Session, "begin_generation"):
+        return {}
+    store, _ = store_factory(root)
+    session = Session.open("bench-txn", store=store, model=FunctionModel(scripted(1)), tools=[add])
+    turn_ms: list[float] = []
+    for i in range(common.TURNS_B):
+        t0 = time.perf_counter()
+        txn = session.begin_generation(f"turn {i}: add things up")
+        text = session.generate(transaction=txn).text
+        session.finalize_generation(txn, "accepted")
+        turn_ms.append((time.perf_counter() - t0) * 1e3)
+        assert text == common.expected_final(1), text
+    assert len(session.model_messages()) == 4 * common.TURNS_B
+    session.close()
+    early, late = statistics.median(turn_ms[:20]), statistics.median(turn_ms[-20:])
+    return {
+        "b_txn_turn_ms_median_first20": round(early, 3),
+        "b_txn_turn_ms_median_last20": round(late, 3),
+        "b_txn_late_over_early": round(late / early, 2),
+    }
 
 
 def main() -> None:
@@ -96,16 +141,30 @@ def main() -> None:
     store, store_name = store_factory(tmp)
     session = Session.open("bench", store=store, model=FunctionModel(scripted(1)), tools=[add])
 
+    turn_ms: list[float] = []
+
     def turn(i: int) -> str:
+        t0 = time.perf_counter()
         session.push_user_message(f"turn {i}: add things up")
-        return session.generate().text
+        text = session.generate().text
+        turn_ms.append((time.perf_counter() - t0) * 1e3)
+        return text
 
     b = common.bench_b(turn, lambda: len(session.model_messages()), tmp)
+    b["b_turn1_ms"] = round(turn_ms[0], 3)
+    b["b_turn200_ms"] = round(turn_ms[-1], 3)
+    if INTENT_APPENDS_MS:
+        b["b_intent_appends"] = len(INTENT_APPENDS_MS)
+        b["b_intent_append_ms_median"] = round(statistics.median(INTENT_APPENDS_MS), 3)
+        b["b_intent_append_ms_first20"] = round(statistics.median(INTENT_APPENDS_MS[:20]), 3)
+        b["b_intent_append_ms_last20"] = round(statistics.median(INTENT_APPENDS_MS[-20:]), 3)
+        b["b_intent_share_of_turn"] = round(statistics.median(INTENT_APPENDS_MS) / statistics.median(turn_ms), 3)
     b["b_model_input_items_last_call"] = SEEN[0]
     # common.dir_bytes only lists the top folder; the file store keeps one folder per
     # session, so count every file below it.
     b["b_disk_bytes"] = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
     session.close()
+    b.update(transactional_b(common.scratch_dir("agentkit_btxn_")))
     common.report(
         "agentkit",
         agentkit.__version__,

@@ -11,6 +11,14 @@ Also reported: bytes on disk per event, and the time to load the whole log (10,1
 events by default: 9 before the early window, 200 in it, filled to 9,999, 200 late).
 The late/early ratio should stay near 1: an append costs O(events appended), not
 O(history).
+
+    python3 bench/store.py --compare       # file vs PostgreSQL, side by side
+
+``--compare`` starts a throwaway PostgreSQL server (tests/_pg.py: Debian's binaries,
+fsync on, 127.0.0.1) and measures, for FileEventStore (fsync on) and PostgresEventStore:
+the latency of 500 one-event appends from one process (p50, p90), and the throughput of
+4 processes appending 250 one-event batches each, to their own sessions and to one shared
+session with compare-and-swap (reload and retry on StoreConflictError; conflicts counted).
 """
 
 from __future__ import annotations
@@ -18,14 +26,16 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentkit import FileEventStore, UserMessageEvent  # noqa: E402
+from agentkit import FileEventStore, StoreConflictError, UserMessageEvent  # noqa: E402
 from agentkit.messages import TextPart  # noqa: E402
 
 WINDOW = 200
@@ -81,11 +91,122 @@ def run(root: str, fsync: bool, late_at: int) -> dict[str, float]:
     }
 
 
+# -- file vs PostgreSQL ---------------------------------------------------------------
+
+LATENCY_APPENDS = 500
+PROCS, PER_PROC = 4, 250
+
+
+def _open(backend: str, target: str, schema: str = "bench") -> Any:
+    if backend == "file":
+        return FileEventStore(target)
+    from agentkit.stores.postgres import PostgresEventStore
+
+    return PostgresEventStore(target, schema=schema, pool_size=1)
+
+
+def _worker(backend: str, target: str, sid: str, n: int) -> None:
+    """One of the PROCS processes: append n events to sid with compare-and-swap."""
+    store = _open(backend, target)
+    current = store.load(sid)
+    revision = current.revision if current else 0
+    conflicts = 0
+    print("ready", flush=True)
+    sys.stdin.readline()  # all processes start together
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                revision = store.append(sid, [_event(i)], expected_revision=revision)
+                break
+            except StoreConflictError as exc:
+                conflicts += 1
+                revision = exc.actual_revision
+    print(f"done {time.perf_counter() - t0:.6f} {conflicts}", flush=True)
+
+
+def _throughput(backend: str, target: str, shared: bool) -> tuple[float, int]:
+    """(events per second over all processes, conflicts) for PROCS writer processes."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", backend, target, "shared" if shared else f"own-{n}", str(PER_PROC)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(PROCS)
+    ]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    t0 = time.perf_counter()
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    conflicts = 0
+    for p in procs:
+        out, _ = p.communicate(timeout=600)
+        conflicts += int(out.split()[2])
+    wall = time.perf_counter() - t0
+    return PROCS * PER_PROC / wall, conflicts
+
+
+def _latency(backend: str, target: str) -> tuple[float, float]:
+    store = _open(backend, target)
+    times, revision = [], 0
+    for i in range(LATENCY_APPENDS):
+        ev = _event(i)
+        t0 = time.perf_counter()
+        revision = store.append("latency", [ev], expected_revision=revision)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3, _p90(times) * 1e3
+
+
+def compare(parent: str | None) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from _pg import Cluster, find_bin_dir
+
+    from agentkit.stores.postgres import PostgresEventStore
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        sys.exit("--compare needs the PostgreSQL server binaries (Debian: apt-get install postgresql)")
+    cluster = Cluster(bin_dir, fsync=True)
+    try:
+        with PostgresEventStore(cluster.conninfo, schema="bench") as pg:
+            pg.migrate()
+        print(f"file vs PostgreSQL {os.path.basename(os.path.dirname(bin_dir))} (fsync on for both; server on "
+              f"127.0.0.1), python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+              f"{os.getloadavg()[0]:.1f}")
+        print(f"{'store':<11} {'append p50':>11} {'p90':>9} {'4 procs, own sessions':>22} "
+              f"{'4 procs, one session (CAS)':>27} {'conflicts':>9}")
+        for backend in ("file", "postgres"):
+            with tempfile.TemporaryDirectory(dir=parent) as root:
+                target = root if backend == "file" else cluster.conninfo
+                if backend == "postgres":
+                    with PostgresEventStore(target, schema="bench") as pg:
+                        for sid in pg.list_sessions():
+                            pg.delete(sid)
+                p50, p90 = _latency(backend, target)
+                own, _ = _throughput(backend, target, shared=False)
+                one, conflicts = _throughput(backend, target, shared=True)
+            print(f"{backend:<11} {p50:>8.3f} ms {p90:>6.3f} ms {own:>15.0f} ev/s {one:>20.0f} ev/s {conflicts:>9}")
+    finally:
+        cluster.destroy()
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        _worker(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", default=None, help="parent directory for the logs (default: system temp)")
     parser.add_argument("--late", type=int, default=10_000, help="where the late window starts (default 10000)")
+    parser.add_argument("--compare", action="store_true", help="file vs PostgreSQL latency and throughput")
     args = parser.parse_args()
+    if args.compare:
+        compare(args.dir)
+        return
     print(f"FileEventStore, python {sys.version.split()[0]}, window {WINDOW} appends of one event")
     print(f"{'fsync':<6} {'@10 median':>11} {'@10 p90':>9} {'@' + str(args.late) + ' median':>14} "
           f"{'p90':>8} {'late/early':>10} {'bytes/event':>12} {'load all':>10} {'events':>7}")

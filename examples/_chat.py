@@ -15,20 +15,24 @@ from typing import Any
 
 from _pick_model import pick_model
 
-from agentkit import FileEventStore, FunctionModel, ModelRequest, Session, SessionPool, ToolContext, Turn, tool
+from agentkit import (
+    ApprovalPolicy,
+    FileEventStore,
+    FunctionModel,
+    ModelRequest,
+    Session,
+    SessionPool,
+    ToolContext,
+    Turn,
+    tool,
+)
+from agentkit.errors import ApprovalError
 from agentkit.models.scripted import ToolCall
 
-try:  # approvals: a save_note call waits for a person's answer
-    from agentkit import ApprovalPolicy
+# every tool runs without asking, except save_note: it waits for a person's answer
+APPROVAL = ApprovalPolicy(mode="autopilot", rules={"save_note": "ask"})
 
-    APPROVAL: dict[str, Any] = {"approval": ApprovalPolicy(mode="autopilot", rules={"save_note": "ask"})}
-except ImportError:  # an agentkit without approvals runs the tool at once
-    APPROVAL = {}
-
-from agentkit import errors
-
-CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, *(
-    [errors.ApprovalError] if hasattr(errors, "ApprovalError") else []))
+CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, ApprovalError)
 """What a request did wrong (a bad body or id, an unknown or decided approval): a 400."""
 
 NOTES: list[str] = []
@@ -76,7 +80,7 @@ def make_pool(store_dir: str | None = None) -> SessionPool:
     store = FileEventStore(store_dir or os.environ.get("CHAT_STORE_DIR", "chat-store"))
     return SessionPool(
         store, model=model, tools=[save_note, look_up], system="You are a helpful assistant.",
-        max_open=1000, idle_timeout=600, **APPROVAL,
+        max_open=1000, idle_timeout=600, approval=APPROVAL,
     )
 
 

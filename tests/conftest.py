@@ -59,3 +59,47 @@ def pytest_collection_modifyitems(config, items):
                     "ANTHROPIC_API_KEY to run it against a real model endpoint"
                 )
             )
+
+
+# -- PostgreSQL: one throwaway cluster per test session ----------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A running PostgreSQL server in a temp dir (tests/_pg.py), shared by the session's
+    tests (each takes its own schema). Without the server binaries or psycopg the tests
+    skip with how to run them; in CI (AGENTKIT_CI=1, exported by .ci/run) they fail."""
+    from _pg import HOW_TO, Cluster, find_bin_dir
+
+    missing = []
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        missing.append(f"the Python package {exc.name!r}")
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        missing.append("the PostgreSQL server binaries")
+    if missing:
+        message = f"missing {' and '.join(missing)}: {HOW_TO}"
+        if os.environ.get("AGENTKIT_CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    cluster = Cluster(bin_dir)
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture
+def pg_store(pg_cluster):
+    """A migrated PostgresEventStore on a schema of its own."""
+    from agentkit.stores.postgres import PostgresEventStore
+
+    store = PostgresEventStore(pg_cluster.conninfo, schema=pg_cluster.fresh_schema(), connect_timeout=5)
+    store.migrate()
+    try:
+        yield store
+    finally:
+        store.close()

@@ -21,6 +21,8 @@ The rules (README.md, "Contributing" / "Documentation examples", says the same t
   the line right before its opening fence (an HTML comment, invisible on the rendered
   page). Install commands are the usual case. A python block may not carry it: make the
   block run instead.
+* A page that reads ``DATABASE_URL`` gets the URL of the tests' throwaway PostgreSQL
+  server (tests/_pg.py) in it.
 * Every ``pip install '<name>[<extras>]'`` on a page, in a block or in the text, must name
   the distribution and extras pyproject.toml defines.
 
@@ -258,8 +260,14 @@ def providers(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeServer, Fak
 @pytest.mark.filterwarnings("ignore:`langchain-community` is being sunset:DeprecationWarning")
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_every_block_of_the_page_runs(
-    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, providers: tuple[FakeServer, FakeServer]
+    page: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    providers: tuple[FakeServer, FakeServer],
+    request: pytest.FixtureRequest,
 ) -> None:
+    if "DATABASE_URL" in page.read_text(encoding="utf-8"):  # a page about the PostgreSQL stores
+        monkeypatch.setenv("DATABASE_URL", request.getfixturevalue("pg_cluster").url)
     shutil.copytree(ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", [str(page)])

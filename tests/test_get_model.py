@@ -105,7 +105,7 @@ def test_the_distribution_name_is_not_the_unrelated_agentkit_on_the_index():
     dist = _distribution_name()
     assert dist != "agentkit"
     text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
-    assert f'all = ["{dist}[openai,anthropic,mcp,langchain]"]' in text  # the extras name themselves
+    assert f'all = ["{dist}[openai,anthropic,mcp,langchain,postgres]"]' in text  # the extras name themselves
     assert f'"{dist}[all]",' in text
 
 
@@ -131,10 +131,14 @@ def test_missing_sdk_names_the_extra(monkeypatch, provider, package):
         ("mcp", "mcp", lambda: __import__("agentkit.mcp", fromlist=["x"]).connect_mcp({})),
         ("langchain_core", "langchain", lambda: __import__("agentkit.adapters.langchain", fromlist=["x"])
          .LangChainChatModel(object())),
+        ("psycopg", "postgres", lambda: __import__("agentkit.stores.postgres", fromlist=["x"])),
+        ("psycopg_pool", "postgres", lambda: __import__("agentkit.stores.postgres", fromlist=["x"])),
     ],
 )
 def test_every_missing_extra_names_the_distribution(monkeypatch, package, extra, build):
     monkeypatch.setitem(sys.modules, package, None)
+    for module in ("agentkit.stores.postgres", "agentkit.stores._pg", "agentkit.stores._pg_jobs"):
+        monkeypatch.delitem(sys.modules, module, raising=False)  # imported afresh, without the package
     with pytest.raises(MissingDependencyError) as info:
         build()
     assert f"pip install '{_distribution_name()}[{extra}]'" in str(info.value)

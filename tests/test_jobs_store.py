@@ -30,8 +30,16 @@ def job(eid="job_1", state="running", **kw) -> JobState:
                     started_at=time.time(), **kw)
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "postgres"])
 def store(request, tmp_path):
+    if request.param == "postgres":  # a throwaway server (tests/_pg.py), a schema per test
+        from agentkit.stores.postgres import PostgresJobStore
+
+        cluster = request.getfixturevalue("pg_cluster")
+        pg = PostgresJobStore(cluster.conninfo, schema=cluster.fresh_schema())
+        pg.migrate()
+        request.addfinalizer(pg.close)
+        return pg
     return InMemoryJobStore() if request.param == "memory" else FileJobStore(tmp_path / "jobs.json")
 
 

@@ -311,3 +311,39 @@ def test_text_nested_deeper_than_json_parses_is_kept_as_text():
     deep = "[" * 100_000 + "]" * 100_000
     out = tool_result_to_output(NS(content=[_text(deep)], structured_content={"n": 1}, is_error=False))
     assert (out.kind, out.value) == ("text", deep + '\n{"n": 1}')
+
+
+def test_ctrl_c_while_submitting_still_cancels_the_task_that_started(monkeypatch):
+    """Ctrl-C can land after the task started on the loop but before the waiting thread
+    holds its future (seen with a fast server under load): the task is cancelled anyway."""
+    import threading
+
+    import anyio
+
+    from agentkit.mcp._portal import LoopThread
+
+    loop = LoopThread()
+    started, cancelled = threading.Event(), threading.Event()
+
+    async def work() -> None:
+        started.set()
+        try:
+            await anyio.sleep(60)
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()
+            raise
+
+    real_submit = LoopThread.submit
+
+    def interrupted_submit(self, fn, *args):
+        real_submit(self, fn, *args)  # the task starts...
+        started.wait(10)
+        raise KeyboardInterrupt  # ...and Ctrl-C lands before the future is returned
+
+    monkeypatch.setattr(LoopThread, "submit", interrupted_submit)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loop.run(work, timeout=None)
+        assert cancelled.wait(10)
+    finally:
+        loop.stop()

@@ -6,7 +6,16 @@ from dataclasses import fields
 
 import pytest
 
-from agentkit import ConfigurationError, FunctionModel, Hooks, ModelSettings, ScriptedModel, Session, run_agent
+from agentkit import (
+    ApprovalPolicy,
+    ConfigurationError,
+    FunctionModel,
+    Hooks,
+    ModelSettings,
+    ScriptedModel,
+    Session,
+    run_agent,
+)
 from agentkit.options import GenerationOptions, option_names
 
 
@@ -19,6 +28,7 @@ def test_every_option_is_a_keyword_of_run_agent_session_and_generate():
         "on_tool_call_update": print, "on_tool_call_finish": print,
         "validate_completion": lambda r: None, "max_validation_retries": 2,
         "on_context_overflow": lambda m, c: m, "max_context_overflow_retries": 1,
+        "approval": ApprovalPolicy(mode="autopilot"), "approver": lambda r: True, "redact": r"sk-\w+",
     }
     assert set(values) == set(option_names())  # a new option needs a value here
     seen = []

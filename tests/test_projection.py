@@ -49,10 +49,11 @@ def roles(messages):
     return [m.role for m in messages]
 
 
-def test_tool_results_of_one_message_form_one_tool_message_in_order():
+def test_tool_results_of_one_message_form_one_tool_message_in_model_order():
+    # a call answered later (after an approval) still takes the place the model gave it
     msgs = build_model_messages([user("go"), calls("a", "b"), result("b", "B"), result("a", "A")])
     assert roles(msgs) == ["user", "assistant", "tool"]
-    assert [p.tool_call_id for p in msgs[2].content] == ["b", "a"]
+    assert [p.tool_call_id for p in msgs[2].content] == ["a", "b"]
 
 
 def test_runtime_event_is_user_context_not_a_tool_result():
@@ -125,7 +126,9 @@ def check_conversation(events, view, *, complete: bool):
     * the user, runtime and assistant messages are exactly those of the events after the
       last context replacement (after its own messages), each once, in commit order;
     * each call's answer is the first real result committed for it before the next
-      assistant message, else the "interrupted" error; later or unmatched results are dropped.
+      assistant message, else the "interrupted" error; later or unmatched results are dropped;
+    * a tool message lists its results in the order the model wrote the calls (a repeated
+      id: its real results in commit order, then its "interrupted" ones).
     """
     last_cr = max((i for i, e in enumerate(events) if isinstance(e, ContextReplacedEvent)), default=-1)
     base = list(events[last_cr].messages) if last_cr >= 0 else []
@@ -163,16 +166,19 @@ def check_conversation(events, view, *, complete: bool):
     assert len(answered) == len(steps)
     for (ids, got, _, settled), (i, tool_msg) in zip(steps, answered, strict=True):
         all_in = Counter(i for i, _ in got) == Counter(ids)
+        def in_model_order(answers, ids=ids):
+            return sorted(answers, key=lambda a: ids.index(a[0]))  # stable: commit order within an id
+
         if not settled and not all_in and not complete:
             parts = tool_msg.content if tool_msg is not None and tool_msg.role == "tool" else ()
-            assert [(p.tool_call_id, p.output) for p in parts] == got  # still open: real results only
+            # still open: real results only
+            assert [(p.tool_call_id, p.output) for p in parts] == in_model_order(got)
             continue
         assert tool_msg is not None and tool_msg.role == "tool", f"calls at message {i} are not answered"
         parts = [(p.tool_call_id, p.output) for p in tool_msg.content]
-        assert parts[: len(got)] == got
         missing = Counter(ids) - Counter(i for i, _ in got)
-        assert Counter(i for i, _ in parts[len(got) :]) == missing
-        assert all(out == ToolOutput.error(INTERRUPTED_RESULT) for _, out in parts[len(got) :])
+        interrupted = [(cid, ToolOutput.error(INTERRUPTED_RESULT)) for cid in missing.elements()]
+        assert parts == in_model_order(got + interrupted)
     for i, m in enumerate(view):
         if m.role == "tool":
             assert i > 0 and view[i - 1].role == "assistant" and view[i - 1].tool_calls, i
@@ -331,10 +337,11 @@ def test_a_context_replacement_ending_in_a_tool_call_takes_its_result_later():
     p.extend([result("x", "stale"), result("k2", "K2"), user("meanwhile")])
     view = p.model_view()  # k1 still open: closed as interrupted in the view, before the held-back message
     assert roles(view) == ["user", "assistant", "tool", "user"]
-    assert [(q.tool_call_id, q.output.value) for q in view[2].content] == [("k2", "K2"), ("k1", INTERRUPTED_RESULT)]
+    # results in the order the model wrote the calls, whatever order they came in
+    assert [(q.tool_call_id, q.output.value) for q in view[2].content] == [("k1", INTERRUPTED_RESULT), ("k2", "K2")]
     p.extend([result("k1", "K1")])
     msgs = p.model_view()
-    assert [(q.tool_call_id, q.output.value) for q in msgs[2].content] == [("k2", "K2"), ("k1", "K1")]
+    assert [(q.tool_call_id, q.output.value) for q in msgs[2].content] == [("k1", "K1"), ("k2", "K2")]
     assert msgs[3].text == "meanwhile" and p.messages == msgs
 
 

@@ -61,22 +61,26 @@ def test_every_public_name_is_documented():
 
 PUBLIC_NAMESPACES = {
     'agentkit': [
-        'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'AssistantMessageEvent',
+        'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
+        'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AssistantMessageEvent',
         'AuthenticationError', 'CancelToken', 'CancelledError', 'ChatModel',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
         'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event', 'EventStore',
         'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart', 'FileSystem',
-        'FunctionModel', 'GenerateResult', 'HookError', 'Hooks', 'ImagePart', 'InMemoryEventStore',
+        'FunctionModel', 'GenerateResult', 'GenerationTransaction', 'HookError', 'Hooks', 'ImagePart',
+        'InMemoryEventStore',
         'InMemoryJobStore', 'JobControl', 'JobEvent', 'JobNotFoundError', 'JobState', 'JobStore',
         'LocalExecutionContext', 'McpError', 'Message', 'MissingDependencyError', 'ModelError',
         'ModelRequest', 'ModelSettings', 'PermissionRequest', 'ProviderError',
         'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'RunResult', 'RuntimeEvent',
         'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
-        'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool', 'Shell', 'ShellResult', 'Step',
-        'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoredJob',
-        'StoredSession', 'TextPart', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord',
+        'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool', 'Shell', 'ShellResult',
+        'Step', 'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout',
+        'StoreUnavailableError', 'StoredJob', 'StoredSession', 'TextPart', 'Tool', 'ToolCall',
+        'ToolCallPart', 'ToolCallRecord',
         'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultEvent',
-        'ToolResultPart', 'ToolSpec', 'Turn', 'Usage', 'UserMessageEvent', '__version__',
+        'ToolResultPart', 'ToolSpec', 'TransactionError', 'Turn', 'UncertainExecution', 'Usage',
+        'UserMessageEvent', '__version__',
         'build_model_messages', 'event_from_dict', 'events_from_messages', 'filesystem_tools',
         'get_model', 'http_tools', 'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools',
         'tool',
@@ -99,6 +103,10 @@ PUBLIC_NAMESPACES = {
     'agentkit.agent': [
         'run_agent', 'run_agent_stream',
     ],
+    'agentkit.approval': [
+        'APPROVAL_DECIDED', 'APPROVAL_REMEMBERED', 'APPROVAL_REQUESTED', 'ApprovalDecision',
+        'ApprovalMode', 'ApprovalPolicy', 'ApprovalRequest', 'ApprovalState', 'Verdict',
+    ],
     'agentkit.cancel': [
         'CancelToken',
     ],
@@ -106,12 +114,13 @@ PUBLIC_NAMESPACES = {
         'main',
     ],
     'agentkit.errors': [
-        'AccessDenied', 'AgentkitError', 'AuthenticationError', 'CancelledError',
+        'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'CancelledError',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError', 'HookError',
         'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError', 'ProviderError',
         'ProviderUnavailableError', 'RateLimitError', 'SchemaVersionError', 'ScriptExhaustedError',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'StoreConflictError',
-        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'ToolDefinitionError',
+        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
+        'ToolDefinitionError', 'TransactionError',
     ],
     'agentkit.events': [
         'AssistantMessageEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event', 'RuntimeEvent',
@@ -148,9 +157,10 @@ PUBLIC_NAMESPACES = {
         'LoopHost', 'LoopOptions', 'run_loop',
     ],
     'agentkit.mcp': [
-        'AuthorizeToolCall', 'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpServerStatus',
-        'McpToolRef', 'McpToolset', 'ServerSpec', 'StdioServer', 'connect_mcp', 'exposed_names',
-        'sanitize_name', 'tool_result_to_output',
+        'ApproveSampling', 'AuthorizeToolCall', 'ElicitationHandler', 'ElicitationRequest', 'ElicitationResult',
+        'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpPrompt', 'McpPromptArgument', 'McpResource',
+        'McpServerStatus', 'McpToolRef', 'McpToolset', 'SamplingHandler', 'SamplingRequest', 'SamplingResult',
+        'ServerSpec', 'StdioServer', 'connect_mcp', 'exposed_names', 'sanitize_name', 'tool_result_to_output',
     ],
     'agentkit.mcp.config': [
         'HttpServer', 'LogLevel', 'ServerSpec', 'StdioServer', 'validate_servers',
@@ -158,11 +168,15 @@ PUBLIC_NAMESPACES = {
     'agentkit.mcp.connect': [
         'connect_mcp',
     ],
+    'agentkit.mcp.host': [
+        'ApproveSampling', 'ElicitationHandler', 'ElicitationRequest', 'ElicitationResult', 'McpPrompt',
+        'McpPromptArgument', 'McpResource', 'SamplingHandler', 'SamplingRequest', 'SamplingResult',
+    ],
     'agentkit.mcp.naming': [
         'MAX_TOOL_NAME_LENGTH', 'exposed_names', 'sanitize_name',
     ],
     'agentkit.mcp.results': [
-        'content_block_to_parts', 'tool_result_to_output',
+        'content_block_to_parts', 'resource_contents_to_parts', 'tool_result_to_output',
     ],
     'agentkit.mcp.toolset': [
         'AuthorizeToolCall', 'McpServerStatus', 'McpToolRef', 'McpToolset',
@@ -210,6 +224,9 @@ PUBLIC_NAMESPACES = {
     'agentkit.pool': [
         'SessionPool',
     ],
+    'agentkit.redaction': [
+        'REDACTED', 'Redaction', 'Redactor', 'redactor_of',
+    ],
     'agentkit.results': [
         'GenerateResult', 'RunResult', 'Step', 'ToolCallRecord',
     ],
@@ -235,6 +252,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.stores.memory': [
         'InMemoryEventStore',
+    ],
+    'agentkit.stores.postgres': [
+        'PostgresEventStore', 'PostgresJobStore',
     ],
     'agentkit.stream': [
         'AgentEvent', 'AgentStream', 'GenerationEndEvent', 'GenerationStartEvent',
@@ -279,6 +299,10 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.tools.shell': [
         'format_shell_result', 'shell_tools',
+    ],
+    'agentkit.transactions': [
+        'GenerationTransaction', 'TransactionLedger', 'UncertainExecution', 'claim_digest',
+        'reserved_problem',
     ],
     'agentkit.truncate': [
         'DEFAULT_MAX_BYTES', 'DEFAULT_MAX_LINES', 'TruncatedOutput', 'truncate_output',

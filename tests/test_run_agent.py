@@ -461,6 +461,6 @@ def test_tool_input_that_is_not_plain_json_becomes_an_error_result_and_the_step_
     assert result.text == "saw: 3" and len(model.requests) == 4
     stored = store.load("s")  # every step is durable and reads back
     assert [type(e).__name__ for e in stored.events] == ["UserMessageEvent"] + [
-        "AssistantMessageEvent", "ToolResultEvent"
+        "AssistantMessageEvent", "ControlEvent", "ToolResultEvent"  # each call's intent before it runs
     ] * 3 + ["AssistantMessageEvent"]
     assert stored.events[1].tool_calls[0].input == {}

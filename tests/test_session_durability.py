@@ -18,6 +18,7 @@ from agentkit import (
     AssistantMessageEvent,
     ConfigurationError,
     ContextReplacedEvent,
+    ControlEvent,
     FileEventStore,
     InMemoryEventStore,
     ScriptedModel,
@@ -66,9 +67,10 @@ def test_a_restored_session_projects_the_same_messages_and_continues(tmp_path):
     store = FileEventStore(tmp_path)  # a new store object, as after a restart
     model = ScriptedModel(["you asked about 2 + 3"])
     with Session.open("conv", store=store, model=model, tools=[add], system="be brief") as s:
-        assert [type(e) for e in s.events][:4] == [
+        assert [type(e) for e in s.events][:5] == [
             UserMessageEvent,
             AssistantMessageEvent,
+            ControlEvent,  # the tool call's execution intent
             ToolResultEvent,
             AssistantMessageEvent,
         ]
@@ -197,8 +199,8 @@ def test_a_session_killed_mid_tool_reopens_and_continues(tmp_path):
         proc.stdout.close()
     model = ScriptedModel(["the slow thing was interrupted; shall I retry?"])
     with Session.open("crash", store=FileEventStore(tmp_path), model=model, tools=[add]) as s:
-        # the tool call was durable before the tool ran; its result never was
-        assert [type(e) for e in s.events] == [UserMessageEvent, AssistantMessageEvent]
+        # the tool call and its intent were durable before the tool ran; its result never was
+        assert [type(e) for e in s.events] == [UserMessageEvent, AssistantMessageEvent, ControlEvent]
         call = s.events[1].tool_calls[0]
         assert call.tool_name == "slow_side_effect"
         assert s.generate().text.startswith("the slow thing was interrupted")
@@ -210,6 +212,7 @@ def test_a_session_killed_mid_tool_reopens_and_continues(tmp_path):
     assert [type(e) for e in stored.events] == [
         UserMessageEvent,
         AssistantMessageEvent,
+        ControlEvent,
         ToolResultEvent,
         AssistantMessageEvent,
     ]
@@ -229,11 +232,13 @@ def test_every_step_is_durable_before_the_loop_continues(tmp_path):
     with Session.open("steps", store=FileEventStore(tmp_path), model=model, tools=[check_store]) as s:
         s.push_user_message("go")
         s.generate()
-    # when the tool ran, the assistant message calling it was already durable
-    assert seen == [["UserMessageEvent", "AssistantMessageEvent"]]
+    # when the tool ran, the assistant message calling it and its intent were already durable
+    assert seen == [["UserMessageEvent", "AssistantMessageEvent", "ControlEvent"]]
     # and the tool result was durable before the second inference
     stored = [type(e).__name__ for e in FileEventStore(tmp_path).load("steps").events]
-    assert stored == ["UserMessageEvent", "AssistantMessageEvent", "ToolResultEvent", "AssistantMessageEvent"]
+    assert stored == [
+        "UserMessageEvent", "AssistantMessageEvent", "ControlEvent", "ToolResultEvent", "AssistantMessageEvent"
+    ]
 
 
 def test_listeners_hear_committed_events_in_commit_order_only_once_durable(tmp_path):
@@ -353,7 +358,8 @@ def test_a_store_failure_during_generate_stops_before_the_next_inference(tmp_pat
             remount(root, read_only=False)
             s.close()
         stored = FileEventStore(root).load("g")
-        assert [type(e).__name__ for e in stored.events] == ["UserMessageEvent", "AssistantMessageEvent"]
+        kinds = [type(e).__name__ for e in stored.events]
+        assert kinds == ["UserMessageEvent", "AssistantMessageEvent", "ControlEvent"]  # the call and its intent
         # reopening shows the unanswered tool call; the next generation closes it first
         model2 = ScriptedModel(["recovered"])
         with Session.open("g", store=FileEventStore(root), model=model2, tools=[break_disk]) as again:

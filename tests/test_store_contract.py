@@ -25,11 +25,24 @@ def user(text: str) -> UserMessageEvent:
     return UserMessageEvent(content=(TextPart(text=text),))
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "postgres"])
 def store(request, tmp_path) -> EventStore:
     if request.param == "memory":
         return InMemoryEventStore()
+    if request.param == "postgres":  # a throwaway server (tests/_pg.py), a schema per test
+        return request.getfixturevalue("pg_store")
     return FileEventStore(tmp_path / "store")
+
+
+def another(store):
+    """A second store object over the same data (file and PostgreSQL), else ``store``."""
+    if isinstance(store, FileEventStore):
+        return FileEventStore(store.root_dir)
+    if type(store).__name__ == "PostgresEventStore":
+        from agentkit.stores.postgres import PostgresEventStore
+
+        return PostgresEventStore(store._pg.pool, schema=store.schema)
+    return store
 
 
 def texts(events) -> list[str]:
@@ -157,14 +170,14 @@ def test_bad_append_arguments_are_refused_before_writing(store, kwargs, match):
 
 @pytest.mark.parametrize("own_object", [False, True], ids=["shared-object", "object-per-thread"])
 def test_concurrent_thread_writers_lose_and_duplicate_nothing(store, own_object):
-    """Writers retry by reloading; with ``own_object`` every file-store writer thread
-    has its own FileEventStore on the same directory."""
+    """Writers retry by reloading; with ``own_object`` every file-store (PostgreSQL)
+    writer thread has its own store object on the same directory (pool)."""
     writers, per_writer = 6, 15
     conflicts = [0] * writers
     errors: list[BaseException] = []
 
     def writer(n: int) -> None:
-        mine = FileEventStore(store.root_dir) if own_object and isinstance(store, FileEventStore) else store
+        mine = another(store) if own_object else store
         try:
             for i in range(per_writer):
                 while True:
@@ -275,7 +288,7 @@ def test_compactions_racing_appends_from_threads_lose_and_duplicate_nothing(stor
     archives: list[str] = []
 
     def fresh():
-        return FileEventStore(store.root_dir) if isinstance(store, FileEventStore) else store
+        return another(store)
 
     def writer(n: int) -> None:
         mine = fresh()

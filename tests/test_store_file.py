@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -621,8 +622,9 @@ def test_a_deep_record_written_by_an_older_version_loads_and_the_log_stays_writa
     rest = ('"events":[' + event + '],"kind":"events","rev":2,"v":1}').encode()
     with open(log_path(tmp_path), "ab") as fh:
         fh.write(b'{"crc":"%08x",' % zlib.crc32(rest) + rest + b"\n")
-    with pytest.raises(RecursionError):  # what reading it with json.loads did
-        json.loads(log_path(tmp_path).read_bytes().splitlines()[-1])
+    if sys.version_info < (3, 12):  # what reading it with json.loads did there (3.12+ copes)
+        with pytest.raises(RecursionError):
+            json.loads(log_path(tmp_path).read_bytes().splitlines()[-1])
     for reader in (store, FileEventStore(tmp_path)):
         loaded = reader.load("s")
         assert loaded.revision == 2 and loaded.events[1].id == "deep"

@@ -26,7 +26,6 @@ sys.path.insert(0, str(EXAMPLES))
 
 import _chat  # noqa: E402
 
-HAS_APPROVALS = hasattr(Session, "pending_approvals")
 FRAMEWORKS = ["flask", "django", "fastapi"]
 
 
@@ -122,7 +121,6 @@ def test_the_stream_endpoint_sends_server_sent_events(client):
     assert client.get("/chat/s1")["messages"][-1] == {"role": "assistant", "text": "You said: streamed"}
 
 
-@pytest.mark.skipif(not HAS_APPROVALS, reason="approvals (Session.pending_approvals) are not on this branch yet")
 def test_pending_approvals_approve_and_deny(client):
     _chat.NOTES.clear()
     status, body = client.post("/chat/a1", {"message": "note: buy milk"})

@@ -119,12 +119,13 @@ def test_nested_generations_with_parallel_tools_do_not_deadlock_a_small_pool(mon
 
 
 def test_close_cancels_a_sessions_queued_tool_calls_only():
-    release = threading.Event()
+    release, started = threading.Event(), threading.Event()
     ran = []
 
     @tool
     def slow(n: int) -> str:
         """Wait, then record n."""
+        started.set()
         release.wait(30)
         ran.append(n)
         return "ok"
@@ -137,7 +138,7 @@ def test_close_cancels_a_sessions_queued_tool_calls_only():
     s = Session(FunctionModel(three), tools=[slow], max_tool_workers=1)
     t = threading.Thread(target=lambda: pytest.raises(Exception, s.ask, "go"))
     t.start()
-    wait_for(lambda: s._pool is not None and s._pool._running == 1, what="the first call running")
+    wait_for(started.is_set, what="the first call running")
     queued = list(s._pool._waiting)
     assert len(queued) == 2
     s.close()

@@ -17,18 +17,40 @@ from __future__ import annotations
 
 from .config import HttpServer, LogLevel, ServerSpec, StdioServer
 from .connect import connect_mcp
+from .host import (
+    ApproveSampling,
+    ElicitationHandler,
+    ElicitationRequest,
+    ElicitationResult,
+    McpPrompt,
+    McpPromptArgument,
+    McpResource,
+    SamplingHandler,
+    SamplingRequest,
+    SamplingResult,
+)
 from .naming import MAX_TOOL_NAME_LENGTH, exposed_names, sanitize_name
 from .results import tool_result_to_output
 from .toolset import AuthorizeToolCall, McpServerStatus, McpToolRef, McpToolset
 
 __all__ = [
     "MAX_TOOL_NAME_LENGTH",
+    "ApproveSampling",
     "AuthorizeToolCall",
+    "ElicitationHandler",
+    "ElicitationRequest",
+    "ElicitationResult",
     "HttpServer",
     "LogLevel",
+    "McpPrompt",
+    "McpPromptArgument",
+    "McpResource",
     "McpServerStatus",
     "McpToolRef",
     "McpToolset",
+    "SamplingHandler",
+    "SamplingRequest",
+    "SamplingResult",
     "ServerSpec",
     "StdioServer",
     "connect_mcp",

@@ -66,22 +66,28 @@ class LoopThread:
                 raise McpError(f"the MCP event loop is not running: {exc}") from None
 
     def run(self, fn: Callable[..., Awaitable[T]], *args: Any, timeout: float | None,
-            cancel: CancelToken | None = None) -> T:
+            cancel: CancelToken | None = None, pump: Callable[[], None] | None = None) -> T:
         """Run ``fn(*args)`` on the loop and wait for its result.
 
         Raises :class:`CallTimeout` after ``timeout`` seconds and
         :class:`~agentkit.errors.CancelledError` when ``cancel`` is set; either way the
         task on the loop is cancelled. Exceptions of the task propagate unchanged.
+        ``pump()`` runs in the waiting thread between waits and once more at the end (the
+        toolset delivers a call's progress updates with it).
         """
         if self.in_loop_thread():
             raise McpError("a blocking MCP call was made from the MCP event-loop thread itself; "
                            "call toolset methods from ordinary threads")
-        future = self.submit(fn, *args)
+        guard = _Abandon()
+        future: concurrent.futures.Future[T] | None = None
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
+            future = self.submit(guard.run, fn, *args)
             while True:
                 step = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
                 done, _ = concurrent.futures.wait([future], timeout=step)
+                if pump is not None:
+                    pump()
                 if done:
                     return future.result()
                 if cancel is not None and cancel.cancelled:
@@ -90,8 +96,11 @@ class LoopThread:
                     raise CallTimeout(f"no answer within {timeout:g}s")
         except BaseException:
             # a timeout, the token, or KeyboardInterrupt in the waiting thread: the task
-            # on the loop must not run on unobserved
-            future.cancel()
+            # on the loop must not run on unobserved (Ctrl-C can even land while the task
+            # is being submitted, after it started but before this thread holds its future)
+            if future is not None:
+                future.cancel()
+            guard.abandon(self.portal)
             raise
 
     def stop(self) -> None:
@@ -103,6 +112,38 @@ class LoopThread:
         if self.in_loop_thread():  # pragma: no cover - guarded by callers
             raise McpError("the MCP toolset cannot be closed from its own event-loop thread")
         self._cm.__exit__(_Stop, _Stop(), None)
+
+
+class _Abandon:
+    """Cancels one task for the thread waiting on it, whether or not that thread got the
+    task's future: the task registers its cancel scope here when it starts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scope: Any = None
+        self._abandoned = False
+
+    async def run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        import anyio
+
+        with anyio.CancelScope() as scope:
+            with self._lock:
+                self._scope = scope
+                if self._abandoned:
+                    scope.cancel()
+            return await fn(*args)
+        raise anyio.get_cancelled_exc_class()()  # abandoned: the future ends cancelled
+
+    def abandon(self, portal: Any) -> None:
+        """Cancel the task (now, or as soon as it starts). Any thread but the loop's."""
+        with self._lock:
+            self._abandoned = True
+            scope = self._scope
+        if scope is not None:
+            try:
+                portal.start_task_soon(scope.cancel)
+            except RuntimeError:  # the loop is gone, and the task with it
+                pass
 
 
 def _rename_thread(name: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from ._callbacks import HostCallbacks, Roots
 from .config import HttpServer, LogLevel, StdioServer
 
 __all__: list[str] = []
@@ -53,8 +54,12 @@ class ServerConnection:
     """Connection state and async lifecycle of one named MCP server."""
 
     def __init__(self, name: str, spec: Any, *, connect_timeout: float, max_list_pages: int,
-                 log_level: LogLevel | None, notify: Notify, tools_changed: Callable[[str], None]) -> None:
+                 log_level: LogLevel | None, notify: Notify, tools_changed: Callable[[str], None],
+                 host: HostCallbacks | None = None, roots: Roots | None = None) -> None:
         self.name = name
+        self._host = host
+        self.roots = roots
+        """The roots announced to this server (None: the roots capability is not offered)."""
         self.spec = spec
         self.transport = getattr(spec, "transport", "client")
         self._connect_timeout = connect_timeout
@@ -173,6 +178,7 @@ class ServerConnection:
         from mcp import Client, StdioServerParameters
 
         spec = self.spec
+        callbacks = (self._host or HostCallbacks()).for_server(self.name, lambda: self.roots)
         async with AsyncExitStack() as stack:
             if isinstance(spec, StdioServer):
                 params = StdioServerParameters(
@@ -180,7 +186,7 @@ class ServerConnection:
                     env=None if spec.env is None else dict(spec.env), cwd=spec.cwd,
                 )
                 client = Client(params, message_handler=self._on_message, log_level=self._log_level,
-                                cache=None)
+                                cache=None, **callbacks)
             elif isinstance(spec, HttpServer):
                 import httpx2
                 from mcp.client.streamable_http import streamable_http_client
@@ -189,12 +195,16 @@ class ServerConnection:
                                           timeout=httpx2.Timeout(30.0, read=300.0))
                 await stack.enter_async_context(http)
                 client = Client(streamable_http_client(spec.url, http_client=http),
-                                message_handler=self._on_message, log_level=self._log_level, cache=None)
+                                message_handler=self._on_message, log_level=self._log_level, cache=None,
+                                **callbacks)
             else:  # an un-entered mcp.Client built by the caller: chain its own handler
                 client = spec
                 client.message_handler = self._chain(client.message_handler)
                 if client.log_level is None:
                     client.log_level = self._log_level
+                for key, callback in callbacks.items():  # the caller's own callbacks win
+                    if getattr(client, key, None) is None:
+                        setattr(client, key, callback)
             yield await stack.enter_async_context(client)
 
     def _chain(self, user_handler: Any) -> Any:
@@ -208,29 +218,37 @@ class ServerConnection:
     async def _list_tools(self) -> list[Any]:
         """Every tool of the server, following ``nextCursor`` page by page."""
         client = self.client
-        tools: list[Any] = []
-        seen_names: set[str] = set()
+        return await self.paginate(
+            "tools/list", lambda cursor: client.list_tools(cursor=cursor, cache_mode="bypass"),
+            lambda page: page.tools, key=lambda tool: tool.name, noun="tool")
+
+    async def paginate(self, method: str, fetch: Callable[[str | None], Any], items: Callable[[Any], Any],
+                       *, key: Callable[[Any], str], noun: str) -> list[Any]:
+        """Every item of a paginated ``method``, following ``nextCursor`` for at most
+        ``max_list_pages`` pages; an item listed twice (by ``key``) is kept once."""
+        found: list[Any] = []
+        seen_keys: set[str] = set()
         seen_cursors: set[str] = set()
         cursor: str | None = None
         for _ in range(self._max_pages):
-            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
-            for tool in page.tools:
-                if tool.name in seen_names:
-                    self.warn(f"tool {tool.name!r} is listed twice; the second listing was ignored")
+            page = await fetch(cursor)
+            for item in items(page) or ():
+                if key(item) in seen_keys:
+                    self.warn(f"{noun} {key(item)!r} is listed twice; the second listing was ignored")
                     continue
-                seen_names.add(tool.name)
-                tools.append(tool)
+                seen_keys.add(key(item))
+                found.append(item)
             cursor = page.next_cursor
             if cursor is None:
-                return tools
+                return found
             if cursor in seen_cursors:
-                self.warn(f"tools/list returned cursor {cursor!r} a second time; stopped listing "
-                          f"after {len(tools)} tool(s) to avoid a loop")
-                return tools
+                self.warn(f"{method} returned cursor {cursor!r} a second time; stopped listing "
+                          f"after {len(found)} {noun}(s) to avoid a loop")
+                return found
             seen_cursors.add(cursor)
-        self.warn(f"tools/list still had more pages after max_list_pages={self._max_pages}; "
-                  f"kept the first {len(tools)} tool(s)")
-        return tools
+        self.warn(f"{method} still had more pages after max_list_pages={self._max_pages}; "
+                  f"kept the first {len(found)} {noun}(s)")
+        return found
 
     async def refresh(self) -> None:
         """List the tools again now (loop thread)."""
@@ -405,12 +423,37 @@ class ServerConnection:
         except Exception:  # noqa: BLE001 - a sink must not break the connection
             log.exception("forwarding an MCP notification failed")
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
-        """Send ``tools/call`` with the server's original tool name (loop thread)."""
+    def connected_client(self) -> Any:
+        """The live client; raises :class:`NotConnected` when there is none."""
         client = self.client
         if client is None or self.status != "connected":
             raise NotConnected(self.error or f"status is {self.status!r}")
-        return await client.call_tool(name, arguments)
+        return client
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        progress: Callable[[float, float | None, str | None], None] | None = None) -> Any:
+        """Send ``tools/call`` with the server's original tool name (loop thread). The
+        request always carries a progress token; ``progress(progress, total, message)``
+        hears the server's ``notifications/progress`` for it (it must not block)."""
+        client = self.connected_client()
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            if progress is not None:
+                progress(value, total, message)
+
+        return await client.call_tool(name, arguments, progress_callback=on_progress)
+
+    async def set_roots(self, roots: Roots) -> None:
+        """Replace the announced roots and send ``notifications/roots/list_changed``."""
+        import warnings
+
+        self.roots = roots
+        client = self.client
+        if client is None or self.status != "connected":
+            return  # the next roots/list (after a connect) answers with the new roots
+        with warnings.catch_warnings():  # deprecated on 2026-era connections, not on these
+            warnings.simplefilter("ignore")
+            await client.send_roots_list_changed()
 
 
 def _connect_hint(spec: Any, exc: BaseException) -> str:

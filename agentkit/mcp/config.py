@@ -36,6 +36,8 @@ class StdioServer:
     (``PATH``, ``HOME``...) that the mcp SDK passes to the child."""
     cwd: str | None = None
     """Working directory of the child process (must exist)."""
+    roots: Sequence[str | os.PathLike[str]] | None = None
+    """Directories announced to this server as its roots (overrides ``connect_mcp(roots=)``)."""
 
     @property
     def transport(self) -> str:
@@ -51,6 +53,8 @@ class HttpServer:
     """The MCP endpoint, e.g. ``http://127.0.0.1:8000/mcp``."""
     headers: Mapping[str, str] = field(default_factory=dict)
     """Headers sent with every request (for example ``Authorization``)."""
+    roots: Sequence[str | os.PathLike[str]] | None = None
+    """Directories announced to this server as its roots (overrides ``connect_mcp(roots=)``)."""
 
     @property
     def transport(self) -> str:
@@ -62,8 +66,8 @@ ServerSpec = Union[StdioServer, HttpServer, Mapping[str, Any], Any]
 """What ``connect_mcp`` accepts per server: a config dict, a :class:`StdioServer`, a
 :class:`HttpServer`, or an un-entered ``mcp.Client``."""
 
-_STDIO_KEYS = ("command", "args", "env", "cwd")
-_HTTP_KEYS = ("url", "headers")
+_STDIO_KEYS = ("command", "args", "env", "cwd", "roots")
+_HTTP_KEYS = ("url", "headers", "roots")
 _TRANSPORT_NAMES = {"stdio": "stdio", "http": "streamable-http", "streamable-http": "streamable-http",
                     "streamable_http": "streamable-http", "streamableHttp": "streamable-http"}
 
@@ -106,6 +110,7 @@ def _stdio_from_dict(name: str, cfg: Mapping[str, Any]) -> StdioServer:
         args=tuple(args),
         env=None if env is None else _str_map(name, "env", env),
         cwd=cwd,
+        roots=_roots(name, cfg.get("roots")),
     )
 
 
@@ -117,7 +122,18 @@ def _http_from_dict(name: str, cfg: Mapping[str, Any]) -> HttpServer:
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise _fail(name, f"'url' must be an http:// or https:// URL with a host, not {url!r}")
     headers = cfg.get("headers")
-    return HttpServer(url=url, headers={} if headers is None else _str_map(name, "headers", headers))
+    return HttpServer(url=url, headers={} if headers is None else _str_map(name, "headers", headers),
+                      roots=_roots(name, cfg.get("roots")))
+
+
+def _roots(name: str, value: Any) -> Any:
+    """The per-server ``roots``, checked (every entry an existing directory or a file:// URI)."""
+    if value is None:
+        return None
+    from ._callbacks import normalize_roots
+
+    normalize_roots(value, f"MCP server {name!r}: 'roots'")
+    return tuple(value) if not hasattr(value, "root_dir") else value
 
 
 def _from_dict(name: str, cfg: Mapping[str, Any]) -> StdioServer | HttpServer:
@@ -190,5 +206,6 @@ def validate_servers(servers: Mapping[str, ServerSpec]) -> dict[str, Any]:
 
 def _as_dict(spec: StdioServer | HttpServer) -> dict[str, Any]:
     if isinstance(spec, StdioServer):
-        return {"command": spec.command, "args": list(spec.args), "env": spec.env, "cwd": spec.cwd}
-    return {"url": spec.url, "headers": dict(spec.headers)}
+        return {"command": spec.command, "args": list(spec.args), "env": spec.env, "cwd": spec.cwd,
+                "roots": spec.roots}
+    return {"url": spec.url, "headers": dict(spec.headers), "roots": spec.roots}

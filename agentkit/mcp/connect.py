@@ -6,9 +6,11 @@ import logging
 import time
 import weakref
 from collections.abc import Mapping
+from typing import Any
 
 from ..errors import ConfigurationError, McpError, MissingDependencyError
 from .config import _LOG_LEVELS, LogLevel, ServerSpec, validate_servers
+from .host import ApproveSampling, ElicitationHandler
 from .toolset import AuthorizeToolCall, McpToolset
 
 __all__ = ["connect_mcp"]
@@ -26,6 +28,11 @@ def connect_mcp(
     fail_on_no_tools: bool = False,
     prefix_tool_names: bool | None = None,
     log_level: LogLevel | None = "info",
+    roots: Any = None,
+    sampling: Any = None,
+    approve_sampling: ApproveSampling | None = None,
+    elicitation: ElicitationHandler | None = None,
+    expose_resources: bool = False,
 ) -> McpToolset:
     """Connect MCP servers and return their tools as an :class:`McpToolset`.
 
@@ -44,7 +51,27 @@ def connect_mcp(
     ``<server>__<tool>``. ``authorize_tool_call(server, tool, arguments, call_id)`` runs
     before every call; raising or returning False denies it and nothing is sent. A call
     gets ``call_timeout`` seconds. ``log_level`` opts in to server log messages on
-    2026-era connections (None: no opt-in).
+    2026-era connections (None: no opt-in). Every call carries a progress token; the
+    server's progress notifications reach ``ToolContext.report_progress`` as
+    ``{"server", "tool", "progress", "total", "message"}`` dicts (so
+    ``on_tool_call_update`` and the agent stream's ``tool-update`` events hear them).
+
+    What servers may ask of the host (each is offered only when configured):
+
+    * ``roots``: directories (paths or ``file://`` URIs), or an execution context (its
+      ``root_dir``), announced through ``roots/list``; a server config's own ``"roots"``
+      overrides it. Without either, no roots capability is offered. Change them later
+      with :meth:`McpToolset.set_roots`.
+    * ``sampling``: a ``ChatModel`` or model spec (asked with the server's messages,
+      system prompt and ``maxTokens``) or a handler ``(SamplingRequest) -> SamplingResult | str``.
+      ``approve_sampling(request)`` is the policy gate run first: returning False or
+      raising refuses the request before any token is spent. Without it, sampling
+      requests are answered.
+    * ``elicitation``: a handler ``(ElicitationRequest) -> ElicitationResult | dict | None``
+      (a dict accepts with that content, None declines).
+
+    ``expose_resources=True`` adds two tools that let the model list and read the
+    servers' resources (``mcp_list_resources``, ``mcp_read_resource``).
     """
     try:
         import anyio  # noqa: F401
@@ -66,7 +93,19 @@ def connect_mcp(
                                  f"several servers), not {prefix_tool_names!r}")
     if log_level is not None and log_level not in _LOG_LEVELS:
         raise ConfigurationError(f"log_level must be one of {', '.join(_LOG_LEVELS)} or None, not {log_level!r}")
+    if not isinstance(expose_resources, bool):
+        raise ConfigurationError(f"expose_resources must be True or False, not {expose_resources!r}")
     specs = validate_servers(servers)
+
+    from ._callbacks import HostCallbacks, normalize_roots
+
+    host = HostCallbacks(sampling=sampling, approve_sampling=approve_sampling, elicitation=elicitation)
+    default_roots = None if roots is None else normalize_roots(roots, "roots")
+    server_roots = {
+        name: (default_roots if getattr(spec, "roots", None) is None
+               else normalize_roots(spec.roots, f"MCP server {name!r}: 'roots'"))
+        for name, spec in specs.items()
+    }
 
     from ._portal import LoopThread
     from ._runtime import Notifier, Runtime, supervise
@@ -83,13 +122,14 @@ def connect_mcp(
     conns = {
         name: ServerConnection(name, spec, connect_timeout=float(connect_timeout),
                                max_list_pages=max_list_pages, log_level=log_level,
-                               notify=notifier.put, tools_changed=tools_changed)
+                               notify=notifier.put, tools_changed=tools_changed, host=host,
+                               roots=server_roots[name])
         for name, spec in specs.items()
     }
     runtime = Runtime(LoopThread(), conns, notifier)
     toolset = McpToolset(_runtime=runtime, _authorize=authorize_tool_call,
                          _call_timeout=None if call_timeout is None else float(call_timeout),
-                         _prefix=prefix_tool_names)
+                         _prefix=prefix_tool_names, _expose_resources=expose_resources)
     try:
         runtime.supervisor = runtime.loop.submit(supervise, list(conns.values()))
         deadline = time.monotonic() + float(connect_timeout) + 1.0

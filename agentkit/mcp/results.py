@@ -6,9 +6,11 @@ Pure functions over the result's attributes (``content``, ``structured_content``
 * only text blocks, no structured content -> ``text`` output (blocks joined by newlines)
 * structured content and no blocks, or text blocks that are its JSON serialisation ->
   ``json`` output (the structured value)
-* text blocks that render a ``{"result": value}`` wrapper (what SDK servers send for a
-  tool returning a non-object) -> ``text`` output; text that says something else keeps
-  the structured value too, appended as JSON text, so nothing the server sent is lost
+* text blocks that render a one-key wrapper of themselves (``{"result": value}``, what SDK
+  servers send for a tool returning a non-object; ``{"content": text}``, what the
+  filesystem reference server sends) -> ``text`` output, not the same text twice; text
+  that says something else keeps the structured value too, appended as JSON text, so
+  nothing the server sent is lost
 * images, audio, embedded resources, resource links -> ``content`` output with
   TextPart / ImagePart / FilePart (structured content is appended as JSON text)
 * ``isError`` -> ``error-text`` output carrying the server's text
@@ -23,7 +25,7 @@ from typing import Any
 
 from ..messages import FilePart, ImagePart, TextPart, ToolOutput
 
-__all__ = ["content_block_to_parts", "tool_result_to_output"]
+__all__ = ["content_block_to_parts", "resource_contents_to_parts", "tool_result_to_output"]
 
 
 def _b64(data: str) -> bytes:
@@ -38,6 +40,21 @@ def _filename(uri: str) -> str | None:
     return tail or None
 
 
+def resource_contents_to_parts(res: Any) -> list[TextPart | ImagePart | FilePart]:
+    """Convert one resource's contents (text, or a base64 blob) to agentkit parts: text
+    becomes a TextPart, an image blob an ImagePart, any other blob a FilePart named after
+    the URI's last segment."""
+    uri = str(res.uri)
+    mime = getattr(res, "mime_type", None)
+    text = getattr(res, "text", None)
+    if text is not None:
+        return [TextPart(text=text)]
+    data = _b64(res.blob)
+    if mime and mime.startswith("image/"):
+        return [ImagePart(data=data, media_type=mime)]
+    return [FilePart(data=data, media_type=mime or "application/octet-stream", filename=_filename(uri))]
+
+
 def content_block_to_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:
     """Convert one MCP content block to agentkit content parts (unknown kinds become a
     short text note so nothing is silently lost)."""
@@ -49,16 +66,7 @@ def content_block_to_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:
     if kind == "audio":
         return [FilePart(data=_b64(block.data), media_type=block.mime_type or "application/octet-stream")]
     if kind == "resource":
-        res = block.resource
-        uri = str(res.uri)
-        mime = getattr(res, "mime_type", None)
-        text = getattr(res, "text", None)
-        if text is not None:
-            return [TextPart(text=text)]
-        data = _b64(res.blob)
-        if mime and mime.startswith("image/"):
-            return [ImagePart(data=data, media_type=mime)]
-        return [FilePart(data=data, media_type=mime or "application/octet-stream", filename=_filename(uri))]
+        return resource_contents_to_parts(block.resource)
     if kind == "resource_link":
         label = getattr(block, "name", None) or str(block.uri)
         desc = getattr(block, "description", None)
@@ -92,8 +100,8 @@ def _text_with_structured(texts: list[str], structured: Any) -> ToolOutput:
     if _texts_render(texts, structured):
         return ToolOutput(kind="json", value=structured)
     joined = "\n".join(texts)
-    if isinstance(structured, dict) and set(structured) == {"result"} and _texts_render(texts, structured["result"]):
-        return ToolOutput.text(joined)
+    if isinstance(structured, dict) and len(structured) == 1 and _texts_render(texts, next(iter(structured.values()))):
+        return ToolOutput.text(joined)  # a one-key wrapper of the text: {"result": ...}, {"content": ...}
     return ToolOutput.text(f"{joined}\n{_json_text(structured)}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -11,9 +12,10 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import CancelledError, ConfigurationError, McpError, SessionClosedError, ToolDefinitionError
-from ..messages import ToolCallPart, ToolOutput
+from ..messages import FilePart, ImagePart, Message, TextPart, ToolCallPart, ToolOutput
 from ..tools.base import Tool, ToolContext, ToolDecision
 from ._runtime import Runtime
+from .host import McpPrompt, McpResource
 from .naming import exposed_names
 from .results import tool_result_to_output
 
@@ -28,6 +30,8 @@ AuthorizeToolCall = Callable[[str, str, dict[str, Any], "str | None"], Any]
 deny a call; it runs in the calling thread before anything is sent to the server."""
 
 _CTX = "_agentkit_mcp_context"
+_MAX_PENDING_PROGRESS = 1000
+"""Progress updates of one call waiting for its thread; beyond this, new ones are dropped."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,19 +75,24 @@ class McpToolset:
     ``tools`` are ordinary agentkit :class:`~agentkit.tools.Tool` objects (pass them to
     ``run_agent`` or ``Session``); ``tool_name_map`` maps each exposed name to its
     server and original tool name; ``servers`` reports every server's connection.
+    :meth:`list_resources`, :meth:`read_resource`, :meth:`list_prompts` and
+    :meth:`get_prompt` reach a server's resources and prompts; :meth:`set_roots` changes
+    the directories announced to the servers.
     Use it as a context manager or call :meth:`close`: that stops every server (no child
     process survives) and the background event-loop thread. Thread-safe.
     """
 
     def __init__(self, *, _runtime: Runtime, _authorize: AuthorizeToolCall | None,
-                 _call_timeout: float | None, _prefix: bool | None) -> None:
+                 _call_timeout: float | None, _prefix: bool | None, _expose_resources: bool = False) -> None:
         self._rt = _runtime
+        self._expose_resources = _expose_resources
         self._authorize = _authorize
         self._call_timeout = _call_timeout
         self._prefix = _prefix
         self._lock = threading.Lock()
         self._tools: tuple[Tool, ...] = ()
         self._map: dict[str, McpToolRef] = {}
+        self._helpers: tuple[Tool, ...] = ()
         self._rebuild_lock = threading.Lock()
         self._finalizer = weakref.finalize(self, Runtime.shutdown, _runtime)
 
@@ -92,11 +101,12 @@ class McpToolset:
     @property
     def tools(self) -> tuple[Tool, ...]:
         """The agentkit tools of every connected server, in server order then listing
-        order. Re-read it after a ``tools/list_changed`` refresh."""
+        order, then (with ``expose_resources=True``) the ``mcp_list_resources`` and
+        ``mcp_read_resource`` helpers. Re-read it after a ``tools/list_changed`` refresh."""
         with self._lock:
-            tools, mapping = self._tools, self._map
+            tools, mapping, helpers = self._tools, self._map, self._helpers
         live = self._live_servers()
-        return tuple(t for t in tools if mapping[t.name].server in live)
+        return tuple(t for t in tools if mapping[t.name].server in live) + helpers
 
     @property
     def tool_name_map(self) -> Mapping[str, McpToolRef]:
@@ -159,9 +169,17 @@ class McpToolset:
             if tool is not None:
                 tools.append(tool)
                 mapping[exposed] = McpToolRef(server=conn.name, tool=mcp_tool.name)
+        helpers: list[Tool] = []
+        if self._expose_resources:
+            from . import _catalog
+
+            with_resources = [c.name for c in conns if c.status == "connected" and _catalog.offers(c, "resources")]
+            helpers = _catalog.resource_tools(self._rt, with_resources, self._call_timeout, set(mapping),
+                                              lambda m: log.warning("MCP toolset: %s", m))
         with self._lock:
             self._tools = tuple(tools)
             self._map = mapping
+            self._helpers = tuple(helpers)
 
     def _make_tool(self, exposed: str, conn: Any, mcp_tool: Any) -> Tool | None:
         schema = dict(mcp_tool.input_schema or {})
@@ -225,9 +243,30 @@ class McpToolset:
                 f"tool {exposed!r} cannot run: MCP server {server!r} is not connected "
                 f"({conn.error or conn.status})"
             )
+        updates: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+
+        def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            # on the loop thread: only queue it; the calling thread reports it (pump). A
+            # server flooding notifications faster than listeners take them loses the excess.
+            if updates.qsize() < _MAX_PENDING_PROGRESS:
+                updates.put({"server": server, "tool": tool, "progress": progress, "total": total,
+                             "message": message})
+
+        def pump() -> None:
+            while True:
+                try:
+                    update = updates.get_nowait()
+                except queue.Empty:
+                    return
+                if ctx is not None:
+                    try:
+                        ctx.report_progress(update)
+                    except Exception:  # noqa: BLE001 - a listener must not fail the call
+                        log.warning("a progress listener of MCP tool %r failed", exposed, exc_info=True)
+
         try:
-            result = self._rt.loop.run(conn.call_tool, tool, arguments, timeout=self._call_timeout,
-                                       cancel=cancel)
+            result = self._rt.loop.run(conn.call_tool, tool, arguments, on_progress,
+                                       timeout=self._call_timeout, cancel=cancel, pump=pump)
         except CancelledError:
             raise
         except CallTimeout:
@@ -254,6 +293,84 @@ class McpToolset:
                 )
             return ToolOutput.error(f"MCP tool {exposed!r} (server {server!r}) failed: {text}")
         return tool_result_to_output(result)
+
+    # -- resources, prompts, roots -----------------------------------------------------
+
+    def list_resources(self, server: str, *, timeout: float | None = 30.0) -> list[McpResource]:
+        """Every resource ``server`` lists (``resources/list``, followed page by page like
+        tools). Raises :class:`~agentkit.errors.McpError` when the server is not connected,
+        offers no resources, refuses, or gives no answer within ``timeout`` seconds."""
+        from ._catalog import list_resources
+
+        return list_resources(self._rt, server, timeout)
+
+    def read_resource(self, server: str, uri: str, *,
+                      timeout: float | None = 30.0) -> list[TextPart | ImagePart | FilePart]:
+        """The contents of resource ``uri`` of ``server`` as agentkit parts: text as
+        :class:`~agentkit.messages.TextPart`, image blobs as ``ImagePart``, other blobs as
+        ``FilePart``. Errors as in :meth:`list_resources`."""
+        from ._catalog import read_resource
+
+        return read_resource(self._rt, server, uri, timeout)
+
+    def list_prompts(self, server: str, *, timeout: float | None = 30.0) -> list[McpPrompt]:
+        """Every prompt ``server`` lists (``prompts/list``, page by page). Errors as in
+        :meth:`list_resources`."""
+        from ._catalog import list_prompts
+
+        return list_prompts(self._rt, server, timeout)
+
+    def get_prompt(self, server: str, name: str, arguments: Mapping[str, str] | None = None, *,
+                   timeout: float | None = 30.0) -> list[Message]:
+        """Prompt ``name`` of ``server`` filled in with ``arguments`` (strings), as
+        agentkit user/assistant :class:`~agentkit.messages.Message` objects ready to send
+        to a model. Errors as in :meth:`list_resources`."""
+        from ._catalog import get_prompt
+
+        return get_prompt(self._rt, server, name, arguments, timeout)
+
+    def roots(self, server: str) -> tuple[str, ...] | None:
+        """The ``file://`` URIs announced to ``server`` as its roots (None: the server was
+        connected without roots, so no roots capability was offered)."""
+        from ._catalog import _conn
+
+        roots = _conn(self._rt, server).roots
+        return None if roots is None else tuple(uri for uri, _ in roots)
+
+    def set_roots(self, roots: Any, *, server: str | None = None, timeout: float | None = 30.0) -> None:
+        """Replace the roots announced to ``server`` (default: every server connected with
+        roots) and send it ``notifications/roots/list_changed``; the server then asks for
+        the new list. ``roots`` is a list of directories or ``file://`` URIs, or an
+        execution context. A server connected without roots offered no roots capability
+        and cannot be given any now: :class:`~agentkit.errors.ConfigurationError` says to
+        connect it with ``roots=``."""
+        from ._callbacks import normalize_roots
+        from ._catalog import _conn
+        from ._portal import CallTimeout
+        from ._server import describe_error
+
+        normalized = normalize_roots(roots, "set_roots(roots)")
+        names = [server] if server is not None else [n for n, c in self._rt.conns.items() if c.roots is not None]
+        if not names:
+            raise ConfigurationError("no MCP server was connected with roots, so none was offered the roots "
+                                     "capability; connect with roots=[...] (connect_mcp(roots=...) or a "
+                                     "server config's 'roots')")
+        for name in names:
+            conn = _conn(self._rt, name)
+            if conn.roots is None:
+                raise ConfigurationError(f"MCP server {name!r} was connected without roots, so it was not "
+                                         f"offered the roots capability; connect it with roots=[...] "
+                                         f"(connect_mcp(roots=...) or its config's 'roots')")
+            try:
+                self._rt.loop.run(conn.set_roots, normalized, timeout=timeout)
+            except CallTimeout:
+                raise McpError(f"MCP server {name!r}: sending roots/list_changed took more than "
+                               f"{timeout:g}s") from None
+            except McpError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the connection broke
+                raise McpError(f"MCP server {name!r}: roots/list_changed could not be sent: "
+                               f"{describe_error(exc)}") from None
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Stores: event stores behind the :class:`EventStore` port and job stores behind the
-:class:`JobStore` port, side by side (memory and file for each)."""
+:class:`JobStore` port, side by side (memory and file for each; PostgreSQL for several
+hosts in :mod:`agentkit.stores.postgres`, imported on its own: it needs the ``postgres`` extra)."""
 
 from __future__ import annotations
 

@@ -33,6 +33,10 @@ class ToolContext:
     session_id: str | None = None
     execution_context: Any = None
     """The session's execution context, when one was configured."""
+    idempotency_key: str | None = None
+    """The id of this call's execution intent: unique per call, stable across a crash and
+    the host's reconciliation. Pass it on (an HTTP ``Idempotency-Key``, a unique key in a
+    database) to make the call's effect happen at most once. None outside the loop."""
     _progress: Callable[[Any], None] | None = field(default=None, repr=False)
 
     def report_progress(self, update: Any) -> None:
@@ -107,6 +111,10 @@ class Tool:
     )
     """The tool's own gate, run after the generation's ``before_tool_call`` hooks (MCP
     tools put ``authorize_tool_call`` here)."""
+    redact_input: Callable[[Any], Any] | None = field(default=None, repr=False)
+    """Turns an input into what may be recorded of it (the session's events, streams,
+    records, approval requests); the tool itself still receives the input as the model
+    wrote it. ``http_tools`` hides credential header values this way."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
@@ -127,6 +135,8 @@ class Tool:
             raise ToolDefinitionError(
                 f"tool {self.name!r}: input_schema is not a valid JSON Schema: {exc.message}"
             ) from None
+        if self.redact_input is not None and not callable(self.redact_input):
+            raise ToolDefinitionError(f"tool {self.name!r}: redact_input must be callable")
         if self.timeout is not None and self.timeout <= 0:
             raise ToolDefinitionError(f"tool {self.name!r}: timeout must be positive")
         object.__setattr__(self, "_validator", jsonschema.Draft202012Validator(schema))

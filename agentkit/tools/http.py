@@ -11,6 +11,8 @@ With a ``context``, each request also asks ``context.request_permission`` (opera
 every URL the tool reaches is checked and asked for the same way (a redirect cannot
 smuggle a request to a host the policy or the permission handler would refuse), and
 credentials are not carried to another host. A status of 400 or more is an error result.
+The values of ``Authorization``, ``Proxy-Authorization``, ``Cookie`` and ``X-Api-Key``
+request headers are sent but never recorded (``Tool.redact_input``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import requests
 
 from ..errors import ConfigurationError
 from ..messages import ToolOutput
+from ..redaction import REDACTED
 from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ._common import ask, check_limits, guarded, visible
 from ._http_transport import GuardedAdapter
@@ -35,6 +38,17 @@ __all__ = ["http_tools"]
 
 _SHOWN_HEADERS = ("content-type", "content-length", "location", "retry-after")
 _CREDENTIALS = ("authorization", "proxy-authorization", "cookie")
+_SECRET_HEADERS = frozenset((*_CREDENTIALS, "x-api-key"))
+
+
+def _hide_secret_headers(data: Any) -> Any:
+    """The input as it is recorded: the values of credential headers replaced (the
+    request still sends them)."""
+    headers = data.get("headers") if isinstance(data, dict) else None
+    if not isinstance(headers, dict) or not any(str(k).lower() in _SECRET_HEADERS for k in headers):
+        return data
+    hidden = {k: REDACTED if str(k).lower() in _SECRET_HEADERS else v for k, v in headers.items()}
+    return {**data, "headers": hidden}
 
 
 def _check_url(url: str) -> None:
@@ -222,7 +236,8 @@ def http_tools(
         Tool(name="http_get", description="Send an HTTP GET request and return the status and body.",
              input_schema={"type": "object", "properties": {"url": url_prop, "headers": headers_prop},
                            "required": ["url"], "additionalProperties": False},
-             fn=guarded("http_get", http_get), context_param="ctx", read_only=True, ),
+             fn=guarded("http_get", http_get), context_param="ctx", read_only=True,
+             redact_input=_hide_secret_headers),
         Tool(name="http_post",
              description="Send an HTTP POST request; a string body is sent as is, any other JSON "
                          "value as application/json. Returns the status and body.",
@@ -230,5 +245,5 @@ def http_tools(
                            "properties": {"url": url_prop, "headers": headers_prop,
                                           "body": {"description": "Text or a JSON value"}},
                            "required": ["url"], "additionalProperties": False},
-             fn=guarded("http_post", http_post), context_param="ctx"),
+             fn=guarded("http_post", http_post), context_param="ctx", redact_input=_hide_secret_headers),
     ]

@@ -148,7 +148,9 @@ async def touch(uri: str, ctx: Context) -> str:
     return "touched"
 
 
-def _serve_http() -> None:
+def serve_http(mcp_server: MCPServer | None = None) -> None:
+    """Serve ``mcp_server`` (default: this demo) over Streamable HTTP on a free port,
+    printing the port first (host_server.py uses it too)."""
     import socket
 
     import uvicorn
@@ -158,7 +160,7 @@ def _serve_http() -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     port = sock.getsockname()[1]
-    app = server.streamable_http_app(host="127.0.0.1")
+    app = (mcp_server or server).streamable_http_app(host="127.0.0.1")
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
     print(port, flush=True)
     uvicorn.Server(config).run(sockets=[sock])
@@ -169,6 +171,6 @@ if __name__ == "__main__":
 
     warnings.simplefilter("ignore")
     if "--http" in sys.argv:
-        _serve_http()
+        serve_http()
     else:
         server.run()

@@ -85,11 +85,11 @@ _SHARED_POOL_THREADS = frozenset({"agentkit-tool", "agentkit-listener", "agentki
 
 
 @contextmanager
-def http_server(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    """Run demo_server.py as a Streamable HTTP server on a free 127.0.0.1 port; yields
-    its MCP URL and stops it afterwards."""
+def http_server(*args: str, env: dict[str, str] | None = None, script: str = DEMO) -> Iterator[str]:
+    """Run demo_server.py (or ``script``) as a Streamable HTTP server on a free 127.0.0.1
+    port; yields its MCP URL and stops it afterwards."""
     proc = subprocess.Popen(
-        [sys.executable, DEMO, "--http", *args],
+        [sys.executable, script, "--http", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

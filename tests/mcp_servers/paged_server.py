@@ -4,11 +4,14 @@
 ``python paged_server.py repeat``  page 2 hands out page 1's cursor again (a loop)
 ``python paged_server.py endless`` a new cursor on every page, forever
 Tool names include characters providers reject, and two that sanitise to one name.
+Resources (``page://<name>``, one of them an image blob) and prompts are paginated the
+same way, one item per tool name.
 """
 
 from __future__ import annotations
 
 import sys
+from urllib.parse import quote
 
 import anyio
 import mcp_types as types
@@ -33,13 +36,7 @@ def _tool(name: str) -> types.Tool:
 
 
 async def list_tools(ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    cursor = params.cursor if params else None
-    if MODE == "endless":
-        page = int(cursor or "0")
-        return types.ListToolsResult(tools=[_tool(f"t{page}")], next_cursor=str(page + 1))
-    names, nxt = PAGES[cursor]
-    if MODE == "repeat" and cursor == "c1":
-        nxt = "c1"
+    names, nxt = _page(params.cursor if params else None)
     return types.ListToolsResult(tools=[_tool(n) for n in names], next_cursor=nxt)
 
 
@@ -48,7 +45,47 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
     return types.CallToolResult(content=[types.TextContent(type="text", text=f"{params.name}:{n}")])
 
 
-server = Server("paged", on_list_tools=list_tools, on_call_tool=call_tool)
+def _page(cursor: str | None) -> tuple[list[str], str | None]:
+    if MODE == "endless":
+        page = int(cursor or "0")
+        return [f"t{page}"], str(page + 1)
+    names, nxt = PAGES[cursor]
+    if MODE == "repeat" and cursor == "c1":
+        nxt = "c1"
+    return names, nxt
+
+
+async def list_resources(ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+    names, nxt = _page(params.cursor if params else None)
+    return types.ListResourcesResult(
+        resources=[types.Resource(uri=f"page://{quote(n, safe='')}", name=n, mime_type="text/plain")
+                   for n in names] + ([types.Resource(uri="page://image", name="image", mime_type="image/png")]
+                                        if nxt is None else []),
+        next_cursor=nxt)
+
+
+async def read_resource(ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    uri = str(params.uri)
+    if uri == "page://image":
+        return types.ReadResourceResult(contents=[types.BlobResourceContents(
+            uri=uri, mime_type="image/png", blob="iVBORw0KGgo=")])
+    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=f"text of {uri}")])
+
+
+async def list_prompts(ctx, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+    names, nxt = _page(params.cursor if params else None)
+    return types.ListPromptsResult(prompts=[types.Prompt(name=n) for n in names], next_cursor=nxt)
+
+
+async def get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    return types.GetPromptResult(messages=[
+        types.PromptMessage(role="user", content=types.TextContent(type="text", text=f"ask {params.name}")),
+        types.PromptMessage(role="assistant", content=types.TextContent(type="text", text="answered")),
+    ])
+
+
+server = Server("paged", on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
+                on_read_resource=read_resource, on_list_prompts=list_prompts, on_get_prompt=get_prompt)
 
 
 async def main() -> None:

@@ -1,0 +1,346 @@
+"""What the PostgreSQL stores share (private): the schema SQL, the connection pool, the
+migration and the schema-version check, and readable errors for a lost server."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from ..errors import ConfigurationError, MissingDependencyError, SchemaVersionError, StoreError, StoreUnavailableError
+from .base import SCHEMA_VERSION
+
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError as _exc:  # tests/test_get_model.py: a missing extra is named
+    raise MissingDependencyError(
+        _exc.name or "psycopg", "postgres", "agentkit.stores.postgres (the PostgreSQL stores)"
+    ) from _exc
+
+__all__ = ["SCHEMA_SQL", "Pg", "PoolTimeout", "channel_name", "check_schema_name", "psycopg", "schema_sql"]
+
+T = TypeVar("T")
+
+_SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,39}")
+
+# The whole schema, for one application schema named {schema}. migrate() runs it in one
+# transaction under an advisory lock, so it is idempotent and safe from several hosts at
+# once. docs/durability.md shows it for the schema "agentkit" (tests check they agree).
+SCHEMA_SQL = """\
+CREATE SCHEMA IF NOT EXISTS {schema};
+
+CREATE TABLE IF NOT EXISTS {schema}.meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+
+-- one row per session: its revision and the position of its next event
+CREATE TABLE IF NOT EXISTS {schema}.sessions (
+    session_id text PRIMARY KEY,
+    revision   bigint NOT NULL,
+    head       bigint NOT NULL
+);
+
+-- the active log: position orders it; rev is the revision that includes the row
+CREATE TABLE IF NOT EXISTS {schema}.events (
+    session_id text   NOT NULL,
+    position   bigint NOT NULL,
+    rev        bigint NOT NULL,
+    event_id   text   NOT NULL,
+    body       text   NOT NULL,  -- the event as agentkit's strict JSON
+    PRIMARY KEY (session_id, position)
+);
+CREATE INDEX IF NOT EXISTS events_rev ON {schema}.events (session_id, rev);
+
+-- events moved out of the active log by compaction (and explicit archives)
+CREATE TABLE IF NOT EXISTS {schema}.archives (
+    session_id text   NOT NULL,
+    archive_id text   NOT NULL,
+    event_ids  text[] NOT NULL,
+    body       text   NOT NULL,  -- a JSON array of the events
+    PRIMARY KEY (session_id, archive_id)
+);
+
+-- job snapshots; name lets each job runner keep its own jobs
+CREATE TABLE IF NOT EXISTS {schema}.jobs (
+    name         text   NOT NULL,
+    execution_id text   NOT NULL,
+    revision     bigint NOT NULL,
+    started_at   double precision NOT NULL,
+    state        text   NOT NULL,
+    PRIMARY KEY (name, execution_id)
+);
+
+-- compare-and-swap append: the new revision, or -(actual revision) - 1 when stale
+CREATE OR REPLACE FUNCTION {schema}.append_events(
+    p_session text, p_expected bigint, p_ids text[], p_bodies text[]
+) RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_rev  bigint;
+    v_head bigint;
+    v_n    integer := coalesce(array_length(p_bodies, 1), 0);
+BEGIN
+    LOOP  -- a row another writer creates may be deleted again before we lock it
+        SELECT revision, head INTO v_rev, v_head
+          FROM {schema}.sessions WHERE session_id = p_session FOR UPDATE;
+        EXIT WHEN FOUND;
+        IF p_expected <> 0 THEN RETURN -1; END IF;
+        INSERT INTO {schema}.sessions (session_id, revision, head)
+             VALUES (p_session, 0, 0) ON CONFLICT (session_id) DO NOTHING;
+    END LOOP;
+    IF v_rev <> p_expected THEN RETURN -v_rev - 1; END IF;
+    IF v_n = 0 THEN RETURN v_rev; END IF;
+    INSERT INTO {schema}.events (session_id, position, rev, event_id, body)
+         SELECT p_session, v_head + i - 1, v_rev + i, p_ids[i], p_bodies[i]
+           FROM generate_series(1, v_n) AS i;
+    UPDATE {schema}.sessions SET revision = v_rev + v_n, head = v_head + v_n
+     WHERE session_id = p_session;
+    PERFORM pg_notify({channel}, p_session || ' ' || (v_rev + v_n));
+    RETURN v_rev + v_n;
+END
+$fn$;
+
+-- keep events under an archive id; the same ids again is a no-op (AK001: different ones)
+CREATE OR REPLACE FUNCTION {schema}.archive_events(
+    p_session text, p_archive text, p_ids text[], p_body text
+) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_ids text[];
+BEGIN
+    LOOP  -- the archive in the way may be deleted (with its session) before we read it
+        INSERT INTO {schema}.archives (session_id, archive_id, event_ids, body)
+             VALUES (p_session, p_archive, p_ids, p_body)
+        ON CONFLICT (session_id, archive_id) DO NOTHING;
+        EXIT WHEN FOUND;
+        SELECT event_ids INTO v_ids FROM {schema}.archives
+         WHERE session_id = p_session AND archive_id = p_archive;
+        IF FOUND THEN
+            IF v_ids IS DISTINCT FROM p_ids THEN
+                RAISE EXCEPTION 'archive holds different events' USING ERRCODE = 'AK001';
+            END IF;
+            EXIT;
+        END IF;
+    END LOOP;
+END
+$fn$;
+
+-- compare-and-swap compaction: archive the first p_remove events, put the summary in
+-- their place; the new revision, or -(actual revision) - 1 when stale (AK002: too few)
+CREATE OR REPLACE FUNCTION {schema}.compact_events(
+    p_session text, p_archive text, p_expected bigint, p_remove integer,
+    p_ids text[], p_bodies text[]
+) RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_rev    bigint;
+    v_head   bigint;
+    v_active bigint;
+    v_last   bigint;
+    v_ids    text[];
+    v_body   text;
+    v_n      integer := coalesce(array_length(p_bodies, 1), 0);
+BEGIN
+    SELECT revision, head INTO v_rev, v_head
+      FROM {schema}.sessions WHERE session_id = p_session FOR UPDATE;
+    IF NOT FOUND THEN
+        IF p_expected <> 0 THEN RETURN -1; END IF;
+        RAISE EXCEPTION 'too few events' USING ERRCODE = 'AK002', DETAIL = '0';
+    END IF;
+    IF v_rev <> p_expected THEN RETURN -v_rev - 1; END IF;
+    SELECT count(*) INTO v_active FROM {schema}.events WHERE session_id = p_session;
+    IF p_remove > v_active THEN
+        RAISE EXCEPTION 'too few events' USING ERRCODE = 'AK002', DETAIL = v_active::text;
+    END IF;
+    SELECT array_agg(event_id ORDER BY position),
+           '[' || string_agg(body, ',' ORDER BY position) || ']', max(position)
+      INTO v_ids, v_body, v_last
+      FROM (SELECT event_id, body, position FROM {schema}.events
+             WHERE session_id = p_session ORDER BY position LIMIT p_remove) AS removed;
+    PERFORM {schema}.archive_events(p_session, p_archive, v_ids, v_body);
+    DELETE FROM {schema}.events WHERE session_id = p_session AND position <= v_last;
+    INSERT INTO {schema}.events (session_id, position, rev, event_id, body)
+         SELECT p_session, v_last - v_n + i, v_rev + 1, p_ids[i], p_bodies[i]
+           FROM generate_series(1, v_n) AS i;
+    UPDATE {schema}.sessions SET revision = v_rev + 1 WHERE session_id = p_session;
+    PERFORM pg_notify({channel}, p_session || ' ' || (v_rev + 1));
+    RETURN v_rev + 1;
+END
+$fn$;
+
+-- remove a session and its archives. Deleting the session row first waits for appends
+-- in flight and holds off new ones (theirs included) until this commits, so the events
+-- removed next are all of them: none is left behind without its session.
+CREATE OR REPLACE FUNCTION {schema}.delete_session(p_session text)
+RETURNS boolean LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_found boolean;
+    v_archives integer;
+BEGIN
+    DELETE FROM {schema}.sessions WHERE session_id = p_session;
+    v_found := FOUND;
+    IF v_found THEN
+        DELETE FROM {schema}.events WHERE session_id = p_session;
+    END IF;
+    DELETE FROM {schema}.archives WHERE session_id = p_session;
+    GET DIAGNOSTICS v_archives = ROW_COUNT;
+    PERFORM pg_notify({channel}, p_session || ' deleted');
+    RETURN v_found OR v_archives > 0;
+END
+$fn$;
+
+INSERT INTO {schema}.meta (key, value) VALUES ('schema_version', '{version}')
+ON CONFLICT (key) DO NOTHING;
+"""
+
+
+def check_schema_name(schema: object) -> str:
+    """``schema``, or ConfigurationError: 1-40 characters from ``a-z 0-9 _``."""
+    if not isinstance(schema, str) or not _SCHEMA_RE.fullmatch(schema):
+        raise ConfigurationError(
+            f"invalid schema name {schema!r}: use 1-40 characters from a-z 0-9 _ starting with a "
+            f"letter or underscore (one schema per application, e.g. 'agentkit' or 'myapp_agents')"
+        )
+    return schema
+
+
+def channel_name(schema: str) -> str:
+    """The LISTEN/NOTIFY channel the stores of ``schema`` announce commits on."""
+    return f"{schema}_events"
+
+
+def schema_sql(schema: str = "agentkit") -> str:
+    """The SQL :meth:`Pg.migrate` runs for ``schema`` (shown in docs/durability.md)."""
+    check_schema_name(schema)
+    return SCHEMA_SQL.format(schema=schema, channel=f"'{channel_name(schema)}'", version=SCHEMA_VERSION)
+
+
+class Pg:
+    """A connection pool (given, or made from a conninfo string) plus the schema it uses."""
+
+    def __init__(self, target: object, *, schema: str, pool_size: int, connect_timeout: float, owner: str) -> None:
+        check_schema_name(schema)
+        if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
+            raise ConfigurationError(f"pool_size must be an int >= 1, got {pool_size!r}")
+        if (
+            not isinstance(connect_timeout, (int, float))
+            or isinstance(connect_timeout, bool)
+            or not 0 < connect_timeout < float("inf")
+        ):
+            raise ConfigurationError(f"connect_timeout must be a positive number of seconds, got {connect_timeout!r}")
+        self.schema = schema
+        self.ident = sql.Identifier(schema)
+        self.owner = owner
+        self.timeout = float(connect_timeout)
+        self._checked = False
+        if isinstance(target, ConnectionPool):
+            self.pool = target
+            self.own_pool = False
+        elif isinstance(target, str):
+            self.pool = ConnectionPool(
+                target,
+                min_size=1,
+                max_size=pool_size,
+                kwargs={"autocommit": True},
+                timeout=self.timeout,
+                open=True,
+                name=f"agentkit-{schema}",
+            )
+            self.own_pool = True
+        else:
+            raise ConfigurationError(
+                f"{owner} takes a libpq connection string (e.g. 'postgresql://user@host/db') or a "
+                f"psycopg_pool.ConnectionPool, not {type(target).__name__}"
+            )
+
+    def connect_args(self) -> tuple[str, dict[str, Any]]:
+        """conninfo and keyword arguments for a connection of its own (LISTEN)."""
+        conninfo = self.pool.conninfo() if callable(self.pool.conninfo) else self.pool.conninfo
+        kwargs = self.pool.kwargs() if callable(self.pool.kwargs) else self.pool.kwargs
+        return conninfo, {**(kwargs or {}), "autocommit": True}
+
+    def q(self, text: str) -> sql.Composed:
+        """``text`` with ``{s}`` replaced by the quoted schema name."""
+        return sql.SQL(text).format(s=self.ident)
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; the schema version is checked on first use."""
+        with self.pool.connection(timeout=self.timeout) as conn:
+            if not self._checked:
+                self._check_version(conn)
+            yield conn
+            if not conn.autocommit:
+                conn.commit()
+
+    def _check_version(self, conn: psycopg.Connection[Any]) -> None:
+        try:
+            row = conn.execute(self.q("SELECT value FROM {s}.meta WHERE key = 'schema_version'")).fetchone()
+        except psycopg.errors.UndefinedTable:
+            if not conn.autocommit:
+                conn.rollback()
+            raise StoreError(
+                f"PostgreSQL schema {self.schema!r} has no agentkit tables: call {self.owner}.migrate() once "
+                f"(or run the SQL in docs/durability.md) before using the store"
+            ) from None
+        if not conn.autocommit:
+            conn.commit()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"PostgreSQL schema {self.schema!r} has schema version {version}, but this agentkit reads "
+                f"schema versions up to {SCHEMA_VERSION}: upgrade agentkit (nothing was changed)"
+            )
+        self._checked = True
+
+    def migrate(self) -> None:
+        """Create the schema, tables and functions when missing (idempotent)."""
+        text = schema_sql(self.schema)
+        with self.pool.connection(timeout=self.timeout) as conn:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ["agentkit-migrate-" + self.schema])
+                row = None
+                exists = conn.execute(
+                    "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'meta'",
+                    [self.schema],
+                ).fetchone()
+                if exists:
+                    row = conn.execute(self.q("SELECT value FROM {s}.meta WHERE key = 'schema_version'")).fetchone()
+                if row and int(row[0]) > SCHEMA_VERSION:
+                    raise SchemaVersionError(
+                        f"PostgreSQL schema {self.schema!r} has schema version {row[0]}, newer than this "
+                        f"agentkit's {SCHEMA_VERSION}: upgrade agentkit (nothing was changed)"
+                    )
+                conn.execute(text.encode())
+        self._checked = True
+
+    def read(self, what: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """Run a read-only ``fn``; after a lost connection (a restarted server, a stale
+        pooled connection) once more on a checked pool, then StoreUnavailableError."""
+        for attempt in (1, 2):
+            try:
+                with self.connection() as conn:
+                    return fn(conn)
+            except psycopg.OperationalError as exc:
+                if attempt == 2 or isinstance(exc, PoolTimeout):
+                    raise self.unavailable(f"cannot {what}", exc, written=None) from exc
+                self.recheck()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def recheck(self) -> None:
+        """Drop broken idle connections (after a server restart)."""
+        try:
+            self.pool.check()
+        except psycopg.Error:
+            pass
+
+    def unavailable(self, what: str, exc: BaseException, *, written: bool | None, tail: str = "") -> StoreError:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = f"{what}: PostgreSQL could not be reached ({type(exc).__name__}: {reason})"
+        return StoreUnavailableError(text + (f". {tail}" if tail else ""), written=written)
+
+    def close(self) -> None:
+        """Close the pool when this object made it."""
+        if self.own_pool:
+            self.pool.close()

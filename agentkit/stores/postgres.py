@@ -1,0 +1,430 @@
+"""PostgreSQL stores: the same sessions from several hosts (psycopg 3, ``sync-agentkit[postgres]``).
+
+:class:`PostgresEventStore` implements the :class:`~agentkit.stores.base.EventStore` port
+with the file store's guarantees: an append is one compare-and-swap statement (one round
+trip, committed when it returns), a stale writer gets StoreConflictError and nothing is
+written, loading reads only the active log, and ``watch`` hears another host's commits
+through LISTEN/NOTIFY, which PostgreSQL delivers only once they are committed.
+:class:`PostgresJobStore` keeps job snapshots. Create the tables once with ``migrate()``;
+docs/durability.md ("Several hosts") shows the SQL and deployment advice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .._json import dumps, loads
+from ..cancel import CancelToken
+from ..errors import ConfigurationError, StoreCorruptionError, StoreError, StoreUnavailableError
+from ..events import Event, event_from_dict
+from ._checks import archive_conflict, check_count, check_events, check_revision, compact_too_far, conflict
+from ._pg import Pg, PoolTimeout, channel_name, psycopg
+from ._pg import schema_sql as _schema_sql
+from ._pg_jobs import PostgresJobStore
+from .base import StoredSession, validate_session_id
+
+__all__ = ["PostgresEventStore", "PostgresJobStore"]
+
+_DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024  # the largest event (as JSON) taken by default
+
+
+class PostgresEventStore:
+    """Session event logs in PostgreSQL, shared by every host that connects to it.
+
+    ``target`` is a libpq connection string (the store then owns a pool of up to
+    ``pool_size`` connections; :meth:`close` closes it) or a ``psycopg_pool.ConnectionPool``
+    you manage. ``schema`` names the PostgreSQL schema holding the tables (one schema per
+    application). Call :meth:`migrate` once to create them. An event whose JSON is larger
+    than ``max_event_bytes`` is refused before anything is written. ``connect_timeout``
+    bounds how long an operation waits for a connection.
+
+    A lost connection during an append is never a silent duplicate or loss: the store asks
+    the table whether the events arrived (by their ids) and, when they did not, retries
+    once; when the server cannot be asked it raises
+    :class:`~agentkit.errors.StoreUnavailableError` with ``written=None``.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        *,
+        schema: str = "agentkit",
+        pool_size: int = 4,
+        connect_timeout: float = 10.0,
+        max_event_bytes: int = _DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        if not isinstance(max_event_bytes, int) or isinstance(max_event_bytes, bool) or max_event_bytes < 1:
+            raise ConfigurationError(f"max_event_bytes must be an int >= 1, got {max_event_bytes!r}")
+        self._pg = Pg(
+            target, schema=schema, pool_size=pool_size, connect_timeout=connect_timeout, owner="PostgresEventStore"
+        )
+        self.schema = schema
+        """The PostgreSQL schema holding this store's tables."""
+        self.max_event_bytes = max_event_bytes
+
+    def __repr__(self) -> str:
+        return f"PostgresEventStore(schema={self.schema!r})"
+
+    def __enter__(self) -> PostgresEventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool this store made (a pool you passed stays open)."""
+        self._pg.close()
+
+    def migrate(self) -> None:
+        """Create the schema, tables and functions when missing; safe to call again and
+        from several hosts at once (docs/durability.md shows the SQL)."""
+        self._pg.migrate()
+
+    def check_writable(self, session_id: str) -> None:
+        """Raise :class:`~agentkit.errors.StoreError` when the store cannot be used now (the
+        server is unreachable, the schema was not migrated or is newer than this agentkit).
+        ``Session.open`` and ``Session(store=...)`` call it, so such a store is refused when
+        the session is opened rather than at its first push."""
+        validate_session_id(session_id)
+        self._pg.read("open the store", lambda conn: None)
+
+    @staticmethod
+    def schema_sql(schema: str = "agentkit") -> str:
+        """The SQL :meth:`migrate` runs for ``schema`` (for a DBA who creates the tables
+        by hand; the store's database user then needs only to read and write them)."""
+        return _schema_sql(schema)
+
+    # -- encoding ----------------------------------------------------------------------
+
+    def _bodies(self, events: Sequence[Event]) -> tuple[list[str], list[str]]:
+        """(ids, JSON bodies) of events already checked by check_events; an event over
+        max_event_bytes is refused (ConfigurationError) before anything is written."""
+        ids: list[str] = []
+        bodies: list[str] = []
+        for ev in events:
+            try:
+                body = dumps(ev.to_dict(), ensure_ascii=True, separators=(",", ":"))
+            except (TypeError, ValueError) as exc:
+                raise ConfigurationError(
+                    f"cannot store these events: they are not JSON-serialisable ({exc}). "
+                    f"Event data must be plain JSON values."
+                ) from None
+            if len(body) > self.max_event_bytes:
+                raise ConfigurationError(
+                    f"event {ev.id!r} is {len(body)} bytes as JSON, over this store's max_event_bytes "
+                    f"({self.max_event_bytes}). Nothing was written. Keep large data elsewhere (a file, "
+                    f"an object store) and put a reference in the event, or raise max_event_bytes."
+                )
+            ids.append(ev.id)
+            bodies.append(body)
+        return ids, bodies
+
+    def _decode(self, session_id: str, body: str) -> Event:
+        try:
+            return event_from_dict(loads(body))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StoreCorruptionError(
+                f"session {session_id!r} in PostgreSQL schema {self.schema!r} holds an event agentkit cannot "
+                f"read ({exc}). If a newer agentkit wrote it, upgrade agentkit; otherwise restore it."
+            ) from None
+
+    # -- reading -----------------------------------------------------------------------
+
+    def load(self, session_id: str) -> StoredSession | None:
+        """The stored session (its active log), or None; one consistent read."""
+        validate_session_id(session_id)
+        rows = self._pg.read(
+            f"load session {session_id!r}",
+            lambda conn: conn.execute(
+                self._pg.q(
+                    "SELECT s.revision, e.body FROM {s}.sessions s LEFT JOIN {s}.events e "
+                    "ON e.session_id = s.session_id WHERE s.session_id = %s ORDER BY e.position"
+                ),
+                [session_id],
+            ).fetchall(),
+        )
+        if not rows:
+            return None
+        events = tuple(self._decode(session_id, body) for _rev, body in rows if body is not None)
+        return StoredSession(session_id=session_id, events=events, revision=int(rows[0][0]))
+
+    def load_after(self, session_id: str, revision: int) -> tuple[int, tuple[Event, ...]] | None:
+        """``(current revision, events that arrived after revision)``, or None when the
+        session does not exist. Reads only those events. After a compaction past
+        ``revision`` the events include its summary (and the kept events that arrived
+        after ``revision``): use :meth:`load` to rebuild a view in that case."""
+        validate_session_id(session_id)
+        check_revision(revision)
+        rows = self._pg.read(
+            f"load session {session_id!r}",
+            lambda conn: conn.execute(
+                self._pg.q(
+                    "SELECT s.revision, e.body FROM {s}.sessions s LEFT JOIN {s}.events e "
+                    "ON e.session_id = s.session_id AND e.rev > %s WHERE s.session_id = %s ORDER BY e.position"
+                ),
+                [revision, session_id],
+            ).fetchall(),
+        )
+        if not rows:
+            return None
+        return int(rows[0][0]), tuple(self._decode(session_id, body) for _rev, body in rows if body is not None)
+
+    def load_archive(self, session_id: str, archive_id: str) -> tuple[Event, ...] | None:
+        """The events archived under ``archive_id``, or None."""
+        validate_session_id(session_id)
+        validate_session_id(archive_id)
+        row = self._pg.read(
+            f"load archive {archive_id!r} of session {session_id!r}",
+            lambda conn: conn.execute(
+                self._pg.q("SELECT body FROM {s}.archives WHERE session_id = %s AND archive_id = %s"),
+                [session_id, archive_id],
+            ).fetchone(),
+        )
+        if row is None:
+            return None
+        try:
+            items = loads(row[0])
+            return tuple(event_from_dict(d) for d in items)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StoreCorruptionError(
+                f"archive {archive_id!r} of session {session_id!r} holds an event agentkit cannot read ({exc})"
+            ) from None
+
+    def list_sessions(self) -> list[str]:
+        """Ids of all stored sessions, sorted."""
+        rows = self._pg.read(
+            "list sessions", lambda conn: conn.execute(self._pg.q("SELECT session_id FROM {s}.sessions")).fetchall()
+        )
+        return sorted(r[0] for r in rows)
+
+    # -- writing -----------------------------------------------------------------------
+
+    def append(self, session_id: str, events: Sequence[Event], *, expected_revision: int) -> int:
+        """Compare-and-swap append: one statement, committed when it returns. Returns the
+        new revision; StoreConflictError (nothing written) when ``expected_revision`` is stale."""
+        validate_session_id(session_id)
+        expected = check_revision(expected_revision)
+        ids, bodies = self._bodies(check_events(events))
+        query = self._pg.q("SELECT {s}.append_events(%s, %s, %s, %s)")
+        for attempt in (1, 2):
+            try:
+                with self._pg.connection() as conn:
+                    row = conn.execute(query, [session_id, expected, ids, bodies]).fetchone()
+                break
+            except psycopg.OperationalError as exc:
+                if isinstance(exc, PoolTimeout):  # no connection: nothing was sent
+                    done = "Nothing was sent"
+                elif self._written(session_id, ids, exc, what="append to"):
+                    return expected + len(ids)
+                elif attempt == 1:
+                    continue  # checked: nothing arrived; compare-and-swap makes one more try safe
+                else:
+                    done = "Checked: nothing was written"
+                raise self._pg.unavailable(
+                    f"cannot append to session {session_id!r}",
+                    exc,
+                    written=False,
+                    tail=f"{done}; the session stays at revision {expected}. Retry later",
+                ) from exc
+        assert row is not None
+        result = int(row[0])
+        if result < 0:
+            if attempt == 2 and self._arrived(session_id, ids):
+                # the lost first try committed after all (the server finished it after the
+                # check): the conflict is with ourselves
+                return expected + len(ids)
+            raise conflict(session_id, expected, -result - 1)
+        return result
+
+    def _arrived(self, session_id: str, ids: list[str]) -> bool:
+        """True when the events with ``ids`` are in the active log or an archive."""
+        with self._pg.connection() as conn:
+            row = conn.execute(
+                self._pg.q(
+                    "SELECT (SELECT count(*) FROM {s}.events WHERE session_id = %s AND event_id = ANY(%s)),"
+                    " EXISTS (SELECT 1 FROM {s}.archives WHERE session_id = %s AND event_ids && %s)"
+                ),
+                [session_id, ids, session_id, ids],
+            ).fetchone()
+        assert row is not None
+        return bool(row[0]) or bool(row[1])
+
+    def _written(self, session_id: str, ids: list[str], exc: BaseException, *, what: str) -> bool:
+        """After a lost connection: did the events with ``ids`` arrive (in the active log
+        or, compacted since, in an archive)? Raises StoreUnavailableError(written=None)
+        when the server cannot be asked, or when there were no ids to look for."""
+        tail = (
+            f"Whether the write committed is unknown. Once the server is back, reload the session "
+            f"(Session.refresh()) before writing again: the events {ids[:3]}{'...' if len(ids) > 3 else ''} "
+            f"are either all there or none"
+        )
+        if not ids:
+            raise self._pg.unavailable(f"cannot {what} session {session_id!r}", exc, written=None, tail=tail) from exc
+        self._pg.recheck()
+        try:
+            return self._arrived(session_id, ids)
+        except psycopg.OperationalError:
+            raise self._pg.unavailable(f"cannot {what} session {session_id!r}", exc, written=None, tail=tail) from exc
+
+    def archive(self, session_id: str, archive_id: str, events: Sequence[Event]) -> None:
+        """Keep ``events`` under ``archive_id`` (the active log is unchanged). The same
+        event ids again is a no-op; different events under a used id are refused."""
+        validate_session_id(session_id)
+        validate_session_id(archive_id)
+        ids, bodies = self._bodies(check_events(events))
+        query = self._pg.q("SELECT {s}.archive_events(%s, %s, %s, %s)")
+        # idempotent by design: a retry after a lost connection is safe
+        self._write(
+            f"archive events of session {session_id!r}",
+            lambda conn: conn.execute(query, [session_id, archive_id, ids, "[" + ",".join(bodies) + "]"]),
+            session_id,
+            archive_id,
+        )
+
+    def compact(
+        self,
+        session_id: str,
+        archive_id: str,
+        *,
+        expected_revision: int,
+        remove: int,
+        summary: Sequence[Event] = (),
+    ) -> int:
+        """Move the first ``remove`` events of the active log into archive ``archive_id``
+        and put ``summary`` in their place, in one transaction; compare-and-swap like
+        :meth:`append`. Returns ``expected_revision + 1``."""
+        validate_session_id(session_id)
+        validate_session_id(archive_id)
+        expected = check_revision(expected_revision)
+        count = check_count(remove)
+        ids, bodies = self._bodies(check_events(summary))
+        query = self._pg.q("SELECT {s}.compact_events(%s, %s, %s, %s, %s, %s)")
+        try:
+            row = self._write(
+                f"compact session {session_id!r}",
+                lambda conn: conn.execute(query, [session_id, archive_id, expected, count, ids, bodies]).fetchone(),
+                session_id,
+                archive_id,
+                retry=False,
+            )
+        except _TooFew as exc:
+            raise compact_too_far(session_id, count, exc.active) from None
+        assert row is not None
+        result = int(row[0])
+        if result < 0:
+            raise conflict(session_id, expected, -result - 1)
+        return result
+
+    def _write(
+        self, what: str, fn: Any, session_id: str, archive_id: str, *, retry: bool = True
+    ) -> Any:
+        for attempt in (1, 2):
+            try:
+                with self._pg.connection() as conn:
+                    return fn(conn)
+            except psycopg.Error as exc:
+                code = getattr(exc, "sqlstate", None)
+                if code == "AK001":
+                    raise archive_conflict(session_id, archive_id) from None
+                if code == "AK002":
+                    diag = getattr(exc, "diag", None)
+                    raise _TooFew(int(getattr(diag, "message_detail", None) or 0)) from None
+                if not isinstance(exc, psycopg.OperationalError):
+                    raise StoreError(f"cannot {what}: {type(exc).__name__}: {exc}") from exc
+                if attempt == 2 or not retry:
+                    tail = (
+                        "Whether it committed is unknown: once the server is back, load the session "
+                        "and repeat the call if it did not (a compaction is all or nothing)"
+                        if not retry
+                        else "Whether it committed is unknown; the call is idempotent: repeat it when the server is up"
+                    )
+                    raise self._pg.unavailable(f"cannot {what}", exc, written=None, tail=tail) from exc
+                self._pg.recheck()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def delete(self, session_id: str) -> bool:
+        """Remove a session and its archives, in one transaction; True when something was
+        removed. Watchers of the session stop."""
+        validate_session_id(session_id)
+        query = self._pg.q("SELECT {s}.delete_session(%s)")
+        row = self._write(
+            f"delete session {session_id!r}",
+            lambda conn: conn.execute(query, [session_id]).fetchone(),
+            session_id,
+            "",
+        )
+        return bool(row and row[0])
+
+    # -- following other hosts -----------------------------------------------------------
+
+    def watch(
+        self,
+        session_id: str,
+        after_revision: int = 0,
+        cancel: CancelToken | None = None,
+        *,
+        poll_interval: float = 0.5,
+    ) -> Iterator[Event]:
+        """Yield the events committed to ``session_id`` after ``after_revision``, as they
+        arrive from any host, until ``cancel`` is cancelled, the session is deleted, or the
+        caller stops iterating. With ``after_revision=0`` it also waits for the session to
+        be created; with a higher one, a session that does not exist ends the watch.
+
+        It LISTENs on its own connection (not one of the pool's) and reads what arrived
+        when PostgreSQL notifies it of a commit: a notification is sent only once the
+        commit is durable, so nothing is yielded that could still be lost. A lost
+        connection is re-opened and reading resumes from the last revision seen, so no
+        event is missed or repeated. ``cancel`` is checked every ``poll_interval``
+        seconds. A typical follower: ``for _ in store.watch(sid, session.revision,
+        token): session.refresh()``. End a watch with ``cancel`` or by closing the
+        iterator: one left suspended keeps a listening connection open on the server."""
+        validate_session_id(session_id)
+        last = check_revision(after_revision)
+        if cancel is not None and not isinstance(cancel, CancelToken):
+            raise ConfigurationError(f"cancel must be a CancelToken or None, not {type(cancel).__name__}")
+        if not isinstance(poll_interval, (int, float)) or not 0 < poll_interval < 3600:
+            raise ConfigurationError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
+        conninfo, kwargs = self._pg.connect_args()
+        listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel_name(self.schema)))
+        prefix = session_id + " "
+        seen = last > 0  # a revision above 0 names a session that exists
+        while cancel is None or not cancel.cancelled:
+            try:
+                with psycopg.connect(conninfo, connect_timeout=max(1, int(self._pg.timeout)), **kwargs) as conn:
+                    conn.execute(listen)
+                    while cancel is None or not cancel.cancelled:
+                        found = self.load_after(session_id, last)  # after LISTEN: no gap
+                        if found is None:
+                            if seen:
+                                return  # deleted
+                        else:
+                            seen = True
+                            revision, events = found
+                            if revision < last:
+                                return  # deleted and started again: a different session
+                            last = revision
+                            yield from events
+                        woken = False
+                        while not woken and (cancel is None or not cancel.cancelled):
+                            for note in conn.notifies(timeout=poll_interval):
+                                if note.payload.startswith(prefix):
+                                    woken = True
+                                    break
+                            # the timeout: look at cancel again
+            except (psycopg.OperationalError, StoreError) as exc:
+                if isinstance(exc, StoreError) and not isinstance(exc, StoreUnavailableError):
+                    raise
+                if cancel is not None and cancel.wait(min(1.0, poll_interval * 2)):
+                    return
+                if cancel is None:
+                    time.sleep(min(1.0, poll_interval * 2))
+
+
+class _TooFew(Exception):
+    """compact_events found fewer active events than asked to remove (internal)."""
+
+    def __init__(self, active: int) -> None:
+        super().__init__(active)
+        self.active = active
