@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from .agent import run_agent, run_agent_stream
 from .approval import ApprovalDecision, ApprovalPolicy, ApprovalRequest
+from .budget import Limits
 from .cancel import CancelToken
+from .compaction import Retention, Threshold
 from .errors import (
     AccessDenied,
     AgentkitError,
@@ -49,6 +51,7 @@ from .errors import (
 )
 from .events import (
     AssistantMessageEvent,
+    CompactionEvent,
     ContextReplacedEvent,
     ControlEvent,
     Event,
@@ -106,9 +109,11 @@ from .stores import (
     StoredSession,
 )
 from .stream import AgentEvent, AgentStream
+from .summarize import summarizing_compactor
 from .tools import Tool, ToolContext, ToolDecision, filesystem_tools, json_tools, shell_tools, tool
 from .transactions import GenerationTransaction, UncertainExecution
 from .usage import Usage
+from .view import ToolResultClearing
 
 __version__ = "0.1.0"
 
@@ -154,6 +159,12 @@ __all__ = [
     "AgentkitError",
     "AssistantMessageEvent",
     "AuthenticationError",
+    "CompactionEvent",
+    "Limits",
+    "Retention",
+    "Threshold",
+    "ToolResultClearing",
+    "summarizing_compactor",
     "CancelToken",
     "CancelledError",
     "ChatModel",

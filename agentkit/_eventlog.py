@@ -29,12 +29,12 @@ from .errors import (
     StoreConflictError,
     StoreUnavailableError,
 )
-from .events import Event, _storable_problem
+from .events import ControlEvent, Event, _storable_problem
 from .messages import Message
 from .projection import Projector, RuntimeRenderer
 from .stores.base import EventStore
 from .subscriptions import Listener, Subscription
-from .transactions import TransactionLedger
+from .transactions import INTENT, TransactionLedger
 
 __all__ = ["EventLog"]
 
@@ -80,11 +80,6 @@ class EventLog:
         """A snapshot of all committed events, in commit order."""
         with self.lock:
             return tuple(self._events)
-
-    @property
-    def store(self) -> EventStore | None:
-        """The store commits are appended to (None in memory)."""
-        return self._store
 
     @property
     def revision(self) -> int:
@@ -197,6 +192,55 @@ class EventLog:
                 f"work. Fix the cause, then Session.open it again."
             ) from exc
 
+    @property
+    def store(self) -> EventStore | None:
+        """The store, or None for an in-memory session."""
+        return self._store
+
+    def prune_through(self, event_id: str, archive_id: str) -> int:
+        """Archive the active log's events up to and including ``event_id`` under
+        ``archive_id``, then remove them from the active log (both through the store);
+        return how many were removed (0 when ``event_id`` is no longer in the log).
+
+        The order makes a crash harmless: the archive is written first (archiving the
+        same events again is a no-op), and the store's compare-and-swap ``compact``
+        removes them all or none, so running it again after a restart finishes the job
+        with nothing lost and nothing archived twice."""
+        store = self._store
+        if store is None:
+            raise ConfigurationError("only a session with a store can archive events")
+        with self.lock:
+            self.check_usable()
+            sid = self.session_id
+            assert sid is not None
+            # the stored log, not this object's copy: another process may have pruned it
+            # already (what refresh() loaded then continues a shorter log)
+            stored = store.load(sid)
+            events = list(stored.events) if stored is not None else []
+            index = next((i for i, e in enumerate(events) if e.id == event_id), None)
+            if index is None:
+                if stored is not None and stored.revision == self._revision and len(events) < len(self._events):
+                    self._replace_events(events)  # pruned elsewhere: drop what it removed
+                return 0
+            covered = events[: index + 1]
+            store.archive(sid, archive_id, covered)
+            # a StoreConflictError (another writer) removes nothing: refresh(), then retry
+            self._revision = store.compact(sid, archive_id, expected_revision=self._revision, remove=len(covered))
+            self._replace_events(events[index + 1 :])
+            return len(covered)
+
+    def _replace_events(self, events: list[Event]) -> None:
+        """Hold ``events`` (the stored active log, a tail of this one) and project them
+        afresh. The transaction ledger and the approval state keep what they folded from
+        the events removed (their fold does not depend on the list)."""
+        self._approvals.catch_up(self._events)  # fold what is about to leave the list
+        removed = len(self._events) - len(events)
+        self._events = events
+        self._ids = {e.id for e in events}
+        self._approvals.count = max(0, self._approvals.count - removed)
+        self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
+        self.projector.extend(events)
+
     def _fold(self, events: Sequence[Event], *, live: bool = False) -> None:
         before = self.ledger.version
         self.ledger.apply(events, live=live)
@@ -245,6 +289,26 @@ class EventLog:
             p = self.projector
             p.catch_up(self._events)
             return p.model_view(job_status=for_model), p.pending_tool_calls, p.last_seq
+
+    def keep_visible(self, event: Event) -> bool:
+        """True for an event a compaction must not cover: an execution intent still
+        without a result, or an event of a transaction not yet finished."""
+        ledger = self.ledger
+        if isinstance(event, ControlEvent) and event.action == INTENT:
+            return any(u.intent_id == event.id for u in ledger.uncertain())
+        gid = event.generation_id
+        return gid is not None and gid in ledger.open_generations()
+
+    def is_hidden(self, event: Event) -> bool:
+        """True when the model does not see ``event`` (a rejected or interrupted transaction's)."""
+        gid = event.generation_id
+        return gid is not None and self.ledger.hidden(gid)
+
+    def projection_of(self, events: Sequence[Event]) -> list[Message]:
+        """The plain conversation ``events`` project to (with this log's runtime renderer)."""
+        projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
+        projector.extend(events)
+        return projector.model_view(job_status=False)
 
     def approval_state(self) -> ApprovalState:
         """The approval state folded from the events so far (incrementally). Read it

@@ -47,6 +47,16 @@ class TaggedLog:
     def durable(self) -> bool:
         return self._log.durable
 
+    @property
+    def events(self) -> tuple[Event, ...]:
+        return self._log.events
+
+    def projection_of(self, events: Sequence[Event]) -> list[Message]:
+        return self._log.projection_of(events)
+
+    def keep_visible(self, event: Event) -> bool:
+        return self._log.keep_visible(event)
+
     def commit(self, events: Sequence[Event]) -> list[Event]:
         return self._log.commit([_tag(ev, self.generation_id) for ev in events])
 

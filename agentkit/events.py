@@ -28,6 +28,7 @@ from .usage import Usage
 
 __all__ = [
     "AssistantMessageEvent",
+    "CompactionEvent",
     "ContextReplacedEvent",
     "ControlEvent",
     "Event",
@@ -257,6 +258,44 @@ class ContextReplacedEvent(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CompactionEvent(Event):
+    """The events up to ``covered_through`` were summarised (``Session.compact``,
+    overflow, auto-compaction, retention).
+
+    The model then sees ``summary`` followed by the events after ``covered_through`` (the
+    kept tail, which comes before this event in the log) and the events after this one.
+    With retention the covered events are archived under this event's ``id`` and removed
+    from the active log; nothing else changes.
+    """
+
+    type: ClassVar[str] = "compaction"
+    summary: tuple[Message, ...]
+    covered_through: str
+    """The id of the last event the summary covers."""
+    covered: int = 0
+    """How many events of the log the summary covers."""
+    reason: str = ""
+    """``manual``, ``context-overflow``, ``auto`` or ``retention`` (or the caller's)."""
+
+    def _payload(self) -> dict[str, Any]:
+        return {
+            "summary": [m.to_dict() for m in self.summary],
+            "covered_through": self.covered_through,
+            "covered": self.covered,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def _from_payload(cls, d: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "summary": tuple(Message.from_dict(m) for m in d["summary"]),
+            "covered_through": d["covered_through"],
+            "covered": int(d.get("covered", 0)),
+            "reason": d.get("reason", ""),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
 class ControlEvent(Event):
     """A runtime control record (generation aborted, session aborted...). Not shown to
     the model."""
@@ -286,6 +325,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ToolResultEvent,
         RuntimeEvent,
         ContextReplacedEvent,
+        CompactionEvent,
         ControlEvent,
     )
 }

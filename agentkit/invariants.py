@@ -18,7 +18,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from .errors import ConfigurationError
-from .events import AssistantMessageEvent, ContextReplacedEvent, Event, RuntimeEvent, ToolResultEvent, UserMessageEvent
+from .events import (
+    AssistantMessageEvent,
+    CompactionEvent,
+    ContextReplacedEvent,
+    Event,
+    RuntimeEvent,
+    ToolResultEvent,
+    UserMessageEvent,
+)
 from .messages import ContentPart, Message, ToolCallPart, ToolResultPart
 
 __all__ = ["check_events", "check_messages"]
@@ -101,4 +109,6 @@ def check_events(events: Sequence[Event], *, what: str = "events") -> None:
             checker = _Checker(f"{what}[{i}].messages")
             checker.messages(ev.messages)
             checker.what = what
+        elif isinstance(ev, CompactionEvent):  # the summary; the kept tail came before it
+            _Checker(f"{what}[{i}].summary").messages(ev.summary)
 

@@ -16,14 +16,17 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
 
 from ._approvals import ApprovalGate, WaitingForApproval
+from ._compact import ContextShaper
 from ._intents import Intents
 from ._json import json_problem
 from .approval import ApprovalState
+from .budget import Budget, BudgetBreach
 from .cancel import CancelToken
 from .errors import CancelledError, CompletionValidationError, ConfigurationError, ContextOverflowError, HookError
 from .events import (
     AssistantMessageEvent,
     ContextReplacedEvent,
+    ControlEvent,
     Event,
     ToolResultEvent,
     UserMessageEvent,
@@ -79,12 +82,21 @@ class LoopHost(Protocol):
     session_id: str | None
 
     @property
+    def events(self) -> tuple[Event, ...]:
+        """The active log (what a ``context_builder`` and compaction read)."""
+        ...
+
+    @property
     def durable(self) -> bool:
         """True when commits are durable (tool calls are then preceded by execution intents)."""
         ...
 
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number, persist and publish ``events``; returns them with their ``seq``."""
+        ...
+
+    def projection_of(self, events: Sequence[Event]) -> list[Message]:
+        """The plain conversation ``events`` project to."""
         ...
 
     def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]:
@@ -294,6 +306,8 @@ class _Loop:
         hooks_gate = decision_gate(self._decide) if opts.hooks.before_tool_call else None
         self.gate = _chain(self.approvals, hooks_gate)
         self.intents = Intents(host.commit, durable=host.durable)
+        self.context = ContextShaper(opts)
+        self.budget = Budget(opts.limits) if opts.limits is not None else None
 
     def run(self) -> RunResult:
         opts = self.opts
@@ -302,6 +316,11 @@ class _Loop:
         finish = "stop"
         last_text = ""
         while True:
+            breach = self.budget.before_model_call() if self.budget is not None else None
+            if breach is not None:
+                self._budget_exceeded(breach)
+                finish = "budget-exceeded"
+                break
             if len(self.steps) >= opts.max_steps:
                 finish = "max-steps"
                 break
@@ -314,6 +333,7 @@ class _Loop:
                     finish = "approval-required"
                     break
                 messages, _, request_seq = self.host.project()
+            messages, request_seq = self._shape(messages, request_seq)
             request = ModelRequest(
                 messages=tuple(messages),
                 system=opts.system,
@@ -332,6 +352,10 @@ class _Loop:
             try:
                 inference = _infer(opts.model, request, self.emit, self._recorded_call)
             except ContextOverflowError:
+                if opts.on_context_overflow is None and overflow_attempts < opts.max_context_overflow_retries:
+                    if self.context.overflow_compact(self.host, overflow_attempts, self.cancel):
+                        overflow_attempts += 1
+                        continue  # compacted: try again
                 if opts.on_context_overflow is None or overflow_attempts >= opts.max_context_overflow_retries:
                     raise
                 overflow_attempts += 1
@@ -340,6 +364,8 @@ class _Loop:
                 self._replace_context(replacement)
                 continue
             self.usage = self.usage + inference.usage
+            if self.budget is not None:
+                self.budget.add_model_call(inference.usage)
             self.host.commit(
                 [
                     AssistantMessageEvent(
@@ -408,6 +434,34 @@ class _Loop:
             tool_calls=tuple(self.records),
         )
 
+    def _shape(self, messages: list[Message], request_seq: int) -> tuple[list[Message], int]:
+        """Auto-compaction when the request would pass the threshold, then the view
+        options (context builder, tool-result clearing, output caps)."""
+        ctx = self.context
+        specs = [(s.name, s.description, s.input_schema) for s in self.specs]
+        if ctx.auto is not None and ctx.over_threshold(messages, specs):
+            if ctx.auto_compact(self.host, self.cancel):
+                messages, _, request_seq = self.host.project()
+        return ctx.view(self.host, messages), request_seq
+
+    def _budget_exceeded(self, breach: BudgetBreach) -> None:
+        self.host.commit([ControlEvent(action="budget-exceeded", data=breach.data())])
+
+    def _plan(self, calls: list[ToolCallPart], answered: dict[str, ToolOutput]
+              ) -> list[tuple[ToolCallPart, str, ToolOutput | None]]:
+        """Each call with what to do with it: answered already (an approval), the
+        ledger's verdict, or a refusal for a call past the ``tool_calls`` budget."""
+        plan: list[tuple[ToolCallPart, str, ToolOutput | None]] = []
+        for call in calls:
+            if call.tool_call_id in answered:
+                plan.append((call, "answered", answered[call.tool_call_id]))
+                continue
+            action, ready = self.ledger.check(call)
+            if action == "run" and self.budget is not None and not self.budget.take_tool_call():
+                action, ready = "reject", ToolOutput.error(self.budget.refusal_message())
+            plan.append((call, action, ready))
+        return plan
+
     def _replace_context(self, replacement: Sequence[Message]) -> None:
         msgs = tuple(replacement or ())
         if not all(isinstance(m, Message) and m.role != "system" for m in msgs) or not msgs:
@@ -465,6 +519,7 @@ class _Loop:
             session_id=self.host.session_id,
             execution_context=self.opts.execution_context,
             idempotency_key=self.intents.key(cid),
+            model=self.opts.model,
             _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
         )
 
@@ -492,8 +547,7 @@ class _Loop:
         opts = self.opts
         parallel = opts.tool_execution == "parallel" and len(calls) > 1
         answered = answered or {}
-        plan = [(call, "answered", answered[call.tool_call_id]) if call.tool_call_id in answered
-                else (call, *self.ledger.check(call)) for call in calls]
+        plan = self._plan(calls, answered)
         # intents record the input as it is committed (redacted, like the assistant message)
         self.intents.declare([self._recorded_call(call) for call, action, _ in plan if action == "run"])
         futures: dict[int, Future[ToolOutput]] = {}

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from .approval import ApprovalDecision, ApprovalPolicy, ApprovalRequest
+from .budget import Limits
+from .compaction import Threshold
 from .errors import ConfigurationError
 from .hooks import HookChain
 from .models.base import ModelSettings, ToolChoice
@@ -24,8 +26,11 @@ from .redaction import Redaction, redactor_of
 
 if TYPE_CHECKING:
     from .cancel import CancelToken
+    from .compaction import Compactor
+    from .events import Event
     from .messages import Message, ToolCallPart
     from .results import RunResult, ToolCallRecord
+    from .view import ToolResultClearing
 
 __all__ = ["GenerationOptions"]
 
@@ -77,7 +82,20 @@ class GenerationOptions:
     on_context_overflow: Callable[[list[Message], CancelToken], Sequence[Message]] | None = _opt()
     """Return a shorter history when the provider says the context is too long."""
     max_context_overflow_retries: int = _opt(3)
-    """How often ``on_context_overflow`` may be used in one generation."""
+    """How often ``on_context_overflow`` (or the compactor) may be used in one generation."""
+    limits: Limits | None = _opt()
+    """:class:`~agentkit.Limits`: tokens, model calls and tool calls one generation may spend."""
+    compactor: Compactor | None = _opt()
+    """``callable(messages, *, reason, cancel) -> str | list[Message]``: summarises what a
+    compaction covers. With one, a context overflow compacts and retries."""
+    auto_compact: Threshold | None = _opt()
+    """:class:`~agentkit.Threshold`: compact before a request whose estimated input passes it."""
+    context_builder: Callable[[Sequence[Event]], list[Message]] | None = _opt()
+    """``callable(events) -> list[Message]``: replaces the default projection for each request."""
+    clear_tool_results: ToolResultClearing | None = _opt()
+    """:class:`~agentkit.ToolResultClearing`: older large tool results become placeholders."""
+    max_tool_output_chars: int | None = _opt()
+    """Cut every tool result the model sees to this many characters (the event keeps it all)."""
     approval: ApprovalPolicy | None = _opt()
     """:class:`~agentkit.ApprovalPolicy`: which tool calls run, are denied, or wait for an answer."""
     approver: Callable[[ApprovalRequest], bool | ApprovalDecision] | None = _opt()
@@ -146,10 +164,26 @@ class GenerationOptions:
                 f"approver must be a callable (request) -> bool | ApprovalDecision, not {type(self.approver).__name__}"
             )
         redactor_of(self.redact)
+        self._check_context()
         for name in ("max_validation_retries", "max_context_overflow_retries"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
+
+    def _check_context(self) -> None:
+        from .view import ToolResultClearing
+
+        for name, kind in (("limits", Limits), ("auto_compact", Threshold), ("clear_tool_results", ToolResultClearing)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise ConfigurationError(f"{name} must be a {kind.__name__} or None, not {type(value).__name__}")
+        for name in ("compactor", "context_builder"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise ConfigurationError(f"{name} must be a callable or None, not {type(value).__name__}")
+        chars = self.max_tool_output_chars
+        if chars is not None and (not isinstance(chars, int) or isinstance(chars, bool) or chars < 1):
+            raise ConfigurationError(f"max_tool_output_chars must be an int >= 1 or None, got {chars!r}")
 
 
 _RULES: dict[str, str] = {f.name: f.metadata["merge"] for f in fields(GenerationOptions)}

@@ -22,6 +22,9 @@ Rules:
   (``Session.follow_up``) placed after the last answer is "waiting": the loop answers
   it before the generation ends.
 * a ``context-replaced`` event restarts the projection from the messages it carries.
+* a ``compaction`` event restarts it from its summary followed by the kept tail: the
+  events after the one it covers through (they come before it in the log; when the
+  covered events were archived, the active log starts with the kept tail).
 * events of a transactional generation (``Event.generation_id``) are skipped while the
   ``hidden`` predicate says so: a candidate the host has not accepted, or one it rejected
   or that was interrupted (:mod:`agentkit.transactions`). When what is hidden changes, the
@@ -41,6 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from .errors import ConfigurationError
 from .events import (
     AssistantMessageEvent,
+    CompactionEvent,
     ContextReplacedEvent,
     Event,
     RuntimeEvent,
@@ -89,7 +93,7 @@ class Projector:
 
     __slots__ = (
         "_messages", "_pending", "_pending_names", "_deferred", "_count", "_render", "_jobs", "_recent",
-        "_waiting", "_last_seq", "_order", "_hidden",
+        "_waiting", "_last_seq", "_order", "_hidden", "_since",
     )
 
     def __init__(
@@ -108,6 +112,9 @@ class Projector:
         self._last_seq = 0
         self._count = 0
         self._hidden = hidden
+        # the events applied since the last context reset: a compaction event replays
+        # the ones after the event it covers through
+        self._since: list[Event] = []
         self._render = render_runtime or render_runtime_event
         # the default rendering hides job output; a status message stands in for it
         self._jobs = RunningJobs() if render_runtime is None else None
@@ -167,6 +174,7 @@ class Projector:
             gid = ev.generation_id
             if gid is None or hidden is None or not hidden(gid):
                 self._apply(ev)
+                self._since.append(ev)
             self._count += 1
             if ev.seq:
                 self._last_seq = ev.seq
@@ -178,7 +186,7 @@ class Projector:
 
     # -- rules -------------------------------------------------------------------------
 
-    def _apply(self, ev: Event) -> None:
+    def _apply(self, ev: Event, *, replay: bool = False) -> None:
         if isinstance(ev, ToolResultEvent):
             self._tool_result(ev)
         elif isinstance(ev, AssistantMessageEvent):
@@ -197,25 +205,41 @@ class Projector:
         elif isinstance(ev, UserMessageEvent):
             self._show((ev.seq, Message(role="user", content=ev.content), ev.follow_up))
         elif isinstance(ev, RuntimeEvent):
-            if self._jobs is not None:
+            if self._jobs is not None and not replay:
                 self._jobs.observe(ev)
             rendered = self._render(ev)
             if rendered is not None:
                 self._show((ev.seq, rendered, False))
         elif isinstance(ev, ContextReplacedEvent):
-            self._messages = list(ev.messages)
-            self._pending.clear()
-            self._pending_names.clear()
-            self._deferred.clear()
-            self._recent.clear()
-            self._waiting = 0
-            if self._messages and self._messages[-1].role == "assistant":
-                calls = self._messages[-1].tool_calls
-                self._order = {c.tool_call_id: i for i, c in reversed(list(enumerate(calls)))}
-                for call in calls:
-                    self._pending[call.tool_call_id] += 1
-                    self._pending_names[call.tool_call_id] = call.tool_name
+            self._reset(ev.messages)
+        elif isinstance(ev, CompactionEvent):
+            kept = self._kept_after(ev.covered_through)
+            self._reset(ev.summary)
+            for old in kept:
+                self._apply(old, replay=True)
         # control events and unknown kinds are not shown to the model
+
+    def _kept_after(self, covered_through: str) -> list[Event]:
+        since = self._since
+        for i in range(len(since) - 1, -1, -1):
+            if since[i].id == covered_through:
+                return since[i + 1 :]
+        return list(since)  # the covered events were archived: all of these are kept
+
+    def _reset(self, messages: Sequence[Message]) -> None:
+        self._since = []
+        self._messages = list(messages)
+        self._pending.clear()
+        self._pending_names.clear()
+        self._deferred.clear()
+        self._recent.clear()
+        self._waiting = 0
+        if self._messages and self._messages[-1].role == "assistant":
+            calls = self._messages[-1].tool_calls
+            self._order = {c.tool_call_id: i for i, c in reversed(list(enumerate(calls)))}
+            for call in calls:
+                self._pending[call.tool_call_id] += 1
+                self._pending_names[call.tool_call_id] = call.tool_name
 
     def _show(self, item: tuple[int, Message, bool]) -> None:
         if self._pending:

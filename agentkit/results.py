@@ -52,8 +52,9 @@ class RunResult:
     text: str
     """The final assistant text."""
     finish_reason: str
-    """``stop``, ``length``, ``content-filter``, ``error``, ``other``, ``max-steps``, or
-    ``approval-required`` (tool calls wait for ``Session.approve``/``deny``)."""
+    """``stop``, ``length``, ``content-filter``, ``error``, ``other``, ``max-steps``,
+    ``budget-exceeded`` (a :class:`~agentkit.Limits` limit) or ``approval-required``
+    (tool calls wait for ``Session.approve``/``deny``)."""
     steps: tuple[Step, ...]
     messages: tuple[Message, ...]
     """The whole conversation as the model sees it (without the system prompt). Pass it

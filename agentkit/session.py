@@ -10,23 +10,33 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import uuid
+import warnings
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
 from dataclasses import replace
 from typing import Any
 
 from . import _transact
 from ._async import run_sync_cancellable
+from ._compact import ContextShaper, apply_retention, compact_log, finish_prune, iter_history
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
 from ._workers import SessionExecutor
 from .approval import ApprovalDecision, ApprovalRequest, decision_events
 from .cancel import CancelToken
-from .errors import ConfigurationError, SessionClosedError, SessionError, StoreError
-from .events import ControlEvent, Event, RuntimeEvent, UserMessageEvent
+from .compaction import DEFAULT_KEEP_LAST, Compactor, Retention
+from .errors import (
+    CancelledError,
+    ConfigurationError,
+    SessionClosedError,
+    SessionError,
+    StoreError,
+)
+from .events import CompactionEvent, ControlEvent, Event, RuntimeEvent, UserMessageEvent
 from .execution.base import JobControl, JobState
 from .invariants import check_events
 from .jobs import bridge_job_events
@@ -41,7 +51,7 @@ from .scheduling import GenerationScheduler
 from .stores.base import EventStore, StoredSession, validate_session_id
 from .stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
 from .subscriptions import Listener, Subscription
-from .tools.base import ToolRegistry
+from .tools.base import Tool, ToolRegistry
 from .transactions import GenerationTransaction, UncertainExecution, reserved_problem
 
 __all__ = ["Session"]
@@ -89,12 +99,18 @@ class Session:
         max_tool_workers: int = 8,
         listener_queue_size: int = 10_000,
         listener_timeout: float = 30.0,
+        retention: Retention | None = None,
         _seed_if_new: bool = False,
         **options: Any,
     ) -> None:
         """``options`` are the per-generation options (:class:`~agentkit.options.GenerationOptions`:
         ``system``, ``max_steps``, ``hooks``, ``tool_choice``, callbacks...), the defaults of
-        every :meth:`generate` of this session."""
+        every :meth:`generate` of this session.
+
+        ``retention`` (:class:`~agentkit.Retention`, needs a ``store``) bounds the active
+        log: after a generation that leaves more than ``max_events`` events in it, the
+        session compacts, archives the covered events under the compaction event's id and
+        removes them from the active log (see docs/context.md)."""
         if session_id is not None:
             validate_session_id(session_id)
         if not isinstance(max_tool_workers, int) or max_tool_workers < 1:
@@ -103,6 +119,14 @@ class Session:
             raise ConfigurationError(f"listener_queue_size must be an int >= 1, got {listener_queue_size!r}")
         if not isinstance(listener_timeout, (int, float)) or not listener_timeout > 0:
             raise ConfigurationError(f"listener_timeout must be a number of seconds > 0, got {listener_timeout!r}")
+        if retention is not None and not isinstance(retention, Retention):
+            raise ConfigurationError(f"retention must be a Retention(max_events=..., keep_last=...), not {retention!r}")
+        if retention is not None and store is None:
+            raise ConfigurationError(
+                "retention archives events in the session's store: pass store= (e.g. "
+                "FileEventStore(path)) with retention="
+            )
+        self._retention = retention
         self.session_id: str | None = session_id or (uuid.uuid4().hex if store else None)
         self._model = model_from(model)
         self._registry = ToolRegistry(tools_from(tools))
@@ -140,8 +164,11 @@ class Session:
         # nobody holds the claim token of a transaction left open (by a crash, or in the
         # events= given): interrupt it for good, never resume its work
         _transact.interrupt_open(self._log, "the session was reopened while this generation was unfinished")
+        if retention is not None:
+            self._finish_interrupted_retention()
         self._scheduler = GenerationScheduler(self.generate)
         self._stop_job_events = bridge_job_events(self, execution_context)
+        _tell_tools(self, self._registry.values())
 
     # -- construction ------------------------------------------------------------------
 
@@ -177,6 +204,11 @@ class Session:
     def model_messages(self) -> list[Message]:
         """The messages the next inference would see (without the system prompt)."""
         return self._log.project()[0]
+
+    def history(self) -> Iterator[Event]:
+        """Every event of the session in commit order: those retention archived (read
+        from the store's archives, oldest first), then the active log (:attr:`events`)."""
+        return iter_history(self._log.store, self.session_id, self.events)
 
     # the internal objects' state some tests look at
     @property
@@ -355,6 +387,7 @@ class Session:
                 run = self._run(opts, token, transaction)
                 fields = {f: getattr(run, f) for f in run.__dataclass_fields__}
                 result = GenerateResult(**fields, events=self.events)
+                self._retain(opts, token)
             except BaseException as exc:  # noqa: BLE001 - re-raised after the end hooks
                 error = exc
                 if token.cancelled and not self._log.closed and self._log.failed is None:
@@ -483,6 +516,77 @@ class Session:
             return self.generate(cancel=token, _emit=emit, **generate_kwargs)
 
         return AgentStream(run, max_buffer=max_buffer, cancel=cancel, name=f"agentkit-stream-{self.session_id}")
+
+    def compact(
+        self,
+        *,
+        keep_last: int = DEFAULT_KEEP_LAST,
+        compactor: Compactor | None = None,
+        reason: str = "manual",
+        cancel: CancelToken | None = None,
+    ) -> CompactionEvent | None:
+        """Summarise the events before the last ``keep_last`` conversation events into one
+        compaction event; the model then sees the summary followed by the kept events.
+
+        A tool call and its results are never split and an open tool call is never
+        covered (the kept tail grows to include them). ``compactor`` defaults to the
+        session's ``compactor`` option, else :func:`~agentkit.summarizing_compactor` on
+        the session's model. Waits for a running generation like :meth:`generate`.
+        Returns the committed event, or None when there was nothing to summarise. With
+        ``retention``, the covered events are then archived and pruned."""
+        if not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0:
+            raise ConfigurationError(f"keep_last must be an int >= 0, got {keep_last!r}")
+        if not isinstance(reason, str) or not reason:
+            raise ConfigurationError(f"reason must be a non-empty str, got {reason!r}")
+        chosen = compactor or self._options.compactor
+        if chosen is None:
+            if self._model is None:
+                raise ConfigurationError("compact() needs a compactor= or a session model to summarise with")
+            chosen = ContextShaper(self._loop_options(self._model, self._options)).compactor()
+        if self in _GENERATING.get():
+            raise SessionError("compact() was called from inside a generation of this same session; it "
+                               "would wait for itself forever")
+        self._log.check_usable()
+        ticket, token = self._gate.enter(cancel)
+        try:
+            event = compact_log(self._log, keep_last=keep_last, compactor=chosen, reason=reason, cancel=token)
+            if self._retention is not None:
+                finish_prune(self._log)
+            return event
+        finally:
+            self._gate.leave(ticket)
+
+    def _finish_interrupted_retention(self) -> None:
+        """Archive and prune what a crash left covered in the active log. A store that
+        cannot do it now does not stop the session from opening (a warning says why)."""
+        try:
+            finish_prune(self._log)
+        except StoreError as exc:
+            warnings.warn(
+                f"session {self.session_id!r}: could not finish an interrupted retention step "
+                f"({exc}); the events stay in the active log and it is tried again after the "
+                f"next generation",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+
+    def _retain(self, opts: LoopOptions, token: CancelToken) -> None:
+        """Retention after a generation; a failure is a warning and a cancellation stops it
+        quietly (the answer is committed either way); it runs again after the next
+        generation."""
+        if self._retention is None:
+            return
+        try:
+            apply_retention(self._log, self._retention, ContextShaper(opts).compactor(), token)
+        except CancelledError:
+            return  # the answer is committed; retention runs again after the next generation
+        except Exception as exc:  # noqa: BLE001 - reported; the generation itself succeeded
+            warnings.warn(
+                f"retention of session {self.session_id!r} failed ({type(exc).__name__}: {exc}); "
+                f"the active log keeps its events and retention runs again after the next generation",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def _loop_options(self, model: Any, options: GenerationOptions, *, emit: Emit | None = None) -> LoopOptions:
         return LoopOptions.of(options, model=model, tools=self._registry,
@@ -627,3 +731,19 @@ def _end_generation(
             if error is None:
                 error = exc
     return error
+
+
+def _tell_tools(session: Session, tools: Iterable[Tool]) -> None:
+    """Give each distinct ``Tool._on_session`` the session (a failure is logged: the tools
+    stay usable, only what they would have learned from the session is missing)."""
+    seen: set[int] = set()
+    for tool in tools:
+        hook = tool._on_session
+        if hook is None or id(hook) in seen:
+            continue
+        seen.add(id(hook))
+        try:
+            hook(session)
+        except Exception:  # noqa: BLE001 - reported, not fatal
+            logging.getLogger("agentkit").warning("tool %r could not bind to the session", tool.name,
+                                                  exc_info=True)

@@ -22,6 +22,9 @@ class Usage:
     """Input tokens served from the provider's prompt cache."""
     cache_write_tokens: int = 0
     """Input tokens written to the provider's prompt cache."""
+    reasoning_tokens: int = 0
+    """Output tokens the model spent reasoning (part of ``output_tokens``), where the
+    provider reports them separately (OpenAI does; Anthropic does not, so it stays 0)."""
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
@@ -32,17 +35,21 @@ class Usage:
             total_tokens=self.total_tokens + other.total_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
     def to_dict(self) -> dict[str, int]:
-        """A JSON-ready dict."""
-        return {
+        """A JSON-ready dict (``reasoning_tokens`` only when reported)."""
+        out = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
         }
+        if self.reasoning_tokens:
+            out["reasoning_tokens"] = self.reasoning_tokens
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Usage:

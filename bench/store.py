@@ -1,7 +1,9 @@
-"""FileEventStore append latency early and late in one session's log, and its size.
+"""FileEventStore append latency early and late in one session's log, and its size;
+Session.open time for a long session with retention and without.
 
     python3 bench/store.py                 # default: 10,000 events, in a temp dir
     python3 bench/store.py --dir /var/tmp  # put the logs on another file system
+    python3 bench/store.py --open-only     # only the Session.open comparison (100,000 events)
 
 For fsync on and off, one session receives one event per append (a 91-character user
 message, the shape of a chat turn). We time the 200 appends starting at event 10 and the
@@ -35,7 +37,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentkit import FileEventStore, StoreConflictError, UserMessageEvent  # noqa: E402
+from agentkit import (  # noqa: E402
+    AssistantMessageEvent,
+    FileEventStore,
+    FunctionModel,
+    Retention,
+    Session,
+    StoreConflictError,
+    UserMessageEvent,
+)
 from agentkit.messages import TextPart  # noqa: E402
 
 WINDOW = 200
@@ -89,6 +99,67 @@ def run(root: str, fsync: bool, late_at: int) -> dict[str, float]:
         "events": revision,
         "load_ms": load_s * 1e3,
     }
+
+
+OPEN_RETENTION = Retention(max_events=200, keep_last=8)
+OPEN_REPEATS = 5
+
+
+def _answer(n: int) -> AssistantMessageEvent:
+    return AssistantMessageEvent(content=(TextPart(text=f"the north region, because {n:06d}"),))
+
+
+def _summary(messages: list[object], *, reason: str, cancel: object) -> str:
+    return f"{len(messages)} earlier messages about quarterly reports"
+
+
+def _fill_plain(root: str, sid: str, events: int) -> None:
+    """``events`` user/assistant events in one active log (batches of 1,000, fsync off)."""
+    store = FileEventStore(root, fsync=False)
+    revision = 0
+    while revision < events:
+        batch = [(_event(n) if n % 2 else _answer(n)).with_seq(n)
+                 for n in range(revision + 1, min(revision + 1000, events) + 1)]
+        revision = store.append(sid, batch, expected_revision=revision)
+
+
+def _fill_retained(root: str, sid: str, events: int) -> None:
+    """A real session with retention, turn after turn, until ``events`` were committed."""
+    model = FunctionModel(lambda request: "the north region, because it sold more")
+    store = FileEventStore(root, fsync=False)
+    with Session(model, store=store, session_id=sid, compactor=_summary, retention=OPEN_RETENTION) as s:
+        n = 0
+        while s.events[-1].seq < events if s.events else True:
+            n += 1
+            s.push_user_message(f"{TEXT}{n:06d}")
+            s.generate()
+
+
+def _time_open(root: str, sid: str, retention: Retention | None) -> tuple[float, int, int]:
+    """Median Session.open time (ms), active events, all events (history)."""
+    times = []
+    active = total = 0
+    for _ in range(OPEN_REPEATS):
+        store = FileEventStore(root)  # a fresh store object: nothing cached
+        t0 = time.perf_counter()
+        s = Session.open(sid, store=store, model=FunctionModel(lambda r: "x"), retention=retention)
+        times.append(time.perf_counter() - t0)
+        active = len(s.events)
+        total = s.events[-1].seq
+        s.close()
+    return statistics.median(times) * 1e3, active, total
+
+
+def run_open(parent: str | None, events: int) -> None:
+    print(f"Session.open of a session of {events:,} events, median of {OPEN_REPEATS} opens "
+          f"(retention: max_events={OPEN_RETENTION.max_events}, keep_last={OPEN_RETENTION.keep_last})")
+    print(f"{'session':<22} {'open':>10} {'active events':>14} {'all events':>11}")
+    for label, fill, retention in (("without retention", _fill_plain, None),
+                                   ("with retention", _fill_retained, OPEN_RETENTION)):
+        with tempfile.TemporaryDirectory(dir=parent) as root:
+            fill(root, "long", events)
+            ms, active, total = _time_open(root, "long", retention)
+        print(f"{label:<22} {ms:>7.1f} ms {active:>14,} {total:>11,}")
 
 
 # -- file vs PostgreSQL ---------------------------------------------------------------
@@ -202,10 +273,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", default=None, help="parent directory for the logs (default: system temp)")
     parser.add_argument("--late", type=int, default=10_000, help="where the late window starts (default 10000)")
+    parser.add_argument("--open", type=int, default=100_000, metavar="EVENTS",
+                        help="events of the Session.open comparison (default 100000; 0 skips it)")
+    parser.add_argument("--open-only", action="store_true", help="run only the Session.open comparison")
     parser.add_argument("--compare", action="store_true", help="file vs PostgreSQL latency and throughput")
     args = parser.parse_args()
     if args.compare:
         compare(args.dir)
+        return
+    if args.open_only:
+        run_open(args.dir, args.open)
         return
     print(f"FileEventStore, python {sys.version.split()[0]}, window {WINDOW} appends of one event")
     print(f"{'fsync':<6} {'@10 median':>11} {'@10 p90':>9} {'@' + str(args.late) + ' median':>14} "
@@ -218,6 +295,9 @@ def main() -> None:
             f"{r['late_median_ms']:>11.3f} ms {r['late_p90_ms']:>5.3f} ms {r['ratio']:>10.2f} "
             f"{r['bytes_per_event']:>12.0f} {r['load_ms']:>7.0f} ms {r['events']:>7.0f}"
         )
+    if args.open:
+        print()
+        run_open(args.dir, args.open)
 
 
 if __name__ == "__main__":

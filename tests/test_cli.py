@@ -63,7 +63,7 @@ def test_run_and_chat_against_an_openai_compatible_server(tmp_path):
     assert len(events.stdout.splitlines()) == 4
 
 
-def test_ctrl_c_in_chat_exits_quietly_with_130(tmp_path):
+def test_ctrl_c_in_a_piped_chat_exits_quietly_with_130(tmp_path):
     import signal
 
     # stdin says "ready" when the chat loop starts reading it, i.e. inside main()
@@ -71,9 +71,11 @@ def test_ctrl_c_in_chat_exits_quietly_with_130(tmp_path):
         "import signal, sys\n"
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "class Stdin:\n"
-        "    def __iter__(self):\n"
+        "    def isatty(self):\n"
+        "        return False\n"
+        "    def readline(self):\n"
         "        print('ready', flush=True)\n"
-        "        yield from sys.__stdin__\n"
+        "        return sys.__stdin__.readline()\n"
         "sys.stdin = Stdin()\n"
         "from agentkit.cli import main\n"
         "sys.exit(main(sys.argv[1:]))\n"

@@ -5,6 +5,8 @@ checking and the reference-server finder's CI rule."""
 from __future__ import annotations
 
 import pytest
+from mcp_servers import reference
+from mcp_servers.helpers import HERE, stdio
 
 from agentkit import ScriptedModel
 from agentkit.cancel import CancelToken
@@ -12,8 +14,6 @@ from agentkit.errors import ConfigurationError, McpError
 from agentkit.mcp import ElicitationRequest, ElicitationResult, SamplingRequest, SamplingResult, connect_mcp
 from agentkit.mcp.results import tool_result_to_output
 from agentkit.tools.base import ToolContext
-from tests.mcp_servers import reference
-from tests.mcp_servers.helpers import HERE, stdio
 
 HOST = str(HERE / "host_server.py")
 
@@ -150,8 +150,7 @@ def test_reference_servers_missing_skip_locally_and_fail_in_ci(tmp_path, monkeyp
 def test_a_caller_built_client_gets_only_the_callbacks_it_lacks(tmp_path):
     import mcp_types as types
     from mcp import Client
-
-    from tests.mcp_servers import host_server
+    from mcp_servers import host_server
 
     async def own_sampling(_context, _params):
         return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="own"),
@@ -165,8 +164,9 @@ def test_a_caller_built_client_gets_only_the_callbacks_it_lacks(tmp_path):
 
 
 def test_resources_and_prompts_are_listed_page_by_page_like_tools():
+    from mcp_servers.helpers import PAGED
+
     from agentkit.messages import ImagePart
-    from tests.mcp_servers.helpers import PAGED
 
     with connect_mcp({"p": stdio(PAGED, "normal")}) as mcp:
         names = [r.name for r in mcp.list_resources("p")]
@@ -185,7 +185,7 @@ def test_resources_and_prompts_are_listed_page_by_page_like_tools():
 
 
 def test_roots_sampling_and_elicitation_over_streamable_http(tmp_path):
-    from tests.mcp_servers.helpers import http_server
+    from mcp_servers.helpers import http_server
 
     with http_server(script=HOST) as url, connect_mcp(
             {"h": {"url": url}}, roots=[tmp_path], sampling=lambda r: f"max {r.max_tokens}",
@@ -202,9 +202,9 @@ def test_roots_sampling_and_elicitation_over_streamable_http(tmp_path):
 def test_resource_helpers_across_servers_and_their_failures(caplog):
     from mcp import Client
     from mcp.server.mcpserver import MCPServer
+    from mcp_servers.helpers import PAGED
 
     from agentkit.messages import ImagePart
-    from tests.mcp_servers.helpers import PAGED
 
     clash = MCPServer("clash")
 
@@ -251,7 +251,7 @@ def test_an_elicitation_answer_that_mcp_cannot_carry_is_refused():
 def test_closing_the_toolset_cancels_a_model_answering_a_sampling_request():
     import threading
 
-    from tests.mcp_servers.helpers import wait_for
+    from mcp_servers.helpers import wait_for
 
     entered, saw_cancel = threading.Event(), threading.Event()
 

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from fakes import openai_wire as ow
 from fakes.server import FakeServer
+from mcp_servers.helpers import wait_for
+from mcp_servers.reference import reference_server
 
-from agentkit import LocalExecutionContext, ScriptedModel, run_agent, run_agent_stream
+from agentkit import LocalExecutionContext, ScriptedModel, Session, run_agent, run_agent_stream
 from agentkit.errors import ConfigurationError, McpError
 from agentkit.mcp import ElicitationRequest, ElicitationResult, SamplingRequest, connect_mcp
 from agentkit.messages import FilePart, Message, TextPart
 from agentkit.models.scripted import ToolCall
-from tests.mcp_servers.helpers import wait_for
-from tests.mcp_servers.reference import reference_server
 
 
 def _tool(mcp, name: str):
@@ -150,6 +150,53 @@ def test_the_filesystem_server_is_confined_to_the_announced_root(tmp_path):
         assert tools["read_text_file"].fn(path=str(root / "notes.txt")).kind == "error-text"
 
 
+def test_session_roots_follow_the_execution_context_of_the_calling_session(tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "notes.txt").write_text("inside")
+    (outside / "secret.txt").write_text("do not read")
+    execution = LocalExecutionContext(root)
+    try:
+        with connect_mcp({"fs": reference_server("filesystem")}, roots="session") as mcp:
+            listed = _tool(mcp, "list_allowed_directories")
+            # the capability is offered, but no session has called yet: nothing is announced
+            assert mcp.roots("fs") == ()
+            assert str(root.resolve()) not in _text(listed.fn())
+            assert _tool(mcp, "read_text_file").fn(path=str(root / "notes.txt")).kind == "error-text"
+
+            model = ScriptedModel([ToolCall("read_text_file", {"path": str(root / "notes.txt")}),
+                                   ToolCall("read_text_file", {"path": str(outside / "secret.txt")}), "read"])
+            session = Session(model, tools=mcp.tools, execution_context=execution)
+            # given to the session, the tools announce its context's root (roots/list_changed);
+            # the server adopts it a moment later
+            assert mcp.roots("fs") == (root.resolve().as_uri(),)
+            wait_for(lambda: str(root.resolve()) in _text(listed.fn()), what="the server to adopt the root")
+            session.push_user_message("read both")
+            result = session.generate()
+            session.close()
+            # a later session without a context leaves the roots; one with another context moves them
+            Session(ScriptedModel(["x"]), tools=mcp.tools).close()
+            assert mcp.roots("fs") == (root.resolve().as_uri(),)
+            with LocalExecutionContext(outside) as other:
+                Session(ScriptedModel(["x"]), tools=mcp.tools, execution_context=other).close()
+                assert mcp.roots("fs") == (outside.resolve().as_uri(),)
+        inside_call, outside_call = result.tool_calls
+        assert inside_call.output.as_text() == "inside"
+        assert outside_call.is_error and "Access denied" in outside_call.output.as_text()
+    finally:
+        execution.close()
+
+
+def test_session_roots_are_refused_for_a_bad_value_and_keep_per_server_roots(tmp_path):
+    own = tmp_path / "own"
+    own.mkdir()
+    with pytest.raises(ConfigurationError, match="roots must be a list of directories"):
+        connect_mcp({"ev": reference_server("everything")}, roots="sessions")
+    with connect_mcp({"ev": {**reference_server("everything"), "roots": [own]}}, roots="session") as mcp:
+        assert mcp.roots("ev") == (own.resolve().as_uri(),)  # a server's own roots win
+
+
 # -- sampling ---------------------------------------------------------------------------
 
 
@@ -203,6 +250,49 @@ def test_sampling_by_a_handler_and_refused_by_the_approval_hook():
     assert out.kind == "error-text" and "refused the sampling request" in out.value
     assert model.request_count == 0  # nothing was spent
     assert asked[0].max_tokens == 1000 and "spend tokens" in asked[0].messages[0].text
+
+
+def test_sampling_session_answers_with_the_model_of_the_calling_session():
+    with connect_mcp({"ev": reference_server("everything")}, sampling="session") as mcp:
+        tool = _tool(mcp, "trigger-sampling-request")
+        # outside any generation there is no session model: a clear refusal, nothing spent
+        outside = tool.fn(prompt="hi", maxTokens=5)
+        assert outside.kind == "error-text"
+        assert "no agent generation was calling its tools" in outside.value
+        assert "sampling='session'" in outside.value
+
+        # in a session: the sampling request is answered by the session's own model (its
+        # next scripted reply), between the tool call and the final answer
+        model = ScriptedModel([ToolCall("trigger-sampling-request", {"prompt": "a joke", "maxTokens": 9}),
+                               "the session model sampled this", "done"])
+        session = Session(model, tools=mcp.tools)
+        session.push_user_message("sample something")
+        result = session.generate()
+        session.close()
+        other = ScriptedModel([ToolCall("trigger-sampling-request", {"prompt": "x", "maxTokens": 3}),
+                               "run_agent's model sampled this", "done"])
+        via_run_agent = run_agent(other, "go", tools=mcp.tools)
+    assert result.text == "done"
+    (call,) = result.tool_calls
+    assert not call.is_error and "the session model sampled this" in call.output.as_text()
+    assert model.request_count == 3
+    sampled = model.requests[1]
+    assert sampled.settings.max_tokens == 9 and "a joke" in sampled.messages[0].text
+    assert "run_agent's model sampled this" in via_run_agent.tool_calls[0].output.as_text()
+
+
+def test_sampling_session_still_passes_the_approval_gate():
+    asked: list[SamplingRequest] = []
+
+    def deny(request: SamplingRequest) -> bool:
+        asked.append(request)
+        return False
+
+    model = ScriptedModel([ToolCall("trigger-sampling-request", {"prompt": "spend", "maxTokens": 50}), "done"])
+    with connect_mcp({"ev": reference_server("everything")}, sampling="session", approve_sampling=deny) as mcp:
+        result = run_agent(model, "go", tools=mcp.tools)
+    assert "refused the sampling request" in result.tool_calls[0].output.as_text()
+    assert model.request_count == 2 and asked[0].max_tokens == 50  # no sampling request reached the model
 
 
 # -- elicitation ------------------------------------------------------------------------

@@ -11,9 +11,13 @@ from agentkit import (
     ConfigurationError,
     FunctionModel,
     Hooks,
+    Limits,
     ModelSettings,
     ScriptedModel,
     Session,
+    Threshold,
+    ToolResultClearing,
+    build_model_messages,
     run_agent,
 )
 from agentkit.options import GenerationOptions, option_names
@@ -29,6 +33,9 @@ def test_every_option_is_a_keyword_of_run_agent_session_and_generate():
         "validate_completion": lambda r: None, "max_validation_retries": 2,
         "on_context_overflow": lambda m, c: m, "max_context_overflow_retries": 1,
         "approval": ApprovalPolicy(mode="autopilot"), "approver": lambda r: True, "redact": r"sk-\w+",
+        "limits": Limits(model_calls=5), "compactor": lambda m, *, reason, cancel: "s",
+        "auto_compact": Threshold(tokens=10**6), "context_builder": build_model_messages,
+        "clear_tool_results": ToolResultClearing(), "max_tool_output_chars": 1000,
     }
     assert set(values) == set(option_names())  # a new option needs a value here
     seen = []

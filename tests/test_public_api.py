@@ -63,27 +63,26 @@ PUBLIC_NAMESPACES = {
     'agentkit': [
         'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
         'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AssistantMessageEvent',
-        'AuthenticationError', 'CancelToken', 'CancelledError', 'ChatModel',
+        'AuthenticationError', 'CancelToken', 'CancelledError', 'ChatModel', 'CompactionEvent',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
         'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event', 'EventStore',
         'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart', 'FileSystem',
-        'FunctionModel', 'GenerateResult', 'GenerationTransaction', 'HookError', 'Hooks', 'ImagePart',
-        'InMemoryEventStore',
-        'InMemoryJobStore', 'JobControl', 'JobEvent', 'JobNotFoundError', 'JobState', 'JobStore',
-        'LocalExecutionContext', 'McpError', 'Message', 'MissingDependencyError', 'ModelError',
-        'ModelRequest', 'ModelSettings', 'PermissionRequest', 'ProviderError',
-        'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'RunResult', 'RuntimeEvent',
-        'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
-        'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool', 'Shell', 'ShellResult',
-        'Step', 'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout',
-        'StoreUnavailableError', 'StoredJob', 'StoredSession', 'TextPart', 'Tool', 'ToolCall',
-        'ToolCallPart', 'ToolCallRecord',
-        'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultEvent',
-        'ToolResultPart', 'ToolSpec', 'TransactionError', 'Turn', 'UncertainExecution', 'Usage',
-        'UserMessageEvent', '__version__',
+        'FunctionModel', 'GenerateResult', 'GenerationTransaction', 'HookError', 'Hooks',
+        'ImagePart', 'InMemoryEventStore', 'InMemoryJobStore', 'JobControl', 'JobEvent',
+        'JobNotFoundError', 'JobState', 'JobStore', 'Limits', 'LocalExecutionContext', 'McpError',
+        'Message', 'MissingDependencyError', 'ModelError', 'ModelRequest', 'ModelSettings',
+        'PermissionRequest', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError',
+        'ReasoningPart', 'Retention', 'RunResult', 'RuntimeEvent', 'SchemaVersionError',
+        'ScriptExhaustedError', 'ScriptedModel', 'Session', 'SessionClosedError', 'SessionError',
+        'SessionFailedError', 'SessionPool', 'Shell', 'ShellResult', 'Step', 'StoreConflictError',
+        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
+        'StoredJob', 'StoredSession', 'TextPart', 'Threshold', 'Tool', 'ToolCall', 'ToolCallPart',
+        'ToolCallRecord', 'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput',
+        'ToolResultClearing', 'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'TransactionError',
+        'Turn', 'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__',
         'build_model_messages', 'event_from_dict', 'events_from_messages', 'filesystem_tools',
         'get_model', 'http_tools', 'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools',
-        'tool',
+        'summarizing_compactor', 'tool',
     ],
     'agentkit.adapters.langchain': [
         'Injected', 'LangChainChatModel', 'LangChainHistory', 'events_from_langchain',
@@ -107,11 +106,19 @@ PUBLIC_NAMESPACES = {
         'APPROVAL_DECIDED', 'APPROVAL_REMEMBERED', 'APPROVAL_REQUESTED', 'ApprovalDecision',
         'ApprovalMode', 'ApprovalPolicy', 'ApprovalRequest', 'ApprovalState', 'Verdict',
     ],
+    'agentkit.budget': [
+        'Budget', 'BudgetBreach', 'Limits',
+    ],
     'agentkit.cancel': [
         'CancelToken',
     ],
     'agentkit.cli': [
         'main',
+    ],
+    'agentkit.compaction': [
+        'CONVERSATION_EVENTS', 'Compactor', 'DEFAULT_KEEP_LAST', 'Retention', 'Threshold',
+        'compaction_boundary', 'conversation_events_since_reset', 'estimate_tokens',
+        'summary_messages',
     ],
     'agentkit.errors': [
         'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'CancelledError',
@@ -123,8 +130,8 @@ PUBLIC_NAMESPACES = {
         'ToolDefinitionError', 'TransactionError',
     ],
     'agentkit.events': [
-        'AssistantMessageEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event', 'RuntimeEvent',
-        'ToolResultEvent', 'UserMessageEvent', 'event_from_dict', 'new_id',
+        'AssistantMessageEvent', 'CompactionEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event',
+        'RuntimeEvent', 'ToolResultEvent', 'UserMessageEvent', 'event_from_dict', 'new_id',
     ],
     'agentkit.execution': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobState',
@@ -157,10 +164,11 @@ PUBLIC_NAMESPACES = {
         'LoopHost', 'LoopOptions', 'run_loop',
     ],
     'agentkit.mcp': [
-        'ApproveSampling', 'AuthorizeToolCall', 'ElicitationHandler', 'ElicitationRequest', 'ElicitationResult',
-        'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpPrompt', 'McpPromptArgument', 'McpResource',
-        'McpServerStatus', 'McpToolRef', 'McpToolset', 'SamplingHandler', 'SamplingRequest', 'SamplingResult',
-        'ServerSpec', 'StdioServer', 'connect_mcp', 'exposed_names', 'sanitize_name', 'tool_result_to_output',
+        'ApproveSampling', 'AuthorizeToolCall', 'ElicitationHandler', 'ElicitationRequest',
+        'ElicitationResult', 'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpPrompt',
+        'McpPromptArgument', 'McpResource', 'McpServerStatus', 'McpToolRef', 'McpToolset',
+        'SamplingHandler', 'SamplingRequest', 'SamplingResult', 'ServerSpec', 'StdioServer',
+        'connect_mcp', 'exposed_names', 'sanitize_name', 'tool_result_to_output',
     ],
     'agentkit.mcp.config': [
         'HttpServer', 'LogLevel', 'ServerSpec', 'StdioServer', 'validate_servers',
@@ -169,8 +177,9 @@ PUBLIC_NAMESPACES = {
         'connect_mcp',
     ],
     'agentkit.mcp.host': [
-        'ApproveSampling', 'ElicitationHandler', 'ElicitationRequest', 'ElicitationResult', 'McpPrompt',
-        'McpPromptArgument', 'McpResource', 'SamplingHandler', 'SamplingRequest', 'SamplingResult',
+        'ApproveSampling', 'ElicitationHandler', 'ElicitationRequest', 'ElicitationResult',
+        'McpPrompt', 'McpPromptArgument', 'McpResource', 'SamplingHandler', 'SamplingRequest',
+        'SamplingResult',
     ],
     'agentkit.mcp.naming': [
         'MAX_TOOL_NAME_LENGTH', 'exposed_names', 'sanitize_name',
@@ -187,7 +196,7 @@ PUBLIC_NAMESPACES = {
         'content_to_dict', 'normalize_prompt', 'text_of',
     ],
     'agentkit.models': [
-        'ChatModel', 'FinishEvent', 'FinishReason', 'FunctionModel', 'ModelRequest',
+        'ChatModel', 'EchoModel', 'FinishEvent', 'FinishReason', 'FunctionModel', 'ModelRequest',
         'ModelSettings', 'ReasoningDelta', 'ReasoningDone', 'RetryInfo', 'RetryPolicy',
         'ScriptedModel', 'StreamEvent', 'TextDelta', 'ToolCall', 'ToolCallEvent', 'ToolChoice',
         'ToolSpec', 'Turn', 'UsageEvent', 'get_model',
@@ -196,6 +205,9 @@ PUBLIC_NAMESPACES = {
         'ProviderModel', 'RetryInfo', 'RetryPolicy', 'TranslatedError', 'check_tool_choice',
         'data_url', 'function_tools', 'parse_tool_arguments', 'stream_with_retries',
         'tool_result_text',
+    ],
+    'agentkit.models.echo': [
+        'EchoModel',
     ],
     'agentkit.models.anthropic': [
         'AnthropicModel',
@@ -267,6 +279,9 @@ PUBLIC_NAMESPACES = {
     'agentkit.web': [
         'KEEP_ALIVE', 'SSE_HEADERS', 'ask_async', 'sse', 'sse_async', 'sse_record',
     ],
+    'agentkit.summarize': [
+        'DEFAULT_INSTRUCTIONS', 'summarizing_compactor',
+    ],
     'agentkit.tools': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobNotFoundError',
         'JobState', 'LocalExecutionContext', 'PermissionRequest', 'Shell', 'ShellResult', 'Tool',
@@ -309,6 +324,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.usage': [
         'Usage',
+    ],
+    'agentkit.view': [
+        'ToolResultClearing', 'cap_output', 'cap_tool_outputs', 'clear_tool_results',
     ],
 }
 

@@ -400,3 +400,18 @@ def test_appending_and_loading_do_not_depend_on_the_callers_stack_depth(store):
     assert depth_of(loaded.events[0].data["deep"]) == 400
     assert near_the_recursion_limit(lambda: store.archive("s1", "a1", [ev]), 120) is None
     assert depth_of(near_the_recursion_limit(lambda: store.load_archive("s1", "a1"), 120)[0].data["deep"]) == 400
+
+
+def test_the_retention_sequence_keeps_seq_numbers_and_is_idempotent(store):
+    """What Session retention does through the port: archive the covered prefix under the
+    compaction event's id, then compact it away with no summary; each step repeated (a
+    restart after a crash) changes nothing. Events keep their seq in both places."""
+    events = [user(t).with_seq(i) for i, t in enumerate("abcde", start=1)]
+    store.append("s1", events, expected_revision=0)
+    store.archive("s1", "comp-1", events[:3])
+    store.archive("s1", "comp-1", events[:3])  # repeated after a restart: no-op
+    assert store.compact("s1", "comp-1", expected_revision=5, remove=3) == 6
+    assert [e.seq for e in store.load("s1").events] == [4, 5]
+    assert [e.seq for e in store.load_archive("s1", "comp-1")] == [1, 2, 3]
+    store.archive("s1", "comp-1", events[:3])  # after the prune too
+    assert [e.seq for e in store.load_archive("s1", "comp-1")] == [1, 2, 3]

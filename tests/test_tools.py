@@ -377,3 +377,29 @@ def test_json_results_are_recorded_in_their_plain_json_form_or_refused():
     for kind, why in (("nan", ": Out of range float"), ("deep", r": \$\.d\[0\].* is nested deeper than 500 levels")):
         out = call(shapes, {"kind": kind})
         assert out.is_error and re.search(f"tool 'shapes' returned an output that cannot be recorded{why}", out.value)
+
+
+def test_on_session_hook_hears_each_session_once_and_a_failing_one_is_only_logged(caplog):
+    from agentkit import ScriptedModel, Session
+
+    seen: list[object] = []
+
+    def hook(session: object) -> None:
+        seen.append(session)
+
+    def broken(session: object) -> None:
+        raise RuntimeError("cannot bind")
+
+    def fn() -> str:
+        return "x"
+
+    schema = {"type": "object", "properties": {}}
+    shared = [Tool(name=n, description="t", input_schema=schema, fn=fn, _on_session=hook) for n in ("a", "b")]
+    bad = Tool(name="c", description="t", input_schema=schema, fn=fn, _on_session=broken)
+    with caplog.at_level("WARNING", logger="agentkit"):
+        session = Session(ScriptedModel(["ok"]), tools=[*shared, bad])
+    assert seen == [session]  # one hook shared by two tools is told once
+    assert "tool 'c' could not bind to the session" in caplog.text
+    session.push_user_message("hi")
+    assert session.generate().text == "ok"  # the session works all the same
+    session.close()

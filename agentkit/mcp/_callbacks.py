@@ -10,9 +10,12 @@ configured is not passed to the SDK, so the capability is not advertised at all.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Union
 from urllib.parse import urlparse
@@ -124,6 +127,62 @@ def model_sampler(model: Any) -> _Sampler:
     return sample
 
 
+SESSION = "session"
+"""``sampling="session"`` / ``roots="session"``: follow the generation calling the tools."""
+
+
+class SamplingRefused(Exception):
+    """The host will not sample; the message is sent to the server as the reason."""
+
+
+class Callers:
+    """The tool calls in flight, with the model and execution context of the generation
+    making each; ``sampling="session"`` and ``roots="session"`` follow them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._calls: dict[int, tuple[str, Any]] = {}
+
+    @contextmanager
+    def calling(self, server: str, model: Any) -> Iterator[None]:
+        """Record a call to ``server`` made by a generation of ``model`` while it runs."""
+        key = next(self._ids)
+        with self._lock:
+            self._calls[key] = (server, model)
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._calls[key]
+
+    def model_for(self, server: str) -> Any:
+        """The model of the latest call in flight to ``server`` (else to any server of the
+        toolset) made by a generation; None when there is none."""
+        with self._lock:
+            calls = [c for c in reversed(self._calls.values()) if c[1] is not None]
+        for name, model in calls:
+            if name == server:
+                return model
+        return calls[0][1] if calls else None
+
+
+def session_sampler(callers: Callers) -> _Sampler:
+    """``sampling="session"``: answer with the model of the generation calling the tools."""
+
+    def sample(request: SamplingRequest, cancel: CancelToken) -> SamplingResult | str:
+        model = callers.model_for(request.server)
+        if model is None:
+            raise SamplingRefused(
+                f"the host refused the sampling request: MCP server {request.server!r} asked to sample "
+                f"while no agent generation was calling its tools (sampling='session' answers only "
+                f"during a tool call made by a Session or run_agent)"
+            )
+        return model_sampler(model)(request, cancel)
+
+    return sample
+
+
 def elicitation_request(server: str, params: Any) -> ElicitationRequest:
     """The SDK's ``ElicitRequestParams`` as an agentkit :class:`ElicitationRequest`."""
     mode = getattr(params, "mode", "form") or "form"
@@ -165,12 +224,18 @@ class HostCallbacks:
 
     def __init__(self, *, sampling: Any = None, approve_sampling: ApproveSampling | None = None,
                  elicitation: ElicitationHandler | None = None) -> None:
-        if isinstance(sampling, str):  # a model spec, e.g. "openai:gpt-4.1-mini"
+        self.callers = Callers()
+        self.sampler: _Sampler | None
+        if isinstance(sampling, str) and sampling == SESSION:
+            self.sampler = session_sampler(self.callers)
+            sampling = None
+        elif isinstance(sampling, str):  # a model spec, e.g. "openai:gpt-4.1-mini"
             from ..models.registry import get_model
 
             sampling = get_model(sampling)
-        if sampling is not None and hasattr(sampling, "stream") and callable(sampling.stream):
-            self.sampler: _Sampler | None = model_sampler(sampling)
+            self.sampler = model_sampler(sampling)
+        elif sampling is not None and hasattr(sampling, "stream") and callable(sampling.stream):
+            self.sampler = model_sampler(sampling)
         elif sampling is None:
             self.sampler = None
         elif callable(sampling):
@@ -178,7 +243,8 @@ class HostCallbacks:
             self.sampler = lambda request, _cancel: handler(request)
         else:
             raise ConfigurationError(f"sampling must be a ChatModel, a model spec such as "
-                                     f"'openai:gpt-4.1-mini' or a callable handler(request), "
+                                     f"'openai:gpt-4.1-mini', 'session' (the model of the generation "
+                                     f"calling the tools) or a callable handler(request), "
                                      f"not {type(sampling).__name__}")
         if approve_sampling is not None and not callable(approve_sampling):
             raise ConfigurationError("approve_sampling must be a callable (request) -> bool")
@@ -187,7 +253,8 @@ class HostCallbacks:
         self.approve = approve_sampling
         self.elicitor = elicitation
 
-    def for_server(self, server: str, get_roots: Callable[[], Roots | None]) -> dict[str, Any]:
+    def for_server(self, server: str, get_roots: Callable[[], Roots | None],
+                   on_roots_listed: Callable[[], None] | None = None) -> dict[str, Any]:
         """The ``mcp.Client`` keyword arguments for ``server``'s callbacks."""
         import anyio.to_thread
         import mcp_types as types
@@ -200,6 +267,8 @@ class HostCallbacks:
         if get_roots() is not None:
             async def list_roots(_context: Any) -> Any:
                 roots = get_roots() or ()
+                if on_roots_listed is not None:
+                    on_roots_listed()
                 return types.ListRootsResult(roots=[types.Root.model_validate({"uri": uri, "name": name})
                                                      for uri, name in roots])
 
@@ -218,6 +287,8 @@ class HostCallbacks:
                         return error("the host refused the sampling request")
                 try:
                     answer = sampler(request, cancel)
+                except SamplingRefused as exc:
+                    return error(str(exc))
                 except Exception as exc:  # noqa: BLE001 - reported to the server
                     log.warning("MCP server %r: the sampling handler failed", server, exc_info=True)
                     return error(f"the host could not sample: {type(exc).__name__}: {exc}")

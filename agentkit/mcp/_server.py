@@ -60,6 +60,10 @@ class ServerConnection:
         self._host = host
         self.roots = roots
         """The roots announced to this server (None: the roots capability is not offered)."""
+        self.session_roots = False
+        """True with ``roots="session"``: the roots follow the execution context of the calls."""
+        self._roots_asked = 0
+        self._roots_waiters: list[anyio.Event] = []
         self.spec = spec
         self.transport = getattr(spec, "transport", "client")
         self._connect_timeout = connect_timeout
@@ -178,7 +182,8 @@ class ServerConnection:
         from mcp import Client, StdioServerParameters
 
         spec = self.spec
-        callbacks = (self._host or HostCallbacks()).for_server(self.name, lambda: self.roots)
+        callbacks = (self._host or HostCallbacks()).for_server(self.name, lambda: self.roots,
+                                                                    self._roots_listed)
         async with AsyncExitStack() as stack:
             if isinstance(spec, StdioServer):
                 params = StdioServerParameters(
@@ -443,17 +448,33 @@ class ServerConnection:
 
         return await client.call_tool(name, arguments, progress_callback=on_progress)
 
-    async def set_roots(self, roots: Roots) -> None:
-        """Replace the announced roots and send ``notifications/roots/list_changed``."""
+    def _roots_listed(self) -> None:
+        """On the loop: the server asked ``roots/list`` (and is about to get the answer)."""
+        self._roots_asked += 1
+        waiters, self._roots_waiters = self._roots_waiters, []
+        for event in waiters:
+            event.set()
+
+    async def set_roots(self, roots: Roots, *, await_ask: float = 0.0) -> None:
+        """Replace the announced roots and send ``notifications/roots/list_changed``. With
+        ``await_ask`` > 0, a server that has asked for roots before is given that many
+        seconds to ask again (so a call sent next meets a server that has the new list)."""
         import warnings
 
         self.roots = roots
         client = self.client
         if client is None or self.status != "connected":
             return  # the next roots/list (after a connect) answers with the new roots
+        asked: anyio.Event | None = None
+        if await_ask > 0 and self._roots_asked:
+            asked = anyio.Event()
+            self._roots_waiters.append(asked)
         with warnings.catch_warnings():  # deprecated on 2026-era connections, not on these
             warnings.simplefilter("ignore")
             await client.send_roots_list_changed()
+        if asked is not None:
+            with anyio.move_on_after(await_ask):
+                await asked.wait()
 
 
 def _connect_hint(spec: Any, exc: BaseException) -> str:

@@ -61,9 +61,14 @@ def connect_mcp(
     * ``roots``: directories (paths or ``file://`` URIs), or an execution context (its
       ``root_dir``), announced through ``roots/list``; a server config's own ``"roots"``
       overrides it. Without either, no roots capability is offered. Change them later
-      with :meth:`McpToolset.set_roots`.
+      with :meth:`McpToolset.set_roots`. ``roots="session"`` offers the capability with
+      an empty list, then announces the ``root_dir`` of the execution context of the
+      generation calling the tools (sending ``roots/list_changed`` before the call when it
+      changes).
     * ``sampling``: a ``ChatModel`` or model spec (asked with the server's messages,
       system prompt and ``maxTokens``) or a handler ``(SamplingRequest) -> SamplingResult | str``.
+      ``sampling="session"`` answers with the model of the generation (Session or
+      ``run_agent``) whose tool call is in flight, and refuses requests made outside one.
       ``approve_sampling(request)`` is the policy gate run first: returning False or
       raising refuses the request before any token is spent. Without it, sampling
       requests are answered.
@@ -97,10 +102,11 @@ def connect_mcp(
         raise ConfigurationError(f"expose_resources must be True or False, not {expose_resources!r}")
     specs = validate_servers(servers)
 
-    from ._callbacks import HostCallbacks, normalize_roots
+    from ._callbacks import SESSION, HostCallbacks, normalize_roots
 
     host = HostCallbacks(sampling=sampling, approve_sampling=approve_sampling, elicitation=elicitation)
-    default_roots = None if roots is None else normalize_roots(roots, "roots")
+    session_roots = isinstance(roots, str) and roots == SESSION
+    default_roots = None if roots is None else () if session_roots else normalize_roots(roots, "roots")
     server_roots = {
         name: (default_roots if getattr(spec, "roots", None) is None
                else normalize_roots(spec.roots, f"MCP server {name!r}: 'roots'"))
@@ -126,8 +132,10 @@ def connect_mcp(
                                roots=server_roots[name])
         for name, spec in specs.items()
     }
+    for name, spec in specs.items():
+        conns[name].session_roots = session_roots and getattr(spec, "roots", None) is None
     runtime = Runtime(LoopThread(), conns, notifier)
-    toolset = McpToolset(_runtime=runtime, _authorize=authorize_tool_call,
+    toolset = McpToolset(_runtime=runtime, _authorize=authorize_tool_call, _callers=host.callers,
                          _call_timeout=None if call_timeout is None else float(call_timeout),
                          _prefix=prefix_tool_names, _expose_resources=expose_resources)
     try:

@@ -8,12 +8,14 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import CancelledError, ConfigurationError, McpError, SessionClosedError, ToolDefinitionError
 from ..messages import FilePart, ImagePart, Message, TextPart, ToolCallPart, ToolOutput
 from ..tools.base import Tool, ToolContext, ToolDecision
+from ._callbacks import Callers
 from ._runtime import Runtime
 from .host import McpPrompt, McpResource
 from .naming import exposed_names
@@ -83,8 +85,10 @@ class McpToolset:
     """
 
     def __init__(self, *, _runtime: Runtime, _authorize: AuthorizeToolCall | None,
-                 _call_timeout: float | None, _prefix: bool | None, _expose_resources: bool = False) -> None:
+                 _call_timeout: float | None, _prefix: bool | None, _expose_resources: bool = False,
+                 _callers: Callers | None = None) -> None:
         self._rt = _runtime
+        self._callers = _callers if _callers is not None else Callers()
         self._expose_resources = _expose_resources
         self._authorize = _authorize
         self._call_timeout = _call_timeout
@@ -95,6 +99,8 @@ class McpToolset:
         self._helpers: tuple[Tool, ...] = ()
         self._rebuild_lock = threading.Lock()
         self._finalizer = weakref.finalize(self, Runtime.shutdown, _runtime)
+        session_roots = any(conn.session_roots for conn in _runtime.conns.values())
+        self._session_hook = self._bind_session if session_roots else None
 
     # -- views -------------------------------------------------------------------------
 
@@ -197,7 +203,7 @@ class McpToolset:
 
         try:
             return Tool(name=exposed, description=description, input_schema=schema, fn=call,
-                        read_only=read_only, context_param=_CTX,
+                        read_only=read_only, context_param=_CTX, _on_session=self._session_hook,
                         before_call=self._authorization(server, original, exposed))
         except ToolDefinitionError as exc:
             conn.warn(f"tool {original!r} was skipped: {exc}")
@@ -265,8 +271,9 @@ class McpToolset:
                         log.warning("a progress listener of MCP tool %r failed", exposed, exc_info=True)
 
         try:
-            result = self._rt.loop.run(conn.call_tool, tool, arguments, on_progress,
-                                       timeout=self._call_timeout, cancel=cancel, pump=pump)
+            with self._callers.calling(server, None if ctx is None else ctx.model):
+                result = self._rt.loop.run(conn.call_tool, tool, arguments, on_progress,
+                                           timeout=self._call_timeout, cancel=cancel, pump=pump)
         except CancelledError:
             raise
         except CallTimeout:
@@ -293,6 +300,20 @@ class McpToolset:
                 )
             return ToolOutput.error(f"MCP tool {exposed!r} (server {server!r}) failed: {text}")
         return tool_result_to_output(result)
+
+    def _bind_session(self, session: Any) -> None:
+        """``roots="session"``: announce the execution-context root of the Session the
+        tools were given to (the latest one wins) to every server connected that way."""
+        from ._callbacks import normalize_roots
+
+        execution_context = getattr(session, "execution_context", None)
+        if self._rt.closed or getattr(execution_context, "root_dir", None) is None:
+            return
+        wanted = normalize_roots(execution_context, "the session's execution context")
+        for conn in list(self._rt.conns.values()):
+            if conn.session_roots and conn.status == "connected" and conn.roots != wanted:
+                # a server that uses roots gets a moment to ask for the new list
+                self._rt.loop.run(partial(conn.set_roots, wanted, await_ask=5.0), timeout=10.0)
 
     # -- resources, prompts, roots -----------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 The provider adapters ``OpenAIChatModel`` and ``AnthropicModel`` are importable from
 here but load lazily (they import their SDKs), so they are not in ``__all__``; the
-provider table in :mod:`agentkit.models.registry` says where each lives. A new adapter
+provider table in :mod:`agentkit.models.registry` says where each lives. ``EchoModel``
+(spec ``"echo"``) is the offline demo model the ``agentkit chat`` docs use. A new adapter
 builds on :mod:`agentkit.models.adapter`.
 """
 
@@ -24,11 +25,13 @@ from .base import (
     ToolSpec,
     UsageEvent,
 )
+from .echo import EchoModel
 from .registry import get_model
 from .scripted import FunctionModel, ScriptedModel, ToolCall, Turn
 
 __all__ = [
     "ChatModel",
+    "EchoModel",
     "FinishEvent",
     "FinishReason",
     "FunctionModel",

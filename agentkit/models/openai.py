@@ -340,7 +340,10 @@ def _usage(u: Any) -> Usage:
     total = int(getattr(u, "total_tokens", 0) or 0) or inp + out
     details = getattr(u, "prompt_tokens_details", None)
     cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
-    return Usage(input_tokens=inp, output_tokens=out, total_tokens=total, cache_read_tokens=cached)
+    out_details = getattr(u, "completion_tokens_details", None)
+    reasoning = int(getattr(out_details, "reasoning_tokens", 0) or 0) if out_details is not None else 0
+    return Usage(input_tokens=inp, output_tokens=out, total_tokens=total, cache_read_tokens=cached,
+                 reasoning_tokens=reasoning)
 
 
 def _completion_events(completion: Any) -> Iterator[StreamEvent]:

@@ -19,7 +19,18 @@ _PROVIDERS: dict[str, tuple[str, str, str, str]] = {
     "openai": ("agentkit.models.openai", "OpenAIChatModel", "openai", "openai"),
     "openai-compatible": ("agentkit.models.openai", "OpenAIChatModel", "openai", "openai"),
     "anthropic": ("agentkit.models.anthropic", "AnthropicModel", "anthropic", "anthropic"),
+    # the offline demo model: no SDK (its "package" is agentkit itself), no extra
+    "echo": ("agentkit.models.echo", "EchoModel", "agentkit", ""),
 }
+
+_SPEC_FORMS = (
+    ("openai:<model>", "OpenAI, e.g. openai:gpt-4.1-mini (needs OPENAI_API_KEY)"),
+    ("anthropic:<model>", "Anthropic, e.g. anthropic:claude-sonnet-4-5 (needs ANTHROPIC_API_KEY)"),
+    ("openai-compatible:<model>@<url>",
+     "any OpenAI-compatible server, e.g. openai-compatible:llama3@http://127.0.0.1:11434/v1"),
+    ("echo", "the offline demo model: echoes, calls tools on 'call <tool> {json}', counts on 'count <n>'"),
+)
+"""The model spec forms ``get_model`` accepts, with a line each (the CLI's ``--model`` help)."""
 _ADAPTERS = {class_name: (module, package, extra) for module, class_name, package, extra in _PROVIDERS.values()}
 
 
@@ -39,13 +50,16 @@ def get_model(spec: str, **kwargs: Any) -> ChatModel:
 
     Providers: ``openai`` (``OPENAI_API_KEY``), ``anthropic`` (``ANTHROPIC_API_KEY``) and
     ``openai-compatible`` (any OpenAI-compatible server; pass ``base_url=`` or write
-    ``"openai-compatible:<model>@<base_url>"``). ``scripted`` gives an empty
-    :class:`~agentkit.ScriptedModel`. Keyword arguments go to the adapter.
+    ``"openai-compatible:<model>@<base_url>"``). ``echo`` (or ``echo:<name>``) is the
+    offline demo model :class:`~agentkit.models.echo.EchoModel`. ``scripted`` gives an
+    empty :class:`~agentkit.ScriptedModel`. Keyword arguments go to the adapter.
     """
+    if spec == "echo":
+        spec = "echo:echo"
     if not isinstance(spec, str) or ":" not in spec:
         raise ConfigurationError(
             f"invalid model spec {spec!r}: write '<provider>:<model>', e.g. "
-            f"'openai:gpt-4.1-mini' or 'anthropic:claude-sonnet-4-5'"
+            f"'openai:gpt-4.1-mini' or 'anthropic:claude-sonnet-4-5' (or 'echo', the offline demo)"
         )
     provider, _, name = spec.partition(":")
     if provider == "scripted":

@@ -55,6 +55,16 @@ class EventStore(Protocol):
     :class:`~agentkit.errors.StoreConflictError` and write nothing. Every change advances
     the revision (an append by the number of events, a compaction by one), so a stale
     writer never matches. When a method returns, its change is durable.
+
+    Session retention (:class:`~agentkit.Retention`) uses the port as it is: after
+    committing a ``compaction`` event it calls ``archive(session_id, <that event's id>,
+    covered)`` and then ``compact(session_id, <the same id>, remove=len(covered),
+    summary=())`` (the compaction event is already in the log). A restart repeats both,
+    so ``archive`` with the same events must be a no-op and ``compact`` must accept an
+    archive that already holds exactly the events it removes. Stored events keep their
+    ``seq`` in the log and in archives: ``Session.history()`` orders and de-duplicates by
+    it, following the chain of archives from the first compaction event of the active
+    log. ``load`` returns only the active log.
     """
 
     def load(self, session_id: str) -> StoredSession | None:

@@ -37,6 +37,9 @@ class ToolContext:
     """The id of this call's execution intent: unique per call, stable across a crash and
     the host's reconciliation. Pass it on (an HTTP ``Idempotency-Key``, a unique key in a
     database) to make the call's effect happen at most once. None outside the loop."""
+    model: Any = None
+    """The ChatModel of the generation making this call (None outside the loop): a tool
+    that needs a completion on the caller's behalf (MCP sampling) asks it."""
     _progress: Callable[[Any], None] | None = field(default=None, repr=False)
 
     def report_progress(self, update: Any) -> None:
@@ -115,6 +118,10 @@ class Tool:
     """Turns an input into what may be recorded of it (the session's events, streams,
     records, approval requests); the tool itself still receives the input as the model
     wrote it. ``http_tools`` hides credential header values this way."""
+    _on_session: Callable[[Any], None] | None = field(default=None, repr=False, compare=False)
+    """Called with each Session the tool is given to (once per callable, however many
+    tools share it): MCP tools connected with ``roots="session"`` announce the session's
+    execution-context root this way."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):

@@ -15,13 +15,13 @@ from .server import Recorded, Reply
 MODEL = "gpt-4.1-mini"
 
 
-def usage(prompt: int = 11, completion: int = 7, cached: int = 0) -> dict[str, Any]:
+def usage(prompt: int = 11, completion: int = 7, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
-        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0},
     }
 
 

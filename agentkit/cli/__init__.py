@@ -1,0 +1,176 @@
+"""The ``agentkit`` command: run a prompt, chat in a REPL, inspect stores.
+
+    agentkit run "What is 2+2?" --model openai:gpt-4.1-mini
+    agentkit chat --model echo                                  # offline demo, no key
+    agentkit chat --session support-42 --store ./sessions --model anthropic:claude-sonnet-4-5
+    agentkit sessions --store ./sessions
+    agentkit events support-42 --store ./sessions      # JSON lines, one event each
+
+``chat`` is an interactive REPL (:mod:`agentkit.cli._repl`); docs/cli.md describes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import AgentkitError, ConfigurationError
+from ..models.registry import _SPEC_FORMS
+
+__all__ = ["main"]
+
+_MODEL_HELP = "model spec (default: $AGENTKIT_MODEL); the forms: " + "; ".join(
+    f"{form}: {what}" for form, what in _SPEC_FORMS
+)
+_NO_MODEL = (
+    "agentkit: no model: pass --model SPEC or set AGENTKIT_MODEL (e.g. openai:gpt-4.1-mini, "
+    "or --model echo for the offline demo model)"
+)
+
+
+def _model_spec(args: argparse.Namespace) -> str:
+    spec = args.model or os.environ.get("AGENTKIT_MODEL")
+    if not spec:
+        raise SystemExit(_NO_MODEL)
+    return str(spec)
+
+
+def _store(path: str) -> Any:
+    from ..stores.file import FileEventStore
+
+    return FileEventStore(path)
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _load_tools(specs: Sequence[str]) -> list[Any]:
+    """The tools named by ``--tools`` options: ``json`` (the built-in JSON tools) or
+    ``module:attribute`` (a tool, a list of tools, or a function returning them)."""
+    import importlib
+    import inspect
+
+    from ..tools.base import Tool
+
+    tools: list[Any] = []
+    for spec in specs:
+        if spec == "json":
+            from ..tools.json_tools import json_tools
+
+            tools.extend(json_tools())
+            continue
+        module_name, _, attr = spec.partition(":")
+        if not module_name or not attr:
+            raise ConfigurationError(f"--tools {spec!r}: write 'json' or 'module:attribute' (e.g. mytools:TOOLS)")
+        if os.getcwd() not in sys.path:  # as `python -m` does: modules next to the user
+            sys.path.insert(0, os.getcwd())
+        try:
+            obj = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigurationError(f"--tools {spec!r}: cannot load it: {exc}") from None
+        if inspect.isfunction(obj) and not isinstance(obj, Tool):  # a factory: tools = make_tools()
+            obj = obj()
+        tools.extend(obj if isinstance(obj, (list, tuple)) else [obj])
+    return tools
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ..agent import run_agent
+
+    result = run_agent(_model_spec(args), args.prompt, system=args.system, on_token=_write)
+    _write("\n")
+    return 0 if result.finish_reason != "error" else 1
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    from ._repl import run_chat
+
+    session_id = args.session or args.session_id
+    if session_id and not args.store:
+        raise ConfigurationError(
+            f"--session {session_id!r} needs --store DIR: a session is resumed from a store"
+        )
+    return run_chat(
+        spec=_model_spec(args),
+        session_id=session_id,
+        store=_store(args.store) if args.store else None,
+        store_dir=args.store,
+        system=args.system,
+        tools=_load_tools(args.tools or ()),
+        approval=args.approval,
+    )
+
+
+def _cmd_sessions(args: argparse.Namespace) -> int:
+    for session_id in _store(args.store).list_sessions():
+        print(session_id)
+    return 0
+
+
+def _cmd_events(args: argparse.Namespace) -> int:
+    stored = _store(args.store).load(args.session_id)
+    if stored is None:
+        print(f"agentkit: no session {args.session_id!r} in {args.store}", file=sys.stderr)
+        return 1
+    for event in stored.events:
+        print(json.dumps(event.to_dict(), ensure_ascii=False))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="agentkit", description="A sync-first agent runtime.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one prompt and print the answer as it streams")
+    run.add_argument("prompt")
+    run.add_argument("--model", help=_MODEL_HELP)
+    run.add_argument("--system", help="system prompt")
+    run.set_defaults(fn=_cmd_run)
+    chat = sub.add_parser(
+        "chat",
+        help="chat in a REPL (type /help in it)",
+        description="Chat with a model in a REPL: answers stream as they are written, /help lists "
+        "the slash commands, Ctrl-C stops the answer being written (Ctrl-C twice at the prompt, "
+        "/exit or Ctrl-D quits). Try it offline with --model echo.",
+    )
+    chat.add_argument("session_id", nargs="?", help=argparse.SUPPRESS)  # 0.1 form: chat ID --store DIR
+    chat.add_argument("--session", metavar="ID", help="session id: resumes it when --store holds it")
+    chat.add_argument("--store", metavar="DIR", help="FileEventStore directory: the chat is saved there")
+    chat.add_argument("--model", help=_MODEL_HELP)
+    chat.add_argument("--system", help="system prompt")
+    chat.add_argument(
+        "--tools", action="append", metavar="SPEC",
+        help="tools the model may call: 'json' (built-in JSON tools) or 'module:attribute' "
+        "(a tool, a list of tools, or a function returning them); repeatable",
+    )
+    chat.add_argument(
+        "--approval", metavar="MODE",
+        help="when to ask before a tool runs: autopilot, ask-writes (default), ask-all, read-only",
+    )
+    chat.set_defaults(fn=_cmd_chat)
+    sessions = sub.add_parser("sessions", help="list the sessions in a store")
+    sessions.add_argument("--store", required=True)
+    sessions.set_defaults(fn=_cmd_sessions)
+    events = sub.add_parser("events", help="print a session's events as JSON lines")
+    events.add_argument("session_id")
+    events.add_argument("--store", required=True)
+    events.set_defaults(fn=_cmd_events)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``agentkit`` command."""
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except AgentkitError as exc:
+        print(f"agentkit: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C: what was committed stays committed; no traceback
+        print("\nagentkit: interrupted", file=sys.stderr)
+        return 130
