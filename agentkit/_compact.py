@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from .approval import APPROVAL_REMEMBERED, ApprovalState
 from .cancel import CancelToken
 from .compaction import (
     DEFAULT_KEEP_LAST,
@@ -21,7 +22,7 @@ from .compaction import (
     summary_messages,
 )
 from .errors import ConfigurationError
-from .events import CompactionEvent, Event
+from .events import CompactionEvent, ControlEvent, Event
 from .invariants import check_messages
 from .messages import Message
 from .stores.base import EventStore
@@ -61,9 +62,22 @@ def compact_log(
     summary = summary_messages(compactor(messages, reason=reason, cancel=cancel))
     cancel.raise_if_cancelled()
     event = CompactionEvent(summary=summary, covered_through=covered[-1].id, covered=boundary, reason=reason)
-    committed = log.commit([event])[0]
+    committed = log.commit([event, *_carried_rules(covered, event.id)])[0]
     assert isinstance(committed, CompactionEvent)
     return committed
+
+
+def _carried_rules(covered: Sequence[Event], compaction_id: str) -> list[Event]:
+    """The remembered approval rules among ``covered``, as new events committed with the
+    compaction: retention archives the covered events, and a session reopened later must
+    still know them."""
+    state = ApprovalState()
+    state.catch_up(covered)
+    return [
+        ControlEvent(action=APPROVAL_REMEMBERED,
+                     data={"tool_name": name, "action": action, "carried_by": compaction_id})
+        for name, action in sorted(state.remembered.items())
+    ]
 
 
 def _last_compaction(log: Any) -> CompactionEvent | None:

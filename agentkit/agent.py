@@ -68,4 +68,4 @@ def run_agent_stream(
     def run(emit: Emit, token: CancelToken) -> RunResult:
         return run_agent(model, prompt, cancel=token, _emit=emit, **kwargs)
 
-    return AgentStream(run, max_buffer=max_buffer, cancel=cancel, name="agentkit-run-stream")
+    return AgentStream(run, max_buffer=max_buffer, cancel=cancel)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -205,8 +206,22 @@ def _check_json_object(data: Any, what: str) -> None:
 
 def _storable_problem(event: Event) -> str | None:
     """None when ``event`` is strict JSON that a store gives back unchanged (see
-    :func:`agentkit._json.json_problem`), else what is wrong. Internal."""
-    return json_problem(event.to_dict(), envelope=_ENVELOPE_DEPTH)
+    :func:`agentkit._json.json_problem`), else what is wrong. Internal.
+
+    The events of a generation's hot path name the values in them that may hold arbitrary
+    JSON (tool inputs, tool outputs, event data): only those are walked, since the rest of
+    their dict is built by agentkit from typed fields. Any other event is checked whole."""
+    stamp = event.timestamp
+    if type(stamp) is not float and type(stamp) is not int or stamp - stamp != 0:
+        return f"$.timestamp is {stamp!r}, not a finite number of seconds"
+    values = _JSON_VALUES.get(type(event))
+    if values is None:
+        return json_problem(event.to_dict(), envelope=_ENVELOPE_DEPTH)
+    for where, value in values(event):
+        problem = json_problem(value)
+        if problem is not None:
+            return where + problem[1:]  # its path is relative to the value ("$...")
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -353,3 +368,25 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         raise ConfigurationError(f"{etype} event is missing field {exc.args[0]!r}") from None
     finally:
         _RESTORING.reset(restoring)
+
+
+def _call_inputs(event: Any) -> list[tuple[str, Any]]:
+    return [(f"$.content[{i}].input", p.input) for i, p in enumerate(event.content) if isinstance(p, ToolCallPart)]
+
+
+def _output_values(event: Any) -> list[tuple[str, Any]]:
+    out = event.output
+    values = [("$.output.metadata", out.metadata)] if out.metadata is not None else []
+    if out.kind in ("json", "error-json"):
+        values.append(("$.output.value", out.value))
+    return values
+
+
+# Per event class: where its arbitrary JSON values sit, and the values (see _storable_problem).
+_JSON_VALUES: dict[type, Callable[[Any], list[tuple[str, Any]]]] = {
+    UserMessageEvent: lambda event: [],
+    AssistantMessageEvent: _call_inputs,
+    ToolResultEvent: _output_values,
+    RuntimeEvent: lambda event: [("$.data", event.data)],
+    ControlEvent: lambda event: [("$.data", event.data)],
+}

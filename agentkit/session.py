@@ -515,7 +515,7 @@ class Session:
         def run(emit: Emit, token: CancelToken) -> GenerateResult:
             return self.generate(cancel=token, _emit=emit, **generate_kwargs)
 
-        return AgentStream(run, max_buffer=max_buffer, cancel=cancel, name=f"agentkit-stream-{self.session_id}")
+        return AgentStream(run, max_buffer=max_buffer, cancel=cancel)
 
     def compact(
         self,

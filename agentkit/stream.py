@@ -19,6 +19,7 @@ Event types, in the order a generation produces them::
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -314,6 +315,11 @@ class _Buffer:
     def get(self, timeout: float | None = None) -> AgentEvent | None | Literal[False]:
         """The next event, None when there will be no more, or False when ``timeout``
         seconds passed without one."""
+        if not self._items and not self._ended:
+            # Let the producer run first (it holds the GIL until it blocks or the switch
+            # interval ends), so a fast generation hands over events in batches instead
+            # of one thread switch per event; a slow one is waited for below.
+            time.sleep(0)
         with self._cond:
             while not self._items and not self._ended and not self._closed:
                 if not self._wait(timeout) and timeout is not None:
@@ -324,6 +330,58 @@ class _Buffer:
             if self._waiting:
                 self._cond.notify_all()
             return item
+
+
+class _Slot:
+    """An idle worker thread waiting for its next task."""
+
+    __slots__ = ("event", "task")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.task: tuple[Callable[..., None], tuple[Any, ...]] | None = None
+
+
+class _Workers:
+    """Daemon threads that run stream generations, reused: a thread that finished one
+    waits a while for the next instead of exiting, so a stream does not pay for a new
+    thread. There is no bound (a generation may start streams of its own, and a bound
+    could make it wait for itself); a thread idle for ``idle`` seconds exits."""
+
+    def __init__(self, idle: float = 30.0) -> None:
+        self._idle_seconds = idle
+        self._lock = threading.Lock()
+        self._idle: list[_Slot] = []
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        with self._lock:
+            slot = self._idle.pop() if self._idle else None
+        if slot is None:
+            threading.Thread(target=self._serve, args=((fn, args),), name="agentkit-stream", daemon=True).start()
+        else:
+            slot.task = (fn, args)
+            slot.event.set()
+
+    def _serve(self, task: tuple[Callable[..., None], tuple[Any, ...]]) -> None:
+        slot = _Slot()
+        while True:
+            fn, args = task
+            fn(*args)  # AgentStream._work: it hands every outcome to its consumer
+            slot.event.clear()
+            slot.task = None
+            with self._lock:
+                self._idle.append(slot)
+            if not slot.event.wait(self._idle_seconds):
+                with self._lock:
+                    if slot in self._idle:  # nobody claimed it: this thread leaves
+                        self._idle.remove(slot)
+                        return
+                slot.event.wait()  # claimed just now: its task is on the way
+            assert slot.task is not None
+            task = slot.task
+
+
+_WORKERS = _Workers()
 
 
 class AgentStream(Iterator[AgentEvent]):
@@ -343,7 +401,6 @@ class AgentStream(Iterator[AgentEvent]):
         *,
         max_buffer: int = 1000,
         cancel: CancelToken | None = None,
-        name: str = "agentkit-stream",
     ) -> None:
         if not isinstance(max_buffer, int) or max_buffer < 1:
             raise ConfigurationError(f"max_buffer must be an int >= 1, got {max_buffer!r}")
@@ -355,8 +412,7 @@ class AgentStream(Iterator[AgentEvent]):
         self._result: RunResult | None = None
         self._error: BaseException | None = None
         self._finished = False
-        self._thread = threading.Thread(target=self._work, args=(run,), name=name, daemon=True)
-        self._thread.start()
+        _WORKERS.submit(self._work, run)
 
     def _work(self, run: Callable[[Emit, CancelToken], RunResult]) -> None:
         ended = False
@@ -420,7 +476,7 @@ class AgentStream(Iterator[AgentEvent]):
         """Stop consuming: cancel the generation if it is still running and wait for it
         to stop. Idempotent."""
         self._stop(reason)
-        self._thread.join()
+        self._done.wait()
 
     def _stop(self, reason: str) -> None:
         """Cancel the generation and drop what is buffered, without waiting."""
@@ -469,4 +525,4 @@ class AgentStream(Iterator[AgentEvent]):
         anyio = anyio_module()
         self._stop(reason)  # at once, even when this task is being cancelled
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._thread.join)
+            await anyio.to_thread.run_sync(self._done.wait)

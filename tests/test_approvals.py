@@ -328,6 +328,39 @@ def test_remember_survives_reopen(tmp_path):
     assert RAN == ["write a", "write b"]
 
 
+def test_a_remembered_rule_survives_retention_archiving_its_event_and_a_reopen(tmp_path):
+    from agentkit import FunctionModel, Retention
+
+    def reply(request):
+        last = request.messages[-1]
+        if last.role == "user" and last.text.startswith("note"):
+            return ToolCall("write_note", {"text": last.text})
+        return "ok"
+
+    def summary(messages, *, reason, cancel):
+        return "earlier notes were written"
+
+    def session():
+        return durable(tmp_path, FunctionModel(reply), compactor=summary,
+                       retention=Retention(max_events=8, keep_last=2))
+
+    with session() as s:
+        s.push_user_message("note 0")
+        s.generate()
+        s.approve(s.pending_approvals()[0].id, remember=True)
+        s.generate()
+        for i in range(1, 8):  # enough turns for retention to archive the remembered rule
+            s.push_user_message(f"note {i}")
+            assert s.generate().finish_reason == "stop"
+        active = [e for e in s.events if e.type == "control" and e.action == "approval-remembered"]
+        assert active and all("carried_by" in e.data for e in active)  # the original was archived
+    with session() as s:
+        s.push_user_message("note 9")
+        assert s.generate().finish_reason == "stop"  # not asked: the rule is still known
+        assert s.pending_approvals() == []
+    assert RAN == [f"write note {i}" for i in (*range(8), 9)]
+
+
 def test_a_failed_approver_leaves_its_request_pending(tmp_path):
     def broken(request):
         raise RuntimeError("prompt crashed")

@@ -176,3 +176,23 @@ def test_callbacks_and_the_stream_see_the_same_events():
 def test_bad_stream_arguments_are_configuration_errors():
     with Session(ScriptedModel(["x"])) as s, pytest.raises(ConfigurationError, match="max_buffer"):
         s.stream(max_buffer=0)
+
+
+def test_stream_worker_threads_are_reused_and_a_stream_may_start_another_inside_a_tool():
+    def stream_threads() -> int:
+        return sum(t.name == "agentkit-stream" for t in threading.enumerate())
+
+    for _ in range(20):
+        with run_agent_stream(ScriptedModel(["hi"]), "hello") as stream:
+            assert stream.result.text == "hi"
+    assert stream_threads() <= 2  # one thread served them one after another
+
+    @tool
+    def ask_a_helper(question: str) -> str:
+        """Ask another agent (a stream started on a stream's worker thread)."""
+        with run_agent_stream(ScriptedModel([f"helper says: {question}"]), question) as inner:
+            return inner.result.text
+
+    model = ScriptedModel([ToolCall("ask_a_helper", {"question": "why"}), "done"])
+    with run_agent_stream(model, "go", tools=[ask_a_helper]) as outer:
+        assert outer.result.tool_calls[0].output.value == "helper says: why"
