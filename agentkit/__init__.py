@@ -94,6 +94,7 @@ from .models import (
     Turn,
     get_model,
 )
+from .pool import SessionPool
 from .projection import build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
 from .session import Session
@@ -208,6 +209,7 @@ __all__ = [
     "ScriptExhaustedError",
     "ScriptedModel",
     "Session",
+    "SessionPool",
     "SessionClosedError",
     "SessionError",
     "SessionFailedError",

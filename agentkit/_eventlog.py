@@ -70,6 +70,8 @@ class EventLog:
         self._join_seconds = listener_join_seconds
         self.closed = False
         self.failed: BaseException | None = None
+        self.retry_conflicts = False
+        """Refresh and append once more on a stale revision (pooled sessions)."""
 
     # -- state -------------------------------------------------------------------------
 
@@ -117,61 +119,78 @@ class EventLog:
 
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number ``events``, make them durable, then tell listeners; returns them with
-        their ``seq``. Nothing is committed when any of them is refused."""
+        their ``seq``. Nothing is committed when any of them is refused. With
+        :attr:`retry_conflicts`, a stale revision (another process appended first) loads
+        the other writer's events and appends once more after them."""
         with self.lock:
             self.check_usable()
-            seq = self._seq
-            committed: list[Event] = []
-            batch: set[str] = set()
-            for ev in events:
-                if ev.id in self._ids or ev.id in batch:
-                    raise ConfigurationError(
-                        f"event {ev.id!r} is already committed in this session (or given twice); "
-                        f"events are immutable records: create a new event to say something new"
-                    )
-                batch.add(ev.id)
-                problem = _storable_problem(ev)
-                if problem is not None:  # refused before anything is committed
-                    raise ConfigurationError(
-                        f"cannot commit {ev.type} event {ev.id!r}: it is not strict JSON ({problem}). "
-                        f"Nothing was committed. Use plain JSON: dicts with string keys, lists, "
-                        f"strings, finite numbers, true, false and null."
-                    )
-                seq += 1
-                committed.append(ev.with_seq(seq))
+            committed = self._numbered(events)
             if self._store is not None:
                 try:
-                    self._revision = self._store.append(
-                        self.session_id,  # type: ignore[arg-type]
-                        committed,
-                        expected_revision=self._revision,
-                    )
+                    self._append(committed)
                 except StoreConflictError:
-                    raise  # nothing was written: refresh() loads the other writer's events
-                except StoreUnavailableError:
-                    # the server was unreachable; whatever became of the append, this object
-                    # is unchanged and compare-and-swap guards the next one: refresh() loads
-                    # what is durable (these events too, if they were written after all)
-                    raise
-                except ConfigurationError:
-                    raise  # refused before any side effect: the session is unchanged
-                except BaseException as exc:
-                    self.failed = exc
-                    raise SessionFailedError(
-                        f"could not append to the store of session {self.session_id!r}: "
-                        f"{type(exc).__name__}: {exc}. Nothing after revision "
-                        f"{self._revision} was committed; this session object refuses further "
-                        f"work. Fix the cause, then Session.open it again."
-                    ) from exc
+                    if not self.retry_conflicts:
+                        raise  # nothing was written: refresh() loads the other writer's events
+                    self.refresh()
+                    committed = self._numbered(events)
+                    self._append(committed)
             self._events.extend(committed)
             self._ids.update(e.id for e in committed)
-            self._seq = seq
+            self._seq = committed[-1].seq if committed else self._seq
             self._fold(committed, live=True)
             # a copy: offer() may remove a listener that fell behind or stalled, and the
             # ones after it must still hear this commit
             for sub in list(self.subs):
                 sub.offer(committed)
             return committed
+
+    def _numbered(self, events: Sequence[Event]) -> list[Event]:
+        """``events`` with the next seq numbers, refused before anything is written when
+        one is already committed or is not strict JSON."""
+        seq = self._seq
+        committed: list[Event] = []
+        batch: set[str] = set()
+        for ev in events:
+            if ev.id in self._ids or ev.id in batch:
+                raise ConfigurationError(
+                    f"event {ev.id!r} is already committed in this session (or given twice); "
+                    f"events are immutable records: create a new event to say something new"
+                )
+            batch.add(ev.id)
+            problem = _storable_problem(ev)
+            if problem is not None:  # refused before anything is committed
+                raise ConfigurationError(
+                    f"cannot commit {ev.type} event {ev.id!r}: it is not strict JSON ({problem}). "
+                    f"Nothing was committed. Use plain JSON: dicts with string keys, lists, "
+                    f"strings, finite numbers, true, false and null."
+                )
+            seq += 1
+            committed.append(ev.with_seq(seq))
+        return committed
+
+    def _append(self, committed: list[Event]) -> None:
+        assert self._store is not None
+        try:
+            self._revision = self._store.append(
+                self.session_id,  # type: ignore[arg-type]
+                committed,
+                expected_revision=self._revision,
+            )
+        except (StoreConflictError, ConfigurationError):
+            raise  # nothing was written (a stale revision, or refused before any side effect)
+        except StoreUnavailableError:
+            # the server was unreachable; whatever became of the append, this object
+            # is unchanged and compare-and-swap guards the next one: refresh() loads
+            # what is durable (these events too, if they were written after all)
+            raise
+        except BaseException as exc:
+            self.failed = exc
+            raise SessionFailedError(
+                f"could not append to the store of session {self.session_id!r}: "
+                f"{type(exc).__name__}: {exc}. Nothing after revision "
+                f"{self._revision} was committed; this session object refuses further "
+                f"work. Fix the cause, then Session.open it again."
+            ) from exc
 
     @property
     def store(self) -> EventStore | None:

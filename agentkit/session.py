@@ -8,21 +8,24 @@ durable commits, the projection and listeners) and a
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import uuid
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import replace
 from typing import Any
 
 from . import _transact
+from ._async import run_sync_cancellable
 from ._compact import ContextShaper, apply_retention, compact_log, finish_prune, iter_history
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
+from ._workers import SessionExecutor
 from .approval import ApprovalDecision, ApprovalRequest, decision_events
 from .cancel import CancelToken
 from .compaction import DEFAULT_KEEP_LAST, Compactor, Retention
@@ -52,6 +55,9 @@ from .tools.base import Tool, ToolRegistry
 from .transactions import GenerationTransaction, UncertainExecution, reserved_problem
 
 __all__ = ["Session"]
+
+_TURN_LOCK_SECONDS = 600.0
+"""How long ask() waits for another process's turn of the same session."""
 
 _LISTENER_JOIN_SECONDS = 5.0
 """How long close() waits, in all, for listeners to take what is queued for them."""
@@ -144,7 +150,7 @@ class Session:
             listener_join_seconds=_LISTENER_JOIN_SECONDS,
         )
         self._gate = GenerationGate(self._log.check_usable)
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: SessionExecutor | None = None
         self._max_workers = max_tool_workers
         stored = None
         if store is not None:
@@ -300,7 +306,8 @@ class Session:
         with self._log.lock:
             self._log.check_usable()  # a pool made after close() would never be shut down
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="agentkit-tool")
+                # a door to the process's shared tool threads (agentkit._workers)
+                self._pool = SessionExecutor(self._max_workers)
             return self._pool
 
     # -- listeners ---------------------------------------------------------------------
@@ -320,6 +327,7 @@ class Session:
         cancel: CancelToken | None = None,
         transaction: GenerationTransaction | None = None,
         _emit: Emit | None = None,
+        _prompt: UserMessageEvent | None = None,
         **options: Any,
     ) -> GenerateResult:
         """Run the model (and its tool calls) until it answers without calling tools.
@@ -362,7 +370,15 @@ class Session:
             raise
         generating = _GENERATING.set((*_GENERATING.get(), self))
         emit = opts.event_sink()
+        turn = contextlib.ExitStack()
         try:
+            if _prompt is not None or self._log.retry_conflicts:  # ask(), or a pooled session
+                try:
+                    self._begin_turn(turn, _prompt)
+                except BaseException as exc:
+                    if transaction is not None:
+                        _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
+                    raise
             result: GenerateResult | None = None
             error: BaseException | None = None
             try:
@@ -386,6 +402,7 @@ class Session:
             assert result is not None
             return result
         finally:
+            turn.close()
             _GENERATING.reset(generating)
             self._gate.leave(ticket)
 
@@ -449,6 +466,42 @@ class Session:
         reconciliation again does nothing; a different one raises
         :class:`~agentkit.errors.TransactionError`. No tool is run."""
         _transact.reconcile(self._log, intent_id, resolution, output, error)
+
+    def _begin_turn(self, turn: contextlib.ExitStack, prompt: UserMessageEvent | None) -> None:
+        """Start a turn (an ask(), or any generation of a pooled session): hold the
+        store's turn lock when it has one (other processes' turns of this session wait),
+        load what they committed, then commit the prompt."""
+        lock = getattr(self._log.store, "generation_lock", None)
+        if callable(lock) and self.session_id is not None:
+            turn.enter_context(lock(self.session_id, timeout=_TURN_LOCK_SECONDS))
+            self._log.refresh()
+        if prompt is not None:
+            self._log.commit([prompt])
+
+    def ask(self, prompt: Prompt, *, cancel: CancelToken | None = None, **generate_kwargs: Any) -> GenerateResult:
+        """Wait for this session's turn, then commit ``prompt`` as a user message and
+        :meth:`generate` its answer; returns the result. Concurrent callers each get the
+        answer to their own message, in call order (``push_user_message`` followed by
+        ``generate`` does not: five of those at once commit five messages, then answer
+        them in turns). With a store that has a turn lock (``FileEventStore``), processes
+        sharing the session take turns too. Takes :meth:`generate`'s keyword arguments."""
+        return self.generate(cancel=cancel, _prompt=_prompt_event(prompt), **generate_kwargs)
+
+    def ask_stream(self, prompt: Prompt, *, max_buffer: int = 1000, cancel: CancelToken | None = None,
+                   **generate_kwargs: Any) -> AgentStream:
+        """:meth:`ask` on a worker thread, as an :class:`AgentStream` of its events (see
+        :meth:`stream`): the prompt is committed when its turn comes."""
+        return self.stream(max_buffer=max_buffer, cancel=cancel, _prompt=_prompt_event(prompt), **generate_kwargs)
+
+    async def ask_async(self, prompt: Prompt, *, cancel: CancelToken | None = None,
+                        **generate_kwargs: Any) -> GenerateResult:
+        """``await``-able :meth:`ask` for async code (ASGI views): it runs on a worker
+        thread (``anyio.to_thread``), the event loop stays free. Cancelling the awaiting
+        task cancels the generation."""
+        content = _prompt_event(prompt)  # bad input fails here, not on the worker thread
+        return await run_sync_cancellable(
+            lambda token: self.generate(cancel=token, _prompt=content, **generate_kwargs), cancel
+        )
 
     def stream(self, *, max_buffer: int = 1000, cancel: CancelToken | None = None,
                **generate_kwargs: Any) -> AgentStream:
@@ -642,6 +695,11 @@ def _stored_session(
             f"new, or pick a new session_id."
         )
     return stored
+
+
+def _prompt_event(prompt: Prompt) -> UserMessageEvent:
+    """The user message ask() commits (checked now, before the caller waits)."""
+    return UserMessageEvent(content=normalize_prompt(prompt))
 
 
 def _type_name(value: object) -> str:

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from .cancel import CancelToken
 from .errors import ConfigurationError
@@ -284,10 +284,10 @@ class _Buffer:
         self._ended = False  # the producer sent its last event
         self._waiting = 0  # threads waiting on the condition
 
-    def _wait(self) -> None:
+    def _wait(self, timeout: float | None = None) -> bool:
         self._waiting += 1
         try:
-            self._cond.wait()
+            return self._cond.wait(timeout)
         finally:
             self._waiting -= 1
 
@@ -312,8 +312,9 @@ class _Buffer:
             self._items.clear()
             self._cond.notify_all()
 
-    def get(self) -> AgentEvent | None:
-        """The next event, or None when there will be no more."""
+    def get(self, timeout: float | None = None) -> AgentEvent | None | Literal[False]:
+        """The next event, None when there will be no more, or False when ``timeout``
+        seconds passed without one."""
         if not self._items and not self._ended:
             # Let the producer run first (it holds the GIL until it blocks or the switch
             # interval ends), so a fast generation hands over events in batches instead
@@ -321,7 +322,8 @@ class _Buffer:
             time.sleep(0)
         with self._cond:
             while not self._items and not self._ended and not self._closed:
-                self._wait()
+                if not self._wait(timeout) and timeout is not None:
+                    return False
             if not self._items:
                 return None
             item = self._items.popleft()
@@ -435,13 +437,21 @@ class AgentStream(Iterator[AgentEvent]):
         return self
 
     def __next__(self) -> AgentEvent:
-        if self._finished:
+        event = self._next_within(None)
+        if event is None:
             raise StopIteration
-        event = self._buffer.get()
+        assert event is not False
+        return event
+
+    def _next_within(self, timeout: float | None) -> AgentEvent | None | Literal[False]:
+        """The next event, None at the end, or False when ``timeout`` seconds passed
+        without one (web helpers send a keep-alive then)."""
+        if self._finished:
+            return None
+        event = self._buffer.get(timeout)
         if event is None:
             self._finished = True
-            raise StopIteration
-        if isinstance(event, GenerationEndEvent):
+        elif isinstance(event, GenerationEndEvent):
             self._finished = True
         return event
 
@@ -465,14 +475,54 @@ class AgentStream(Iterator[AgentEvent]):
     def close(self, reason: str = "stream closed") -> None:
         """Stop consuming: cancel the generation if it is still running and wait for it
         to stop. Idempotent."""
+        self._stop(reason)
+        self._done.wait()
+
+    def _stop(self, reason: str) -> None:
+        """Cancel the generation and drop what is buffered, without waiting."""
         self._finished = True
         if not self._done.is_set():
             self._cancel.cancel(reason)
         self._buffer.close()
-        self._done.wait()
 
     def __enter__(self) -> AgentStream:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- async consumers (ASGI views): each wait runs on a worker thread (anyio) -------
+
+    def __aiter__(self) -> AgentStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        """The next event, awaited without blocking the event loop. Cancelling the
+        awaiting task closes the stream (and so cancels the generation)."""
+        event = await self._anext_within(None)
+        if event is None:
+            raise StopAsyncIteration
+        assert event is not False
+        return event
+
+    async def _anext_within(self, timeout: float | None) -> AgentEvent | None | Literal[False]:
+        from ._async import anyio_module
+
+        anyio = anyio_module()
+        try:
+            event: AgentEvent | None | Literal[False] = await anyio.to_thread.run_sync(
+                self._next_within, timeout, abandon_on_cancel=True
+            )
+        except BaseException:
+            self._stop("the consuming task was cancelled")
+            raise
+        return event
+
+    async def aclose(self, reason: str = "stream closed") -> None:
+        """:meth:`close` for async code: waits for the generation to stop on a worker thread."""
+        from ._async import anyio_module
+
+        anyio = anyio_module()
+        self._stop(reason)  # at once, even when this task is being cancelled
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._done.wait)

@@ -65,7 +65,9 @@ def test_all_intents_of_a_step_go_in_one_append_before_any_tool_runs():
         batch = [b for b in store.batches if intents(b)]
         assert len(batch) == 1 and len(batch[0]) == 3 and intents(batch[0]) == batch[0]
         index = store.batches.index(batch[0])
-        assert all(n == index + 1 for n in seen_batches)  # every tool ran after that append
+        # every tool ran after that append (on the shared tool threads a call may start
+        # after an earlier call's result was committed)
+        assert len(seen_batches) == 3 and all(n >= index + 1 for n in seen_batches)
         ids = {e.data["tool_call_id"]: e.id for e in batch[0]}
         results = [e for e in s.events if isinstance(e, ToolResultEvent)]
         assert {r.tool_call_id: r.intent_id for r in results} == ids

@@ -74,7 +74,7 @@ PUBLIC_NAMESPACES = {
         'PermissionRequest', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError',
         'ReasoningPart', 'Retention', 'RunResult', 'RuntimeEvent', 'SchemaVersionError',
         'ScriptExhaustedError', 'ScriptedModel', 'Session', 'SessionClosedError', 'SessionError',
-        'SessionFailedError', 'Shell', 'ShellResult', 'Step', 'StoreConflictError',
+        'SessionFailedError', 'SessionPool', 'Shell', 'ShellResult', 'Step', 'StoreConflictError',
         'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
         'StoredJob', 'StoredSession', 'TextPart', 'Threshold', 'Tool', 'ToolCall', 'ToolCallPart',
         'ToolCallRecord', 'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput',
@@ -233,6 +233,9 @@ PUBLIC_NAMESPACES = {
         'INTERRUPTED_RESULT', 'Projector', 'RuntimeRenderer', 'build_model_messages',
         'events_from_messages', 'render_runtime_event',
     ],
+    'agentkit.pool': [
+        'SessionPool',
+    ],
     'agentkit.redaction': [
         'REDACTED', 'Redaction', 'Redactor', 'redactor_of',
     ],
@@ -272,6 +275,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.subscriptions': [
         'Listener', 'Subscription',
+    ],
+    'agentkit.web': [
+        'KEEP_ALIVE', 'SSE_HEADERS', 'ask_async', 'sse', 'sse_async', 'sse_record',
     ],
     'agentkit.summarize': [
         'DEFAULT_INSTRUCTIONS', 'summarizing_compactor',

@@ -5,6 +5,7 @@ Layout under ``root_dir``::
     <session_id>/events.jsonl          header line, then one checksummed record per append
     <session_id>/archives/<id>.json    events removed from the active log by compaction
     .locks/<session_id>.lock           the session's lock file (kept after delete)
+    .locks/<session_id>.turn.lock      held by a process running an ask() turn
 
 Appends take the session's exclusive lock (``portalocker`` plus a process-wide thread
 lock), check the revision, write one line and fsync it before returning. A session's
@@ -131,6 +132,17 @@ class FileEventStore:
                 pass
             except OSError as exc:
                 raise os_error(f"cannot write session {session_id!r}: cannot open {path} for writing", exc) from exc
+
+    @contextmanager
+    def generation_lock(self, session_id: str, *, timeout: float) -> Iterator[None]:
+        """Hold session ``session_id``'s turn lock (``.locks/<id>.turn.lock``) for the
+        block, so one process at a time runs a turn of it: :meth:`agentkit.Session.ask`
+        holds it from committing the prompt to the answer. Waits at most ``timeout``
+        seconds (:class:`~agentkit.errors.StoreLockTimeout` after that)."""
+        validate_session_id(session_id)
+        self._ensure_root()
+        with locked(os.path.join(self.root_dir, _LOCKS, session_id + ".turn.lock"), timeout=timeout):
+            yield
 
     @contextmanager
     def _write_lock(self, session_id: str) -> Iterator[None]:

@@ -70,13 +70,18 @@ def children() -> set[int]:
 @contextmanager
 def no_leaks(timeout: float = 20.0) -> Iterator[None]:
     """Fail unless every child process and thread started inside the block is gone
-    (polled with a deadline) after it."""
+    (polled with a deadline) after it. The process-wide worker threads all sessions share
+    (agentkit/_workers.py: tool calls, listener delivery) are a pool, not a leak."""
     kids_before = children()
     threads_before = set(threading.enumerate())
     yield
     wait_for(lambda: not (children() - kids_before), timeout, "child processes to exit")
-    wait_for(lambda: not [t for t in set(threading.enumerate()) - threads_before if t.is_alive()],
+    wait_for(lambda: not [t for t in set(threading.enumerate()) - threads_before
+                          if t.is_alive() and t.name not in _SHARED_POOL_THREADS],
              timeout, "threads to exit")
+
+
+_SHARED_POOL_THREADS = frozenset({"agentkit-tool", "agentkit-listener", "agentkit-listener-watchdog"})
 
 
 @contextmanager

@@ -1,0 +1,89 @@
+"""Web helpers: Server-Sent Events from an agent stream, and async front doors.
+
+- :func:`sse` turns an :class:`~agentkit.AgentStream` into Server-Sent Events text for a
+  sync framework's streaming response (Flask ``Response``, Django
+  ``StreamingHttpResponse``); :func:`sse_async` does the same for an async one
+  (FastAPI/Starlette ``StreamingResponse``). One ``data: <json>`` record per agent event
+  (``event.to_dict()``). When the client disconnects, the server closes the iterator:
+  that closes the stream, which cancels the generation.
+- :func:`ask_async` and :func:`stream_async` are the async doors of
+  :meth:`Session.ask <agentkit.Session.ask>` and :meth:`Session.ask_stream
+  <agentkit.Session.ask_stream>` (the sync runtime on worker threads via
+  ``anyio.to_thread``; never a second runtime).
+
+:class:`~agentkit.SessionPool` (one live Session per conversation per process) is
+exported from the top-level package.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..messages import Prompt
+from ..results import GenerateResult
+from ..session import Session
+from ..stream import AgentEvent, AgentStream
+
+__all__ = ["KEEP_ALIVE", "SSE_HEADERS", "ask_async", "sse", "sse_async", "sse_record"]
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+"""Headers for an SSE response: no caching, no proxy buffering (nginx)."""
+
+
+def sse_record(event: AgentEvent) -> str:
+    """One Server-Sent Events record: ``data: <json of event.to_dict()>`` and a blank line."""
+    return f"data: {json.dumps(event.to_dict(), separators=(',', ':'))}\n\n"
+
+
+KEEP_ALIVE = ": keep-alive\n\n"
+"""An SSE comment line: browsers ignore it; writing it is how a server finds out that
+the client went away while the agent is quiet (a long tool call)."""
+
+
+def sse(stream: AgentStream, *, heartbeat: float | None = 15.0) -> Iterator[str]:
+    """The events of ``stream`` as Server-Sent Events text, one record per event (see
+    :func:`sse_record`), and a :data:`KEEP_ALIVE` comment after ``heartbeat`` quiet
+    seconds. Closing this iterator early (WSGI servers do when the client disconnects)
+    closes the stream and cancels its generation::
+
+        return flask.Response(sse(session.ask_stream(message)), mimetype="text/event-stream")
+    """
+    _check_heartbeat(heartbeat)
+    try:
+        while True:
+            event = stream._next_within(heartbeat)
+            if event is None:
+                return
+            yield KEEP_ALIVE if event is False else sse_record(event)
+    finally:
+        stream.close("the client went away")
+
+
+async def sse_async(stream: AgentStream, *, heartbeat: float | None = 15.0) -> AsyncIterator[str]:
+    """:func:`sse` for async frameworks (FastAPI/Starlette ``StreamingResponse``): each
+    wait for an event runs on a worker thread. A client disconnect (the server cancels or
+    closes this iterator) closes the stream and cancels its generation."""
+    _check_heartbeat(heartbeat)
+    try:
+        while True:
+            event = await stream._anext_within(heartbeat)
+            if event is None:
+                return
+            yield KEEP_ALIVE if event is False else sse_record(event)
+    finally:
+        await stream.aclose("the client went away")
+
+
+def _check_heartbeat(heartbeat: float | None) -> None:
+    if heartbeat is not None and (
+        isinstance(heartbeat, bool) or not isinstance(heartbeat, (int, float)) or not heartbeat > 0
+    ):
+        raise ConfigurationError(f"heartbeat must be a number of seconds > 0 (or None: never), got {heartbeat!r}")
+
+
+async def ask_async(session: Session, prompt: Prompt, **generate_kwargs: Any) -> GenerateResult:
+    """``await ask_async(session, prompt)``: the same as ``await session.ask_async(prompt)``."""
+    return await session.ask_async(prompt, **generate_kwargs)

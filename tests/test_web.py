@@ -1,0 +1,77 @@
+"""agentkit.web: Server-Sent Events from an agent stream; closing it cancels the generation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+from agentkit import FunctionModel, Session
+from agentkit.web import ask_async, sse, sse_async
+from tests._procs import wait_for
+
+
+def _echo(request):
+    return "answer to " + [m for m in request.messages if m.role == "user"][-1].text
+
+
+def _records(text):
+    assert text.endswith("\n\n")
+    return [json.loads(chunk.removeprefix("data: ")) for chunk in text.strip("\n").split("\n\n")]
+
+
+def test_sse_writes_one_data_record_per_agent_event():
+    with Session(FunctionModel(_echo)) as s:
+        chunks = list(sse(s.ask_stream("hi")))
+    assert all(c.startswith("data: ") and c.endswith("\n\n") and c.count("\n") == 2 for c in chunks)
+    records = [r for c in chunks for r in _records(c)]
+    assert records[0]["type"] == "generation-start" and records[-1]["type"] == "generation-end"
+    assert "".join(r["text"] for r in records if r["type"] == "text-delta") == "answer to hi"
+
+
+def _blocking_model(started: threading.Event, cancelled: threading.Event):
+    def fn(request):
+        started.set()
+        hit = threading.Event()
+        forget = request.cancel._on_cancel(hit.set)
+        if hit.wait(30):
+            cancelled.set()
+        forget()
+        return "too late"
+
+    return FunctionModel(fn)
+
+
+def test_closing_the_sse_iterator_cancels_the_generation():
+    started, cancelled = threading.Event(), threading.Event()
+    with Session(_blocking_model(started, cancelled)) as s:
+        events = sse(s.ask_stream("hang"))
+        assert json.loads(next(events).removeprefix("data: "))["type"] == "generation-start"
+        started.wait(30)
+        events.close()  # what a WSGI server does when the client disconnects
+        assert cancelled.is_set()
+        assert any(e.type == "control" and e.action == "generation-aborted" for e in s.events)
+
+
+def test_sse_async_and_its_cancellation():
+    started, cancelled = threading.Event(), threading.Event()
+    with Session(FunctionModel(_echo)) as s:
+
+        async def collect():
+            return [chunk async for chunk in sse_async(s.ask_stream("hi"))]
+
+        records = [r for c in asyncio.run(collect()) for r in _records(c)]
+        assert records[-1]["type"] == "generation-end"
+        assert asyncio.run(ask_async(s, "again")).text == "answer to again"
+
+    with Session(_blocking_model(started, cancelled)) as s:
+
+        async def disconnect():
+            agen = sse_async(s.ask_stream("hang"))
+            await agen.__anext__()
+            await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
+            await agen.aclose()  # what an ASGI server does when the client disconnects
+
+        asyncio.run(disconnect())
+        wait_for(cancelled.is_set, what="the generation to be cancelled")
+        assert any(e.type == "control" and e.action == "generation-aborted" for e in s.events)

@@ -1,0 +1,263 @@
+"""The web examples (examples/flask_app.py, django_app.py, fastapi_app.py) against the
+real frameworks: each one's own test client, a real server on 127.0.0.1 hit by
+concurrent requests, two server processes on one store, and a client that disconnects
+from a stream."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+
+from agentkit import FileEventStore, Session
+from tests._procs import wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+sys.path.insert(0, str(EXAMPLES))
+
+import _chat  # noqa: E402
+
+FRAMEWORKS = ["flask", "django", "fastapi"]
+
+
+# -- each framework's own test client ------------------------------------------------
+
+
+class _Client:
+    """The framework's test client behind one small interface: post/get -> (status, json),
+    stream -> SSE records."""
+
+    def __init__(self, framework: str, store_dir: Path) -> None:
+        self.pool = _chat.make_pool(str(store_dir))
+        if framework == "flask":
+            import flask_app
+
+            self._c = flask_app.create_app(pool=self.pool).test_client()
+        elif framework == "django":
+            import django_app
+            from django.test import Client
+
+            django_app.POOL = self.pool
+            self._c = Client()
+        else:
+            import fastapi_app
+            from fastapi.testclient import TestClient
+
+            self._c = TestClient(fastapi_app.create_app(pool=self.pool))
+        self.framework = framework
+
+    def post(self, url: str, body: object) -> tuple[int, dict]:
+        if self.framework == "django":
+            r = self._c.post(url, data=json.dumps(body), content_type="application/json")
+            return r.status_code, json.loads(r.content)
+        r = self._c.post(url, json=body)
+        return r.status_code, r.json() if self.framework == "fastapi" else r.get_json()
+
+    def get(self, url: str) -> dict:
+        r = self._c.get(url)
+        assert r.status_code == 200
+        return json.loads(r.get_data() if self.framework == "flask" else r.content)
+
+    def stream(self, url: str, body: object) -> list[dict]:
+        if self.framework == "django":
+            r = self._c.post(url, data=json.dumps(body), content_type="application/json")
+            assert r["Content-Type"].startswith("text/event-stream")
+            text = b"".join(r.streaming_content).decode()
+        elif self.framework == "flask":
+            r = self._c.post(url, json=body)
+            assert r.mimetype == "text/event-stream"
+            text = r.get_data(as_text=True)
+        else:
+            r = self._c.post(url, json=body)
+            assert r.headers["content-type"].startswith("text/event-stream")
+            text = r.text
+        return _sse_records(text)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _sse_records(text: str) -> list[dict]:
+    return [json.loads(chunk[len("data: "):]) for chunk in text.split("\n\n") if chunk.startswith("data: ")]
+
+
+@pytest.fixture(params=FRAMEWORKS)
+def client(request, tmp_path):
+    c = _Client(request.param, tmp_path)
+    yield c
+    c.close()
+
+
+def test_post_a_message_and_get_the_answer(client):
+    status, body = client.post("/chat/c1", {"message": "hello"})
+    assert status == 200 and body == {"answer": "You said: hello", "finish_reason": "stop"}
+    client.post("/chat/c1", {"message": "again"})
+    assert client.get("/chat/c1")["messages"] == [
+        {"role": "user", "text": "hello"}, {"role": "assistant", "text": "You said: hello"},
+        {"role": "user", "text": "again"}, {"role": "assistant", "text": "You said: again"},
+    ]
+
+
+def test_a_bad_body_is_a_400_saying_what_to_send(client):
+    status, body = client.post("/chat/c1", {"text": "wrong key"})
+    assert status == 400 and "message" in body["error"]
+    status, body = client.post("/chat/bad%20id!", {"message": "x"})
+    assert status in (400, 404)
+
+
+def test_the_stream_endpoint_sends_server_sent_events(client):
+    records = client.stream("/chat/s1/stream", {"message": "streamed"})
+    assert records[0]["type"] == "generation-start" and records[-1]["type"] == "generation-end"
+    assert "".join(r["text"] for r in records if r["type"] == "text-delta") == "You said: streamed"
+    assert client.get("/chat/s1")["messages"][-1] == {"role": "assistant", "text": "You said: streamed"}
+
+
+def test_pending_approvals_approve_and_deny(client):
+    _chat.NOTES.clear()
+    status, body = client.post("/chat/a1", {"message": "note: buy milk"})
+    assert status == 200 and body["finish_reason"] == "approval-required"
+    (pending,) = client.get("/chat/a1/approvals")["pending"]
+    assert pending["tool_name"] == "save_note" and pending["input"] == {"text": "buy milk"}
+    status, body = client.post(f"/chat/a1/approvals/{pending['id']}/approve", {"note": "alice"})
+    assert status == 200 and body["answer"] == "Done. saved: buy milk" and _chat.NOTES == ["buy milk"]
+    assert client.get("/chat/a1/approvals")["pending"] == []
+
+    client.post("/chat/a1", {"message": "note: sell the car"})
+    (pending,) = client.get("/chat/a1/approvals")["pending"]
+    status, body = client.post(f"/chat/a1/approvals/{pending['id']}/deny", {"reason": "not today"})
+    assert status == 200 and "denied: not today" in body["answer"] and _chat.NOTES == ["buy milk"]
+    status, body = client.post(f"/chat/a1/approvals/{pending['id']}/deny", {"reason": "twice"})
+    assert status == 400 and pending["id"] in body["error"]
+
+
+# -- real servers ----------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Server:
+    """An example started as its README says, on 127.0.0.1, in its own process."""
+
+    def __init__(self, framework: str, store_dir: Path) -> None:
+        self.port = _free_port()
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "CHAT_STORE_DIR": str(store_dir), "CHAT_SSE_HEARTBEAT": "0.2"}
+        for key in ("AGENTKIT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+            env.pop(key, None)
+        script = str(EXAMPLES / f"{framework}_app.py")
+        if framework == "django":
+            argv = [sys.executable, script, "runserver", "--noreload", f"127.0.0.1:{self.port}"]
+        else:
+            argv = [sys.executable, script, "--port", str(self.port), "--store", str(store_dir)]
+        self.proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.url = f"http://127.0.0.1:{self.port}"
+        wait_for(self._up, timeout=60, what=f"the {framework} server to listen")
+
+    def _up(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"server exited: {self.proc.stderr.read().decode()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def ask(self, cid: str, message: str) -> str:
+        r = requests.post(f"{self.url}/chat/{cid}", json={"message": message}, timeout=60)
+        assert r.status_code == 200, r.text
+        return r.json()["answer"]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _all_at_once(send, jobs):
+    """``send(job)`` for every job, each on its own thread, all released together."""
+    start = threading.Barrier(len(jobs))
+
+    def one(job):
+        start.wait(30)
+        return send(job)
+
+    with ThreadPoolExecutor(len(jobs)) as ex:
+        return list(ex.map(one, jobs))
+
+
+def _check_store(store_dir: Path, asked: dict[str, list[str]]) -> None:
+    """Every message once, each followed by the answer to it, seq numbers in order."""
+    store = FileEventStore(store_dir)
+    for cid, questions in asked.items():
+        with Session.open(cid, store=store) as s:
+            events = s.events
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        log = [(e.type, e.content[0].text) for e in events if e.type in ("user-message", "assistant-message")]
+        assert sorted(text for kind, text in log if kind == "user-message") == sorted(questions)
+        assert [kind for kind, _ in log] == ["user-message", "assistant-message"] * len(questions)
+        for (_, q), (_, a) in zip(log[::2], log[1::2], strict=True):
+            assert a == f"You said: {q}"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_real_server_answers_concurrent_requests_over_several_conversations(framework, tmp_path):
+    server = _Server(framework, tmp_path / "store")
+    try:
+        jobs = [(f"conv{c}", f"conv{c} question {i}") for i in range(6) for c in range(4)]
+        answers = _all_at_once(lambda job: server.ask(*job), jobs)
+        assert answers == [f"You said: {q}" for _, q in jobs]
+        for c in range(4):
+            r = requests.get(f"{server.url}/chat/conv{c}", timeout=30).json()["messages"]
+            assert [m["role"] for m in r] == ["user", "assistant"] * 6
+    finally:
+        server.stop()
+    _check_store(tmp_path / "store", {f"conv{c}": [q for cid, q in jobs if cid == f"conv{c}"] for c in range(4)})
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_two_server_processes_on_one_store(framework, tmp_path):
+    servers = [_Server(framework, tmp_path / "store") for _ in range(2)]
+    try:
+        jobs = [(servers[i % 2], f"conv{c}", f"conv{c} q{i}") for i in range(6) for c in range(4)]
+        answers = _all_at_once(lambda job: job[0].ask(job[1], job[2]), jobs)
+        assert answers == [f"You said: {q}" for _, _, q in jobs]
+    finally:
+        for server in servers:
+            server.stop()
+    _check_store(tmp_path / "store", {f"conv{c}": [q for _, cid, q in jobs if cid == f"conv{c}"] for c in range(4)})
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_client_that_leaves_a_stream_cancels_the_generation(framework, tmp_path):
+    server = _Server(framework, tmp_path / "store")
+    try:
+        with requests.post(f"{server.url}/chat/d1/stream", json={"message": "slow:60"}, stream=True, timeout=30) as r:
+            lines = r.iter_lines()
+            first = next(line for line in lines if line)
+            assert json.loads(first[len(b"data: "):])["type"] == "generation-start"
+            next(line for line in lines if b"tool-start" in line)  # the slow tool runs
+        # the connection is closed: the server notices and cancels the generation
+
+        def aborted():
+            with Session.open("d1", store=FileEventStore(tmp_path / "store")) as s:
+                return any(e.type == "control" and e.action == "generation-aborted" for e in s.events)
+
+        wait_for(aborted, timeout=30, what="the generation to be cancelled")
+        assert server.ask("d1", "still there?") == "You said: still there?"
+    finally:
+        server.stop()
