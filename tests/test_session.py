@@ -478,9 +478,12 @@ def test_abort_returns_at_once_while_a_parallel_tool_ignores_its_token():
         release.wait(30)
         return "late"
 
+    quick_done = threading.Event()
+
     @tool
     def quick() -> str:
         """Finish at once."""
+        quick_done.set()
         return "quick result"
 
     s = Session(ScriptedModel([[ToolCall("stubborn"), ToolCall("quick"), ToolCall("quick")], "next"]),
@@ -489,7 +492,8 @@ def test_abort_returns_at_once_while_a_parallel_tool_ignores_its_token():
     errors = []
     t = threading.Thread(target=lambda: errors.append(pytest.raises(CancelledError, s.generate).value))
     t.start()
-    assert started.wait(20) and wait_for(lambda: len(s.events) == 2)
+    assert started.wait(20) and quick_done.wait(20) and wait_for(lambda: len(s.events) == 2)
+    time.sleep(0.5)  # let the finished call's worker hand its result back (a bound for loaded machines)
     s.abort_current_generation("user pressed stop")
     t.join(20)
     assert not t.is_alive() and "user pressed stop" in str(errors[0])  # did not wait for stubborn
