@@ -120,8 +120,8 @@ __version__ = "0.2.0.dev0"
 # Names 0.1.0 exported here that are runtime internals or tool-author helpers with a
 # home elsewhere: still importable from ``agentkit`` (lazily), not part of ``__all__``.
 _MOVED = {
-    "GenerationScheduler": "agentkit.scheduling",
-    "JobRunner": "agentkit.jobs",
+    "GenerationScheduler": "agentkit._scheduling",
+    "JobRunner": "agentkit.execution._jobs",
     "Projector": "agentkit.projection",
     "ToolRegistry": "agentkit.tools",
     "TruncatedOutput": "agentkit.tools",

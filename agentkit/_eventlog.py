@@ -1,7 +1,7 @@
 """A session's event log: numbered commits, durable appends, projection, listeners (private).
 
 :class:`EventLog` is the state a :class:`~agentkit.Session` is a facade over, and what
-the step loop talks to (through :class:`~agentkit.loop.LoopHost`): ``commit`` numbers
+the step loop talks to (through :class:`~agentkit._loop.LoopHost`): ``commit`` numbers
 events (``seq`` 1, 2, ...), appends them to the store when there is one (compare-and-swap
 on the store revision) and hands them to listeners only after they are durable;
 ``project`` brings the incremental projection up to date; ``ledger`` folds transaction
@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from ._subscriptions import Listener, Subscription
 from .approval import ApprovalState
 from .errors import (
     ConfigurationError,
@@ -33,7 +34,6 @@ from .events import ControlEvent, Event, _storable_problem
 from .messages import Message
 from .projection import Projector, RuntimeRenderer
 from .stores.base import EventStore
-from .subscriptions import Listener, Subscription
 from .transactions import INTENT, TransactionLedger
 
 __all__ = ["EventLog"]

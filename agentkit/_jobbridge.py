@@ -1,10 +1,10 @@
-"""Background jobs in a Session.
+"""Background jobs in a Session (private).
 
 The job runner itself -- worker threads, ordered events, backpressure, job stores and
 restart settlement -- belongs to the execution context that owns it (the private
 ``JobRunner``, the ``jobs`` capability of
-:class:`~agentkit.execution.local.LocalExecutionContext`); it is re-exported here for
-0.1.0 imports. This runtime module holds the Session side: :func:`bridge_job_events` turns
+:class:`~agentkit.execution.local.LocalExecutionContext`). This runtime module holds the
+Session side: :func:`bridge_job_events` turns
 a context's job events into Session runtime events (``job-started``, ``job-output``,
 ``job-finished``, ``job-failed``, ``job-aborted``).
 """
@@ -17,11 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import SessionClosedError, SessionError, StoreError
-from .execution._jobs import JobRunner
 from .execution.base import JobEvent
 from .truncate import truncate_output
 
-__all__ = ["JobRunner", "bridge_job_events"]
+__all__ = ["bridge_job_events"]
 
 logger = logging.getLogger("agentkit")
 

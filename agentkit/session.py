@@ -3,7 +3,7 @@
 The Session is a facade: its state is an :class:`~agentkit._eventlog.EventLog` (numbered,
 durable commits, the projection and listeners) and a
 :class:`~agentkit._gate.GenerationGate` (one inference at a time, FIFO); the step loop
-(:mod:`agentkit.loop`) works on the event log.
+(:mod:`agentkit._loop`) works on the event log.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ from ._compact import ContextShaper, apply_retention, compact_log, finish_prune,
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
+from ._jobbridge import bridge_job_events
+from ._loop import LoopOptions, run_loop
+from ._scheduling import GenerationScheduler
+from ._subscriptions import Listener, Subscription
 from ._workers import SessionExecutor
 from .approval import ApprovalDecision, ApprovalRequest, decision_events
 from .cancel import CancelToken
@@ -39,18 +43,14 @@ from .errors import (
 from .events import CompactionEvent, ControlEvent, Event, RuntimeEvent, UserMessageEvent
 from .execution.base import JobControl, JobState
 from .invariants import check_events
-from .jobs import bridge_job_events
-from .loop import LoopOptions, run_loop
 from .messages import Message, Prompt, normalize_prompt
 from .models.base import ChatModel
 from .options import GenerationOptions
 from .projection import Projector, RuntimeRenderer
 from .redaction import redactor_of
 from .results import GenerateResult
-from .scheduling import GenerationScheduler
 from .stores.base import EventStore, StoredSession, validate_session_id
 from .stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
-from .subscriptions import Listener, Subscription
 from .tools.base import Tool, ToolRegistry
 from .transactions import GenerationTransaction, UncertainExecution, reserved_problem
 
@@ -628,7 +628,7 @@ class Session:
     ) -> Future[GenerateResult]:
         """Run ``generate(**generate_kwargs)`` once ``debounce`` seconds pass without
         another call with the same ``key``; returns a ``concurrent.futures.Future`` of its
-        result, shared by same-key calls until it starts. See :mod:`agentkit.scheduling`."""
+        result, shared by same-key calls until it starts. See :mod:`agentkit._scheduling`."""
         self._log.check_usable()
         if self._gate.aborted:
             raise SessionClosedError(f"the session was aborted: {self._gate.aborted}")

@@ -158,10 +158,7 @@ PUBLIC_NAMESPACES = {
         'FileJobStore', 'InMemoryJobStore', 'JobStore', 'StoredJob',
     ],
     'agentkit.jobs': [
-        'JobRunner', 'bridge_job_events',
-    ],
-    'agentkit.loop': [
-        'LoopHost', 'LoopOptions', 'run_loop',
+        'JobRunner',
     ],
     'agentkit.mcp': [
         'ApproveSampling', 'AuthorizeToolCall', 'ElicitationHandler', 'ElicitationRequest',
@@ -206,9 +203,6 @@ PUBLIC_NAMESPACES = {
         'data_url', 'function_tools', 'parse_tool_arguments', 'stream_with_retries',
         'tool_result_text',
     ],
-    'agentkit.models.echo': [
-        'EchoModel',
-    ],
     'agentkit.models.anthropic': [
         'AnthropicModel',
     ],
@@ -216,6 +210,9 @@ PUBLIC_NAMESPACES = {
         'ChatModel', 'FinishEvent', 'FinishReason', 'ModelRequest', 'ModelSettings',
         'ReasoningDelta', 'ReasoningDone', 'StreamEvent', 'TextDelta', 'ToolCallEvent',
         'ToolChoice', 'ToolSpec', 'UsageEvent',
+    ],
+    'agentkit.models.echo': [
+        'EchoModel',
     ],
     'agentkit.models.openai': [
         'OpenAIChatModel',
@@ -229,21 +226,18 @@ PUBLIC_NAMESPACES = {
     'agentkit.options': [
         'GenerationOptions',
     ],
+    'agentkit.pool': [
+        'SessionPool',
+    ],
     'agentkit.projection': [
         'INTERRUPTED_RESULT', 'Projector', 'RuntimeRenderer', 'build_model_messages',
         'events_from_messages', 'render_runtime_event',
-    ],
-    'agentkit.pool': [
-        'SessionPool',
     ],
     'agentkit.redaction': [
         'REDACTED', 'Redaction', 'Redactor', 'redactor_of',
     ],
     'agentkit.results': [
         'GenerateResult', 'RunResult', 'Step', 'ToolCallRecord',
-    ],
-    'agentkit.scheduling': [
-        'GenerationScheduler',
     ],
     'agentkit.session': [
         'Session',
@@ -272,12 +266,6 @@ PUBLIC_NAMESPACES = {
         'AgentEvent', 'AgentStream', 'GenerationEndEvent', 'GenerationStartEvent',
         'ReasoningDeltaEvent', 'StepEndEvent', 'StepStartEvent', 'TextDeltaEvent',
         'ToolCallRequestedEvent', 'ToolEndEvent', 'ToolStartEvent', 'ToolUpdateEvent',
-    ],
-    'agentkit.subscriptions': [
-        'Listener', 'Subscription',
-    ],
-    'agentkit.web': [
-        'KEEP_ALIVE', 'SSE_HEADERS', 'ask_async', 'sse', 'sse_async', 'sse_record',
     ],
     'agentkit.summarize': [
         'DEFAULT_INSTRUCTIONS', 'summarizing_compactor',
@@ -327,6 +315,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.view': [
         'ToolResultClearing', 'cap_output', 'cap_tool_outputs', 'clear_tool_results',
+    ],
+    'agentkit.web': [
+        'KEEP_ALIVE', 'SSE_HEADERS', 'ask_async', 'sse', 'sse_async', 'sse_record',
     ],
 }
 

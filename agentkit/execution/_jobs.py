@@ -16,7 +16,7 @@ previous host died) restores them as ``failed`` -- their process is not ours any
 unless ``settle_orphaned_job(job)`` returns their real terminal state.
 
 This module sits in the adapter layer, next to the context that owns it; the Session
-side (turning job events into runtime events) is :mod:`agentkit.jobs`.
+side (turning job events into runtime events) is :mod:`agentkit._jobbridge`.
 """
 
 from __future__ import annotations
