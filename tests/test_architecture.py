@@ -159,3 +159,17 @@ def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
     fake.write_text("def f():\n    from ..adapters.langchain import from_langchain_tool\n")
     modules = {**_modules(), "agentkit.tools.base": fake}
     assert ("agentkit.adapters.langchain", False) in _imports("agentkit.tools.base", fake, modules)
+
+
+def test_tests_import_their_helpers_the_way_tox_runs_them():
+    # tox runs `pytest` (not `python -m pytest`): the checkout is not on sys.path, so a
+    # test importing the `tests` package fails there while passing in a developer's run
+    import re
+
+    tests = Path(__file__).resolve().parent
+    offenders = [
+        f"{p.name}:{n}" for p in sorted(tests.rglob("*.py"))
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.match(r"\s*(from tests[. ]|import tests\b)", line)
+    ]
+    assert offenders == [], f"import helpers as top-level modules (from _procs import ...): {offenders}"

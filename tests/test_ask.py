@@ -7,10 +7,10 @@ import asyncio
 import threading
 
 import pytest
+from _procs import wait_for
 
 from agentkit import CancelToken, FileEventStore, FunctionModel, Session
 from agentkit.errors import CancelledError
-from tests._procs import wait_for
 
 
 def _echo(request):

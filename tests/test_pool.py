@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 
 import pytest
+from _procs import wait_for
 
 from agentkit import FileEventStore, FunctionModel, InMemoryEventStore, Session, SessionPool
 from agentkit.errors import ConfigurationError, SessionClosedError, StoreConflictError
-from tests._procs import wait_for
 
 
 def _echo(request):

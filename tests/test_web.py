@@ -6,9 +6,10 @@ import asyncio
 import json
 import threading
 
+from _procs import wait_for
+
 from agentkit import FunctionModel, Session
 from agentkit.web import ask_async, sse, sse_async
-from tests._procs import wait_for
 
 
 def _echo(request):

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import requests
+from _procs import wait_for
 
 from agentkit import FileEventStore, Session
-from tests._procs import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

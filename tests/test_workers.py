@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 
 import pytest
+from _procs import wait_for
 
 from agentkit import FunctionModel, Session, Turn, _workers, tool
 from agentkit.models.scripted import ToolCall
-from tests._procs import wait_for
 
 
 @tool
