@@ -134,7 +134,7 @@ def loads(data: str | bytes, *, strict: bool = False) -> Any:
             return json.loads(data, parse_constant=_not_json)
         return json.loads(data)
     except RecursionError:
-        pass
+        pass  # too deep for the C parser from here: the iterative one below reads it
     text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
     return _parse(text, strict)
 
@@ -226,7 +226,7 @@ def dumps(obj: Any, **kwargs: Any) -> str:
     try:
         return json.dumps(obj, **kwargs)
     except RecursionError:
-        pass
+        pass  # too deep from this stack: write on a fresh thread below
     box: list[Any] = []
 
     def run() -> None:

@@ -134,7 +134,7 @@ def interrupt(log: EventLog, generation_id: str, reason: str) -> None:
         try:
             log.commit([_step(generation_id, INTERRUPTED, reason=reason)])
         except (SessionError, StoreError):
-            pass
+            pass  # best effort: a closed or failed log is interrupted on the next open
 
 
 def interrupt_open(log: EventLog, reason: str) -> None:

@@ -333,7 +333,7 @@ class Pg:
         try:
             self.pool.check()
         except psycopg.Error:
-            pass
+            pass  # dead connections are replaced on the next use; the caller reports its own error
 
     def unavailable(self, what: str, exc: BaseException, *, written: bool | None, tail: str = "") -> StoreError:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

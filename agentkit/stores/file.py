@@ -129,7 +129,7 @@ class FileEventStore:
             try:
                 os.close(os.open(path, os.O_WRONLY | os.O_APPEND | _O_CLOEXEC))
             except FileNotFoundError:
-                pass
+                pass  # no log yet: the directory check above covers a new session
             except OSError as exc:
                 raise os_error(f"cannot write session {session_id!r}: cannot open {path} for writing", exc) from exc
 
