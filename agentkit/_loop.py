@@ -19,6 +19,7 @@ from ._approvals import ApprovalGate, WaitingForApproval
 from ._compact import ContextShaper
 from ._intents import Intents
 from ._json import json_problem
+from ._tracing import start_run
 from .approval import ApprovalState
 from .budget import Budget, BudgetBreach
 from .cancel import CancelToken
@@ -279,7 +280,10 @@ def run_loop(
 ) -> RunResult:
     """Run one generation to completion and return its result; ``executor()`` gives the
     pool tool calls run on (asked for only when a tool call runs)."""
-    return _Loop(host, opts, cancel, executor).run()
+    loop = _Loop(host, opts, cancel, executor)
+    if loop.trace is None:
+        return loop.run()
+    return loop.trace.run(loop.run)
 
 
 class _Loop:
@@ -308,6 +312,9 @@ class _Loop:
         self.intents = Intents(host.commit, durable=host.durable)
         self.context = ContextShaper(opts)
         self.budget = Budget(opts.limits) if opts.limits is not None else None
+        # OpenTelemetry spans, or None (no tracer provider configured): looked up once
+        # per generation, so a provider set after import is honoured
+        self.trace = start_run(model=opts.model, session_id=host.session_id, system=opts.system)
 
     def run(self) -> RunResult:
         opts = self.opts
@@ -350,7 +357,7 @@ class _Loop:
             if self.emit is not None:
                 self.emit(StepStartEvent(index=len(self.steps)))
             try:
-                inference = _infer(opts.model, request, self.emit, self._recorded_call)
+                inference = self._infer(request)
             except ContextOverflowError:
                 if opts.on_context_overflow is None and overflow_attempts < opts.max_context_overflow_retries:
                     if self.context.overflow_compact(self.host, overflow_attempts, self.cancel):
@@ -422,6 +429,15 @@ class _Loop:
                     continue
             break
         return self._result(last_text, finish)
+
+    def _infer(self, request: ModelRequest) -> _Inference:
+        """One model call (under its ``chat`` span when tracing)."""
+        if self.trace is None:
+            return _infer(self.opts.model, request, self.emit, self._recorded_call)
+        return self.trace.chat(
+            request, lambda: _infer(self.opts.model, request, self.emit, self._recorded_call),
+            self._recorded_content,
+        )
 
     def _result(self, text: str, finish: str) -> RunResult:
         messages = self.host.project(for_model=False)[0]
@@ -531,6 +547,13 @@ class _Loop:
         return decision
 
     def _execute(self, call: ToolCallPart) -> ToolOutput:
+        """Run one tool call (under its ``execute_tool`` span when tracing)."""
+        if self.trace is None:
+            return self._execute_call(call)
+        return self.trace.tool(call, lambda: self._execute_call(call), self._recorded_output,
+                               lambda: self._recorded_call(call).input)
+
+    def _execute_call(self, call: ToolCallPart) -> ToolOutput:
         tool = self.opts.tools.get(call.tool_name)
         ctx = self._context(call)
         output = run_tool_call(tool, call, ctx, self.tool_names, self.gate)

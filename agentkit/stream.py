@@ -18,6 +18,7 @@ Event types, in the order a generation produces them::
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections import deque
@@ -354,6 +355,9 @@ class _Workers:
         self._idle: list[_Slot] = []
 
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        # the generation runs in a copy of the caller's context (contextvars), so its
+        # tracing span is a child of the caller's current span, as without a stream
+        fn, args = contextvars.copy_context().run, (fn, *args)
         with self._lock:
             slot = self._idle.pop() if self._idle else None
         if slot is None:

@@ -40,7 +40,9 @@ def test_public_dataclasses_are_keyword_only_and_frozen():
 def test_importing_agentkit_imports_no_optional_sdk():
     code = (
         "import sys, agentkit, agentkit.models, agentkit.tools, agentkit.stores;"
-        "bad = [m for m in ('openai', 'anthropic', 'mcp', 'langchain_core', 'requests') if m in sys.modules];"
+        "import agentkit.observability;"
+        "bad = [m for m in ('openai', 'anthropic', 'mcp', 'langchain_core', 'requests', 'opentelemetry')"
+        " if m in sys.modules];"
         "print(','.join(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -222,6 +224,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.models.scripted': [
         'FunctionModel', 'ScriptedModel', 'ToolCall', 'Turn',
+    ],
+    'agentkit.observability': [
+        'configure', 'recording_content',
     ],
     'agentkit.options': [
         'GenerationOptions',

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .._tracing import job_parent, job_span
 from ..cancel import CancelToken
 from ..errors import ConfigurationError, JobNotFoundError, StoreConflictError
 from ..stores.jobs import JobStore
@@ -312,8 +313,9 @@ class JobRunner:
         job.seq = 1
         self._emit(JobEvent(type="started", execution_id=state.execution_id, seq=1, state=job.state))
         job.thread = threading.Thread(
-            target=self._work, args=(job, proc, timeout), name=f"agentkit-job-{state.execution_id}",
-            daemon=True,
+            # the job's span (when tracing) is a child of the span this start ran under
+            target=self._traced_work, args=(job, proc, timeout, job_parent()),
+            name=f"agentkit-job-{state.execution_id}", daemon=True,
         )
         job.thread.start()
         return job.state
@@ -334,6 +336,12 @@ class JobRunner:
         if self._store is not None:
             job.revision = self._store.put(state, expected_revision=job.revision)
         job.state = state
+
+    def _traced_work(self, job: _Job, proc: Any, timeout: float | None, parent: Any) -> None:
+        with job_span(parent, job.state.execution_id) as finish:
+            self._work(job, proc, timeout)
+            final = job.state
+            finish(final.state, final.exit_code, final.error)
 
     def _work(self, job: _Job, proc: Any, timeout: float | None) -> None:
         tail: list[str] = []

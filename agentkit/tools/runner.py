@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from .._json import dumps, json_problem, loads
+from .._tracing import note_tool_error
 from ..errors import AgentkitError, CancelledError
 from ..messages import ToolCallPart, ToolOutput, content_to_dict
 from .base import Tool, ToolContext, ToolDecision, to_tool_output
@@ -135,6 +136,7 @@ def _invoke(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             raise
         return ToolOutput.error(f"tool {tool.name!r} was cancelled")
     except Exception as exc:  # noqa: BLE001 - any tool failure is reported to the model
+        note_tool_error(type(exc).__qualname__, exc)
         return ToolOutput.error(f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}")
 
 
@@ -166,6 +168,7 @@ def _invoke_with_timeout(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext,
             raise CancelledError(ctx.cancel.reason)
         # Threads cannot be killed: tell the tool to stop through its token and move on.
         ctx.cancel.cancel(f"tool {tool.name!r} timed out")
+        note_tool_error("timeout")
         return ToolOutput.error(
             f"tool {tool.name!r} timed out after {timeout:g}s and was told to stop"
         )
