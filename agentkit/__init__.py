@@ -14,6 +14,8 @@ options live in :mod:`agentkit.models`, MCP in :mod:`agentkit.mcp`, LangChain in
 
 from __future__ import annotations
 
+import logging as _logging
+
 from .agent import run_agent, run_agent_stream
 from .approval import ApprovalDecision, ApprovalPolicy, ApprovalRequest
 from .budget import Limits
@@ -116,6 +118,9 @@ from .usage import Usage
 from .view import ToolResultClearing
 
 __version__ = "0.2.0.dev0"
+
+# the library's logs reach the host's handlers only when it configures logging
+_logging.getLogger("agentkit").addHandler(_logging.NullHandler())
 
 # Names 0.1.0 exported here that are runtime internals or tool-author helpers with a
 # home elsewhere: still importable from ``agentkit`` (lazily), not part of ``__all__``.

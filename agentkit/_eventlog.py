@@ -17,6 +17,7 @@ is no longer known to be what this object holds.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,6 +38,9 @@ from .stores.base import EventStore
 from .transactions import INTENT, TransactionLedger
 
 __all__ = ["EventLog"]
+
+log = logging.getLogger("agentkit.session")
+
 
 class EventLog:
     """The committed events of one session (see the module docstring)."""
@@ -185,6 +189,8 @@ class EventLog:
             raise
         except BaseException as exc:
             self.failed = exc
+            log.error("session %r: append to its store failed (%s: %s); the session refuses "
+                      "further work until it is reopened", self.session_id, type(exc).__name__, exc)
             raise SessionFailedError(
                 f"could not append to the store of session {self.session_id!r}: "
                 f"{type(exc).__name__}: {exc}. Nothing after revision "

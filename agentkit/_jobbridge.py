@@ -22,7 +22,7 @@ from .truncate import truncate_output
 
 __all__ = ["bridge_job_events"]
 
-logger = logging.getLogger("agentkit")
+logger = logging.getLogger("agentkit.jobs")
 
 
 # -- session bridge ------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from .events import Event
 __all__ = ["Listener", "Subscription"]
 
 Listener = Callable[[Event], object]
-logger = logging.getLogger("agentkit")
+logger = logging.getLogger("agentkit.session")
 
 class Subscription:
     """One listener's queue, delivered in commit order by one shared delivery thread at

@@ -40,7 +40,7 @@ from .base import JobEvent, JobListener, JobState, JobStatus, _display
 
 __all__ = ["JobRunner"]
 
-logger = logging.getLogger("agentkit")
+logger = logging.getLogger("agentkit.jobs")
 
 Launcher = Callable[..., "tuple[Any, list[str], str]"]
 _TERMINAL: tuple[JobStatus, ...] = ("finished", "failed", "aborted")

@@ -19,6 +19,7 @@ leaves it out (it was never acknowledged) and the next append truncates it first
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
 import time
@@ -42,6 +43,8 @@ from ._records import DamagedRecord, decode_record, encode_archive, encode_event
 from ._scan import scan
 from ._views import View, ViewCache
 from .base import SCHEMA_VERSION, StoredSession, validate_session_id
+
+log = logging.getLogger("agentkit.stores")
 
 __all__ = ["FileEventStore"]
 
@@ -242,9 +245,12 @@ class FileEventStore:
             except OSError as exc:
                 raise os_error(f"cannot read {path}", exc) from exc
             try:
-                view, events, version, _torn = self._scan_fd(fd, session_id, path, want_events=True)
+                view, events, version, torn = self._scan_fd(fd, session_id, path, want_events=True)
             finally:
                 os.close(fd)
+            if torn:
+                log.warning("session %r: left out an incomplete record at the end of %s (an "
+                            "interrupted write); the next append removes it", session_id, path)
             self._views.put(session_id, view)
         return StoredSession(
             session_id=session_id, events=tuple(events), revision=view.revision, schema_version=version
@@ -325,6 +331,8 @@ class FileEventStore:
             return view.revision
         try:
             if torn:  # never glue a new record onto the remains of an interrupted one
+                log.warning("session %r: removing an incomplete record (an interrupted write) "
+                            "from the end of %s before appending", session_id, path)
                 os.ftruncate(fd, view.offset)
             if batch:
                 write_all(fd, line)
