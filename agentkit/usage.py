@@ -24,7 +24,8 @@ class Usage:
     """Input tokens written to the provider's prompt cache."""
     reasoning_tokens: int = 0
     """Output tokens the model spent reasoning (part of ``output_tokens``), where the
-    provider reports them separately (OpenAI does; Anthropic does not, so it stays 0)."""
+    provider reports them: OpenAI's ``completion_tokens_details.reasoning_tokens``,
+    Anthropic's ``output_tokens_details.thinking_tokens``; 0 when not reported."""
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):

@@ -210,7 +210,7 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.models.base': [
         'ChatModel', 'FinishEvent', 'FinishReason', 'ModelRequest', 'ModelSettings',
-        'ReasoningDelta', 'ReasoningDone', 'StreamEvent', 'TextDelta', 'ToolCallEvent',
+        'ReasoningDelta', 'ReasoningDone', 'ReasoningEffort', 'StreamEvent', 'TextDelta', 'ToolCallEvent',
         'ToolChoice', 'ToolSpec', 'UsageEvent',
     ],
     'agentkit.models.echo': [

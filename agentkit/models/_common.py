@@ -114,11 +114,16 @@ def is_text_media(media_type: str) -> bool:
     )
 
 
+KEY_PLACEHOLDER = "agentkit-resolves-this-key-per-request"
+"""What an SDK client built for a callable ``api_key`` holds instead of a key: the adapter
+swaps the key the callable returns into the auth header of each request."""
+
+
 def make_client(
     sdk_class: Any,
     client: Any,
     *,
-    api_key: str | None,
+    api_key: str | Callable[[], str] | None,
     env_key: str,
     base_url: str | None,
     timeout: float | None,
@@ -131,7 +136,16 @@ def make_client(
     retry loop is the only one. A given client is copied with that option (and with
     ``timeout`` / ``default_headers`` when given); it keeps its own key and server, so
     passing those as well is an error. ``read_env=False`` keeps the provider's key in
-    ``env_key`` away from a third-party server."""
+    ``env_key`` away from a third-party server. A callable ``api_key`` is resolved per
+    request by the adapter (:class:`~agentkit.models._sdk.SDKModel`); the client gets
+    :data:`KEY_PLACEHOLDER`."""
+    if api_key is not None and not isinstance(api_key, str) and not callable(api_key):
+        raise ConfigurationError(
+            f"{label}: api_key must be a str or a callable returning one (resolved before every "
+            f"request), not {type(api_key).__name__}"
+        )
+    if callable(api_key):
+        api_key = KEY_PLACEHOLDER
     if client is not None:
         clashing = [n for n, v in (("api_key", api_key), ("base_url", base_url), *extra.items()) if v]
         if clashing:

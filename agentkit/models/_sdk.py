@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import CancelledError
-from ._common import sdk_call_kwargs
+from ..errors import AuthenticationError, CancelledError
+from ._common import KEY_PLACEHOLDER, sdk_call_kwargs
 from .adapter import ProviderModel
 from .base import ModelRequest, StreamEvent
 
@@ -21,9 +21,14 @@ class SDKModel(ProviderModel):
     before any I/O) and call the SDK method once per attempt. While a streamed response
     is open, cancelling the request's token shuts its connection down from the
     cancelling thread, so a read blocked on a server that sends only keep-alives (or
-    nothing) ends at once. Each adapter implements the abstract methods."""
+    nothing) ends at once. Each adapter implements the abstract methods.
+
+    With a callable ``api_key`` (kept in ``_api_key``), the key is asked for before every
+    attempt and sent in the auth header the SDK would send it in, so an expiring token is
+    replaced between requests and between retries."""
 
     _client: Any
+    _api_key: Callable[[], str] | None = None
 
     @abstractmethod
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
@@ -44,7 +49,8 @@ class SDKModel(ProviderModel):
         cancel = request.cancel
 
         def attempt() -> Iterator[StreamEvent]:
-            response = _call_until_cancelled(create, kwargs, cancel)
+            call_kwargs = kwargs if self._api_key is None else self._with_key(kwargs)
+            response = _call_until_cancelled(create, call_kwargs, cancel)
             forget = cancel._on_cancel(_Interrupter(response))
             try:
                 yield from self._events(response, kwargs, cancel)
@@ -52,6 +58,25 @@ class SDKModel(ProviderModel):
                 forget()
 
         return attempt
+
+    def _with_key(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``kwargs`` with the auth header of the key the ``api_key`` callable gives now."""
+        assert self._api_key is not None
+        try:
+            key = self._api_key()
+        except Exception as exc:
+            raise AuthenticationError(
+                f"the api_key callable of {self.provider} model {self.model_name!r} raised "
+                f"{type(exc).__name__}: {exc}; nothing was sent", provider=self.provider,
+            ) from exc
+        if not isinstance(key, str) or not key:
+            raise AuthenticationError(
+                f"the api_key callable of {self.provider} model {self.model_name!r} must return a "
+                f"non-empty str, got {key!r}; nothing was sent", provider=self.provider,
+            )
+        auth = {name: value.replace(KEY_PLACEHOLDER, key) for name, value in self._client.auth_headers.items()
+                if KEY_PLACEHOLDER in value}
+        return {**kwargs, "extra_headers": {**(kwargs.get("extra_headers") or {}), **auth}}
 
 
 def _call_until_cancelled(create: Callable[..., Any], kwargs: dict[str, Any], cancel: CancelToken) -> Any:

@@ -79,7 +79,8 @@ class AnthropicModel(SDKModel):
 
     ``max_tokens`` is sent when ``ModelSettings.max_tokens`` is not set (the API
     requires one). ``ModelSettings.reasoning_budget`` turns on extended thinking with
-    that token budget. Prompt caching places ``cache_control`` breakpoints on the
+    that token budget; ``ModelSettings.reasoning_effort`` is sent as
+    ``output_config.effort``. Prompt caching places ``cache_control`` breakpoints on the
     system prompt (or the tools when there is no system prompt) and on the last
     ``cache_messages`` user turns, at most four per request; ``cache=False`` or
     ``ModelRequest.cache=False`` turns it off, ``cache_ttl="1h"`` lengthens it, and
@@ -93,7 +94,7 @@ class AnthropicModel(SDKModel):
         model: str,
         *,
         client: Any = None,
-        api_key: str | None = None,
+        api_key: str | Callable[[], str] | None = None,
         base_url: str | None = None,
         max_tokens: int = 4096,
         timeout: float | None = None,
@@ -117,6 +118,7 @@ class AnthropicModel(SDKModel):
         if not isinstance(cache_messages, int) or not 0 <= cache_messages <= _MAX_BREAKPOINTS - 1:
             raise ConfigurationError("cache_messages must be an int from 0 to 3")
         self.model_name = model
+        self._api_key = api_key if callable(api_key) else None
         self._client = make_client(
             _anthropic.Anthropic,
             client,
@@ -213,6 +215,8 @@ class AnthropicModel(SDKModel):
             params["top_p"] = s.top_p
         if s.stop:
             params["stop_sequences"] = list(s.stop)
+        if s.reasoning_effort is not None:  # merged: output_config may carry other settings
+            params["output_config"] = {**params.get("output_config", {}), "effort": s.reasoning_effort}
         params.update(options)
         _check_thinking(params)
         return params
@@ -297,7 +301,7 @@ class _Block:
 
 def _events(stream: Any, cancel: CancelToken) -> Iterator[StreamEvent]:
     blocks: dict[int, _Block] = {}
-    usage = {"input": 0, "output": 0, "read": 0, "write": 0}
+    usage = {"input": 0, "output": 0, "read": 0, "write": 0, "thinking": 0}
     stop_reason: str | None = None
     seen = 0
     stopped = False
@@ -361,6 +365,7 @@ def _events(stream: Any, cancel: CancelToken) -> Iterator[StreamEvent]:
             total_tokens=total_in + usage["output"],
             cache_read_tokens=usage["read"],
             cache_write_tokens=usage["write"],
+            reasoning_tokens=usage["thinking"],
         )
     )
     yield FinishEvent(_FINISH.get(stop_reason or "", "other"), stop_reason)
@@ -379,6 +384,10 @@ def _read_usage(u: Any, into: dict[str, int]) -> None:
         value = getattr(u, attr, None)
         if value is not None:
             into[key] = int(value)
+    # output_tokens_details.thinking_tokens: the part of output_tokens spent thinking
+    thinking = getattr(getattr(u, "output_tokens_details", None), "thinking_tokens", None)
+    if thinking is not None:
+        into["thinking"] = int(thinking)
 
 
 def _finish_block(block: _Block) -> Iterator[StreamEvent]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from ..cancel import CancelToken
+from ..errors import ConfigurationError
 from ..messages import Message, ReasoningPart
 from ..usage import Usage
 
@@ -21,6 +22,7 @@ __all__ = [
     "FinishReason",
     "ModelRequest",
     "ModelSettings",
+    "ReasoningEffort",
     "ReasoningDelta",
     "ReasoningDone",
     "StreamEvent",
@@ -32,6 +34,9 @@ __all__ = [
 ]
 
 FinishReason = Literal["stop", "tool-calls", "length", "content-filter", "error", "other"]
+ReasoningEffort = Literal["low", "medium", "high"]
+"""How hard a reasoning model thinks before it answers (``ModelSettings.reasoning_effort``)."""
+_EFFORTS = ("low", "medium", "high")
 ToolChoice = Union[Literal["auto", "none", "required"], str]
 """``auto``, ``none``, ``required``, or the name of one tool the model must call."""
 
@@ -55,7 +60,22 @@ class ModelSettings:
     stop: tuple[str, ...] | None = None
     seed: int | None = None
     reasoning_budget: int | None = None
-    """Token budget for extended thinking / reasoning, where the model supports it."""
+    """Token budget for extended thinking (Anthropic's ``thinking.budget_tokens``). An
+    adapter whose API has no such budget (OpenAI Chat Completions) raises
+    :class:`~agentkit.errors.ConfigurationError` rather than dropping it."""
+    reasoning_effort: ReasoningEffort | None = None
+    """``"low"``, ``"medium"`` or ``"high"``: how much a reasoning model thinks (OpenAI's
+    ``reasoning_effort``, Anthropic's ``output_config.effort``)."""
+
+    def __post_init__(self) -> None:
+        if self.reasoning_effort is not None and self.reasoning_effort not in _EFFORTS:
+            raise ConfigurationError(
+                f"reasoning_effort must be 'low', 'medium' or 'high' (or None for the model's "
+                f"default), not {self.reasoning_effort!r}"
+            )
+        budget = self.reasoning_budget
+        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 1):
+            raise ConfigurationError(f"reasoning_budget must be a positive int (tokens) or None, not {budget!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -93,7 +93,7 @@ class OpenAIChatModel(SDKModel):
         model: str,
         *,
         client: Any = None,
-        api_key: str | None = None,
+        api_key: str | Callable[[], str] | None = None,
         base_url: str | None = None,
         stream: bool = True,
         organization: str | None = None,
@@ -117,6 +117,7 @@ class OpenAIChatModel(SDKModel):
         if max_tokens_param not in (None, "max_completion_tokens", "max_tokens"):
             raise ConfigurationError("max_tokens_param must be 'max_completion_tokens' or 'max_tokens'")
         self.model_name = model
+        self._api_key = api_key if callable(api_key) else None
         server = str(client.base_url) if client is not None and base_url is None else base_url
         official = server is None or urlsplit(server).hostname == "api.openai.com"
         self._client = make_client(
@@ -182,6 +183,15 @@ class OpenAIChatModel(SDKModel):
             params["stop"] = list(s.stop)
         if s.seed is not None:
             params["seed"] = s.seed
+        if s.reasoning_budget is not None:
+            raise ConfigurationError(
+                "OpenAIChatModel cannot apply ModelSettings.reasoning_budget: Chat Completions has no "
+                "reasoning token budget. Use ModelSettings(reasoning_effort='low'|'medium'|'high') for "
+                "OpenAI reasoning models (or a server's own field in provider_options), and leave "
+                "reasoning_budget unset"
+            )
+        if s.reasoning_effort is not None:
+            params["reasoning_effort"] = s.reasoning_effort
         if self._stream:
             params["stream"] = True
         if request.cache and self._cache and request.session_id:

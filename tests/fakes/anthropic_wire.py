@@ -48,6 +48,7 @@ def stream(
     output_tokens: int = 12,
     cache_read: int = 0,
     cache_write: int = 0,
+    thinking_tokens: int | None = None,
     message_stop: bool = True,
     pings: bool = True,
 ) -> Reply:
@@ -112,7 +113,9 @@ def stream(
                     "stop_reason": stop_reason or ("tool_use" if has_tool else "end_turn"),
                     "stop_sequence": None,
                 },
-                "usage": {"output_tokens": output_tokens},
+                "usage": {"output_tokens": output_tokens, **(
+                    {} if thinking_tokens is None else {"output_tokens_details": {"thinking_tokens": thinking_tokens}}
+                )},
             },
         )
     )
@@ -147,7 +150,7 @@ def validate(rec: Recorded) -> Reply | None:
     messages = body.get("messages") or []
     if not messages or messages[0]["role"] != "user":
         return _bad("messages: first message must use the user role")
-    rejected = _check_thinking(body)
+    rejected = _check_thinking(body) or _check_effort(body)
     if rejected is not None:
         return rejected
     breakpoints = 1 if body.get("cache_control") else 0  # top-level automatic caching counts
@@ -233,6 +236,17 @@ def _check_thinking(body: dict[str, Any]) -> Reply | None:
                 f"final `assistant` message must start with a thinking block (preceeding the "
                 f"lastmost set of `tool_use` and `tool_result` blocks)."
             )
+    return None
+
+
+def _check_effort(body: dict[str, Any]) -> Reply | None:
+    """``output_config.effort``: one of the API's levels."""
+    config = body.get("output_config")
+    if config is None:
+        return None
+    effort = config.get("effort")
+    if effort is not None and effort not in ("low", "medium", "high", "xhigh", "max"):
+        return _bad("output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'")
     return None
 
 

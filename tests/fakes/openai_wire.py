@@ -162,6 +162,28 @@ def error(
     )
 
 
+REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+def is_reasoning_model(name: str) -> bool:
+    return name.startswith(REASONING_MODELS)
+
+
+def _check_reasoning_effort(body: dict[str, Any]) -> Reply | None:
+    """``reasoning_effort`` as the API checks it: a known value, and a reasoning model."""
+    if "reasoning_effort" not in body:
+        return None
+    effort = body["reasoning_effort"]
+    if effort not in _EFFORTS:
+        return error(400, f"Invalid value: '{effort}'. Supported values are: "
+                          f"{', '.join(repr(e) for e in _EFFORTS)}.", code="invalid_value")
+    if not is_reasoning_model(str(body.get("model", ""))):
+        return error(400, "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+                     code="unsupported_parameter")
+    return None
+
+
 def reject_null_content(rec: Recorded) -> Reply | None:
     """A validator like some OpenAI-compatible servers: an assistant message with
     ``content: null`` is a 400."""
@@ -185,6 +207,9 @@ def validate(rec: Recorded) -> Reply | None:
     messages answer the tool calls of the assistant message right before them, every
     call gets an answer, and ``stream_options`` needs ``stream: true``."""
     body = rec.body or {}
+    rejected = _check_reasoning_effort(body)
+    if rejected is not None:
+        return rejected
     if body.get("stream_options") is not None and not body.get("stream"):
         return error(400, "The 'stream_options' parameter is only allowed when 'stream' is set to true.")
     if "tool_choice" in body and not body.get("tools"):

@@ -97,9 +97,10 @@ class LangChainChatModel(ProviderModel):
     become a call with ``input_error``); usage and the finish reason are mapped.
     ``ModelSettings`` values that are set (temperature, top_p, max_tokens, seed, stop)
     and ``provider_options`` are passed as call keyword arguments, which LangChain
-    integrations forward to their API; ``reasoning_budget`` has no common LangChain
-    option and is refused (configure reasoning on the chat model itself). LangChain's model errors are translated into
-    agentkit's (``ContextOverflowError``, ``RateLimitError``...) by :meth:`translate_error`.
+    integrations forward to their API; ``reasoning_budget`` and ``reasoning_effort`` have
+    no common LangChain option and are refused (configure reasoning on the chat model
+    itself). LangChain's model errors are translated into agentkit's
+    (``ContextOverflowError``, ``RateLimitError``...) by :meth:`translate_error`.
     agentkit does not retry: LangChain integrations retry on their own (``max_retries``).
     """
 
@@ -157,13 +158,14 @@ class LangChainChatModel(ProviderModel):
 
     def _call_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         settings = request.settings
-        if settings.reasoning_budget is not None:
-            raise ConfigurationError(
-                f"LangChainChatModel cannot apply ModelSettings.reasoning_budget: LangChain has no "
-                f"common option for it. Configure reasoning on the {type(self.chat_model).__name__} "
-                f"itself (e.g. ChatAnthropic(thinking=...), ChatOpenAI(reasoning_effort=...)) or pass "
-                f"the integration's option in provider_options, and leave reasoning_budget unset"
-            )
+        for name in ("reasoning_budget", "reasoning_effort"):
+            if getattr(settings, name) is not None:
+                raise ConfigurationError(
+                    f"LangChainChatModel cannot apply ModelSettings.{name}: LangChain has no "
+                    f"common option for it. Configure reasoning on the {type(self.chat_model).__name__} "
+                    f"itself (e.g. ChatAnthropic(thinking=...), ChatOpenAI(reasoning_effort=...)) or pass "
+                    f"the integration's option in provider_options, and leave {name} unset"
+                )
         kwargs: dict[str, Any] = {
             name: getattr(settings, name) for name in _SETTINGS if getattr(settings, name) is not None
         }
