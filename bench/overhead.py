@@ -7,6 +7,9 @@ Workloads (defined in ../shared/bench-peers/common.py, the same for every framew
   A  run_agent with a model that calls add() 10 times, then answers: us per model step.
      Also reported for agentkit alone: the same run with four no-op hooks
      (a_hooks_*), and consumed as an event stream with run_agent_stream (a_stream_*).
+     a_otel_off_*: with the OpenTelemetry API imported but no SDK configured (tracing
+     skipped); a_otel_on_*: with the SDK's TracerProvider and an in-memory exporter (22
+     spans a run), measured after B so that B is never traced.
   B  200 user turns in one durable Session (FileEventStore, fsync on), a tool call each
      turn, so each turn also commits the call's execution intent: ms per turn for turns
      1-20 vs 181-200, turn 1 vs turn 200, and what the intent append costs per step
@@ -110,6 +113,34 @@ def transactional_b(root: str) -> dict[str, object]:
     }
 
 
+def traced_a(model_a, *, configure: bool) -> dict[str, object] | None:
+    """Workload A with OpenTelemetry imported, without (``configure=False``) or with an
+    SDK tracer provider exporting to memory; None when the SDK is not installed."""
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    except ImportError:
+        return None
+    exporter = InMemorySpanExporter()
+    if configure:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+
+    def run_once() -> str:
+        exporter.clear()  # keep memory flat: only the last run's spans are kept
+        return run_agent(model_a, "add things up", tools=[add]).text
+
+    result = common.bench_a(run_once)
+    if configure:
+        assert len(exporter.get_finished_spans()) == 2 * (common.TOOL_CALLS_A + 1), "spans were not recorded"
+    name = "a_otel_on" if configure else "a_otel_off"
+    return {f"{name}_us_per_step_median": result["a_us_per_step_median"],
+            f"{name}_us_per_step_p90": result["a_us_per_step_p90"]}
+
+
 def main() -> None:
     model_a = FunctionModel(scripted(common.TOOL_CALLS_A))
     a = common.bench_a(lambda: run_agent(model_a, "add things up", tools=[add]).text)
@@ -136,6 +167,10 @@ def main() -> None:
             "a_stream_us_per_step_median": consumed["a_us_per_step_median"],
             "a_stream_us_per_step_p90": consumed["a_us_per_step_p90"],
         }
+
+    otel_off = traced_a(model_a, configure=False)
+    if otel_off is not None:
+        extra.update(otel_off)
 
     tmp = common.scratch_dir("agentkit_b_")
     store, store_name = store_factory(tmp)
@@ -165,6 +200,9 @@ def main() -> None:
     b["b_disk_bytes"] = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
     session.close()
     b.update(transactional_b(common.scratch_dir("agentkit_btxn_")))
+    otel_on = traced_a(model_a, configure=True)  # last: a tracer provider cannot be unset
+    if otel_on is not None:
+        extra.update(otel_on)
     common.report(
         "agentkit",
         agentkit.__version__,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import sys
 
 import pytest
 
@@ -42,6 +43,19 @@ def _block_network(request, monkeypatch):
         monkeypatch.setattr(socket.socket, "connect", _guarded(_real_connect))
         monkeypatch.setattr(socket.socket, "connect_ex", _guarded(_real_connect_ex))
     yield
+
+
+@pytest.fixture(autouse=True)
+def _no_tracer_provider_left_behind():
+    """A test (or a docs page) that sets OpenTelemetry's global tracer provider does not
+    leave it set for the tests after it (the API allows setting it once per process)."""
+    yield
+    api = sys.modules.get("opentelemetry.trace")
+    if api is not None and getattr(api, "_TRACER_PROVIDER", None) is not None:
+        from opentelemetry.util._once import Once
+
+        api._TRACER_PROVIDER_SET_ONCE = Once()
+        api._TRACER_PROVIDER = None
 
 
 def pytest_collection_modifyitems(config, items):
