@@ -405,3 +405,46 @@ def test_a_torn_tail_is_logged_by_the_file_store(caplog, tmp_path):
         assert FileEventStore(tmp_path).load("torn") is not None
     (record,) = [r for r in caplog.records if r.name == "agentkit.stores"]
     assert "incomplete record" in record.getMessage() and "torn" in record.getMessage()
+
+
+def test_a_generation_inside_a_tool_nests_under_its_tool_span(tracing):
+    @tool
+    def ask_helper(question: str) -> str:
+        """Ask a helper agent."""
+        return run_agent(ScriptedModel([Turn(text="42")]), question).text
+
+    model = ScriptedModel([Turn(tool_calls=[ToolCall(name="ask_helper", input={"question": "meaning?"})]),
+                           Turn(text="It is 42.")])
+    run_agent(model, "ask the helper", tools=[ask_helper])
+    spans = tracing.get_finished_spans()
+    runs = [s for s in spans if s.name == "invoke_agent"]
+    assert len(runs) == 2
+    outer = next(s for s in runs if s.parent is None)
+    inner = next(s for s in runs if s.parent is not None)
+    helper = by_name(spans, "execute_tool ask_helper")
+    assert parent_id(helper) == outer.context.span_id
+    assert parent_id(inner) == helper.context.span_id
+    inner_chats = [s for s in spans if s.name.startswith("chat") and parent_id(s) == inner.context.span_id]
+    assert len(inner_chats) == 1
+
+
+def test_a_cancelled_generation_ends_its_spans_with_an_error(tracing):
+    from agentkit import CancelToken
+    from agentkit.errors import CancelledError
+
+    token = CancelToken()
+
+    @tool
+    def stop_everything() -> str:
+        """Cancel the run."""
+        token.cancel("host stopped it")
+        return "stopping"
+
+    model = ScriptedModel([Turn(tool_calls=[ToolCall(name="stop_everything", input={})]), Turn(text="never")])
+    with pytest.raises(CancelledError):
+        run_agent(model, "go", tools=[stop_everything], cancel=token)
+    spans = tracing.get_finished_spans()
+    run = by_name(spans, "invoke_agent")
+    assert run.status.status_code == StatusCode.ERROR
+    assert run.attributes["error.type"] == "CancelledError"
+    assert by_name(spans, "execute_tool stop_everything").end_time is not None
