@@ -314,7 +314,7 @@ class _Loop:
         self.budget = Budget(opts.limits) if opts.limits is not None else None
         # OpenTelemetry spans, or None (no tracer provider configured): looked up once
         # per generation, so a provider set after import is honoured
-        self.trace = start_run(model=opts.model, session_id=host.session_id, system=opts.system)
+        self.trace = start_run(model=opts.model, session_id=host.session_id)
 
     def run(self) -> RunResult:
         opts = self.opts

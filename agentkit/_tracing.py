@@ -98,19 +98,19 @@ def _tracer() -> Any:
     return provider.get_tracer(TRACER_NAME)
 
 
-def start_run(*, model: Any, session_id: str | None, system: str | None) -> RunTrace | None:
+def start_run(*, model: Any, session_id: str | None) -> RunTrace | None:
     """A generation's trace, or None when no tracer provider is configured."""
     tracer = _tracer()
     if tracer is None:
         return None
-    return RunTrace(tracer, model, session_id, system)
+    return RunTrace(tracer, model, session_id)
 
 
 class RunTrace:
     """The spans of one generation: its ``invoke_agent`` span and the ``chat`` and
     ``execute_tool`` spans under it."""
 
-    def __init__(self, tracer: Any, model: Any, session_id: str | None, system: str | None) -> None:
+    def __init__(self, tracer: Any, model: Any, session_id: str | None) -> None:
         from opentelemetry import trace
 
         self._trace = trace
@@ -119,7 +119,6 @@ class RunTrace:
         self._model_name = str(getattr(model, "model_name", None) or type(model).__name__)
         self._provider = str(getattr(model, "provider", None) or type(model).__name__.lower())
         self._session_id = session_id
-        self._system = system
         self._parent: Any = None  # the invoke_agent span's context, once it runs
 
     def _common(self, operation: str) -> dict[str, Any]:

@@ -298,7 +298,7 @@ def test_no_span_objects_without_a_configured_provider(no_provider, monkeypatch)
     made = []
     monkeypatch.setattr(trace.ProxyTracerProvider, "get_tracer", lambda *a, **k: made.append(a))
     monkeypatch.setattr(trace.NonRecordingSpan, "__init__", lambda *a, **k: made.append(a))
-    assert _tracing.start_run(model=ScriptedModel([]), session_id=None, system=None) is None
+    assert _tracing.start_run(model=ScriptedModel([]), session_id=None) is None
 
     @tool
     def noop() -> str:
