@@ -448,3 +448,13 @@ def test_a_cancelled_generation_ends_its_spans_with_an_error(tracing):
     assert run.status.status_code == StatusCode.ERROR
     assert run.attributes["error.type"] == "CancelledError"
     assert by_name(spans, "execute_tool stop_everything").end_time is not None
+
+
+def test_an_mcp_server_failure_is_logged(caplog):
+    from agentkit.mcp import connect_mcp
+
+    with caplog.at_level(logging.WARNING, logger="agentkit"):
+        with connect_mcp({"gone": {"command": "/nonexistent/mcp-server"}}, connect_timeout=10) as toolset:
+            assert toolset.servers["gone"].status == "failed"
+    failures = [r for r in caplog.records if r.name == "agentkit.mcp" and "'gone' failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].levelno == logging.ERROR
