@@ -267,10 +267,12 @@ def test_tool_choice_none_offers_no_tools():
     assert events[0] == TextDelta("fine")
 
 
-def test_reasoning_budget_is_refused_before_the_call():
+@pytest.mark.parametrize("setting", [{"reasoning_budget": 2048}, {"reasoning_effort": "high"}])
+def test_reasoning_settings_are_refused_before_the_call(setting):
     model = ChunkScriptModel(replies=[[AIMessageChunk(content="ok")]])
-    with pytest.raises(ConfigurationError, match="reasoning_budget.*ChunkScriptModel itself"):
-        LangChainChatModel(model).stream(_request(settings=ModelSettings(reasoning_budget=2048)))
+    (name,) = setting
+    with pytest.raises(ConfigurationError, match=f"{name}.*ChunkScriptModel itself"):
+        LangChainChatModel(model).stream(_request(settings=ModelSettings(**setting)))
     assert model.received == []
 
 
