@@ -87,15 +87,21 @@ def _trace_api() -> Any:
     return sys.modules.get("opentelemetry.trace")
 
 
-def _tracer() -> Any:
-    """The agentkit tracer of the configured provider, or None when nothing would record."""
+def _provider() -> Any:
+    """The configured tracer provider, or None when none is (or nothing would record)."""
     api = _trace_api()
     if api is None:
         return None
     provider = api.get_tracer_provider()
     if isinstance(provider, (api.ProxyTracerProvider, api.NoOpTracerProvider)):
         return None
-    return provider.get_tracer(TRACER_NAME)
+    return provider
+
+
+def _tracer() -> Any:
+    """The agentkit tracer of the configured provider, or None."""
+    provider = _provider()
+    return None if provider is None else provider.get_tracer(TRACER_NAME)
 
 
 def start_run(*, model: Any, session_id: str | None) -> RunTrace | None:
@@ -232,8 +238,7 @@ def note_tool_error(error_type: str, exc: BaseException | None = None) -> None:
 def job_parent() -> Any:
     """The context a background job starts in (the ``execute_tool`` span that started
     it), or None when tracing is off."""
-    api = _trace_api()
-    if api is None or _tracer() is None:
+    if _provider() is None:
         return None
     from opentelemetry import context
 
