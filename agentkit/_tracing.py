@@ -62,7 +62,9 @@ _I = TypeVar("_I", bound=_Inference)
 
 TRACER_NAME = "agentkit"
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-_OFF_VALUES = ("", "0", "false", "no", "off", "no_content")
+# the values that put content on spans; anything else (NO_CONTENT, EVENT_ONLY: agentkit
+# emits no content events) keeps it off
+_ON_VALUES = ("true", "1", "yes", "on", "span_only", "span_and_event")
 
 
 class _Settings:
@@ -79,7 +81,7 @@ def content_recorded() -> bool:
     environment variable (``true``, ``SPAN_ONLY``, ``SPAN_AND_EVENT``...)."""
     if settings.record_content is not None:
         return settings.record_content
-    return os.environ.get(CONTENT_ENV, "").strip().lower() not in _OFF_VALUES
+    return os.environ.get(CONTENT_ENV, "").strip().lower() in _ON_VALUES
 
 
 def _trace_api() -> Any:

@@ -264,8 +264,10 @@ def test_content_opt_in_through_the_conventions_environment_variable(tracing, mo
     configure(record_content=None)
     _run_with_a_tool()
     assert "gen_ai.tool.call.result" in by_name(tracing.get_finished_spans(), "execute_tool echo").attributes
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "NO_CONTENT")
-    assert recording_content() is False
+    for value, on in (("NO_CONTENT", False), ("EVENT_ONLY", False), ("SPAN_ONLY", True),
+                      ("span_and_event", True), ("false", False), ("", False), ("nonsense", False)):
+        monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", value)
+        assert recording_content() is on, value
 
 
 def test_recorded_content_is_redacted_like_the_log(tracing):
