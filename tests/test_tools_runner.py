@@ -335,3 +335,42 @@ def test_json_outputs_that_cannot_be_plain_json_are_error_results(value, why):
     out = _give(ToolOutput(kind="json", value=value))
     assert out.is_error and out.value.startswith("tool 'give' returned an output that cannot be recorded: ")
     assert why in out.value
+
+
+# -- tracing -------------------------------------------------------------------------------
+
+
+def test_why_a_call_failed_goes_on_the_current_span():
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from agentkit.observability import configure
+
+    @tool
+    def explode() -> str:
+        """Fail."""
+        raise KeyError("gone")
+
+    @tool(timeout=0.05)
+    def dawdle() -> str:
+        """Too slow."""
+        threading.Event().wait(1)
+        return "late"
+
+    tracer = TracerProvider().get_tracer("test")
+    seen = {}
+    for t, content in ((explode, False), (dawdle, False), (add, False), (explode, True)):
+        configure(record_content=content)
+        try:
+            with tracer.start_as_current_span("execute_tool") as span:
+                assert call(t, {"a": 1} if t is add else {}).is_error is (t is not add)
+        finally:
+            configure(record_content=None)
+        seen[t.name, content] = (span.attributes.get("error.type"), [e.name for e in span.events])
+    assert seen == {
+        ("explode", False): ("KeyError", []),  # the exception's message may quote input: not without opt-in
+        ("dawdle", False): ("timeout", []),
+        ("add", False): (None, []),
+        ("explode", True): ("KeyError", ["exception"]),
+    }
+    assert not trace.get_current_span().is_recording()  # nothing is left current
