@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import socket
 import sys
@@ -47,15 +48,26 @@ def _block_network(request, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _no_tracer_provider_left_behind():
-    """A test (or a docs page) that sets OpenTelemetry's global tracer provider does not
-    leave it set for the tests after it (the API allows setting it once per process)."""
+    """A test (or a docs page) that sets OpenTelemetry's global tracer provider, or the
+    level of an ``agentkit`` logger, does not leave it set for the tests after it (the API
+    allows setting a provider once per process)."""
+    levels = _agentkit_log_levels()
     yield
+    for name, level in _agentkit_log_levels().items():
+        if levels.get(name, logging.NOTSET) != level:
+            logging.getLogger(name).setLevel(levels.get(name, logging.NOTSET))
     api = sys.modules.get("opentelemetry.trace")
     if api is not None and getattr(api, "_TRACER_PROVIDER", None) is not None:
         from opentelemetry.util._once import Once
 
         api._TRACER_PROVIDER_SET_ONCE = Once()
         api._TRACER_PROVIDER = None
+
+
+def _agentkit_log_levels() -> dict[str, int]:
+    loggers = logging.root.manager.loggerDict
+    return {name: lg.level for name, lg in list(loggers.items())
+            if name.split(".")[0] == "agentkit" and isinstance(lg, logging.Logger)}
 
 
 def pytest_collection_modifyitems(config, items):
