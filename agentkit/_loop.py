@@ -128,7 +128,7 @@ class LoopOptions(GenerationOptions):
     def of(cls, options: GenerationOptions, *, model: ChatModel, tools: ToolRegistry,
            execution_context: Any = None, emit: Emit | None = None) -> LoopOptions:
         """``options`` with the session's parts."""
-        values = {f.name: getattr(options, f.name) for f in fields(GenerationOptions)}
+        values = {name: getattr(options, name) for name in _OPTION_NAMES}
         return cls(**values, model=model, tools=tools, execution_context=execution_context, emit=emit)
 
     def event_sink(self) -> Emit | None:
@@ -155,6 +155,9 @@ class LoopOptions(GenerationOptions):
         problem = tool_choice_problem(self.tool_choice, tuple(self.tools))
         if problem is not None:
             raise ConfigurationError(problem)
+
+
+_OPTION_NAMES = tuple(f.name for f in fields(GenerationOptions))
 
 
 @dataclass
