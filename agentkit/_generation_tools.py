@@ -160,7 +160,8 @@ class GenerationTools:
                 "type": "object",
                 "properties": {
                     "name": {"type": "string", "enum": list(skills), "description": "the skill's name"},
-                    "path": {"type": "string", "description": "the file's path inside the skill, e.g. reference/guide.md"},
+                    "path": {"type": "string",
+                             "description": "the file's path inside the skill, e.g. reference/guide.md"},
                 },
                 "required": ["name", "path"],
                 "additionalProperties": False,
@@ -201,7 +202,8 @@ class GenerationTools:
             input_schema={
                 "type": "object",
                 "properties": {
-                    "query": {"type": "string", "description": "words for the tool you need: an action, an object, a server"},
+                    "query": {"type": "string",
+                              "description": "words for the tool you need: an action, an object, a server"},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 50,
                               "description": f"how many tools to activate (default {search.limit})"},
                 },

@@ -203,7 +203,9 @@ def _check_kinds(options: GenerationOptions) -> None:
     for name, kind, hint in (("skills", Skills, "load_skills(directory)"), ("tool_search", ToolSearch, "ToolSearch()")):
         value = getattr(options, name)
         if value is not None and not isinstance(value, kind):
-            raise ConfigurationError(f"{name} must be a {kind.__name__} (from {hint}) or None, not {type(value).__name__}")
+            raise ConfigurationError(
+                f"{name} must be a {kind.__name__} (from {hint}) or None, not {type(value).__name__}"
+            )
 
 
 _RULES: dict[str, str] = {f.name: f.metadata["merge"] for f in fields(GenerationOptions)}

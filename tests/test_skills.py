@@ -155,7 +155,8 @@ def test_the_model_sees_the_index_and_loads_a_skill_and_reads_its_file(tmp_path)
     assert "- pdf-forms: Fill in PDF forms." in first.system
     assert [t.name for t in first.tools] == ["load_skill", "read_skill_file"]
     loaded, read = _results(result.events)
-    assert loaded.startswith("# Filling PDF forms") and "- reference/fields.md" in loaded and "- scripts/fill.py" in loaded
+    assert loaded.startswith("# Filling PDF forms")
+    assert "- reference/fields.md" in loaded and "- scripts/fill.py" in loaded
     assert read == "name, date, signature\n"
     # the model's second request carries the instructions as a tool result
     assert "Fill every field." in str(model.requests[1].messages[-1].content)
@@ -234,7 +235,7 @@ def test_escapes_and_unknown_names_become_error_results_the_model_reads(tmp_path
     model = ScriptedModel([calls, "ok"])
     result = run_agent(model, "try", skills=skills)
     outputs = [r.output for r in result.tool_calls]
-    for (path, expected), out in zip(attempts.items(), outputs):
+    for (path, expected), out in zip(attempts.items(), outputs[:len(attempts)], strict=True):
         assert out.is_error and expected in out.as_text(), (path, out.as_text())
     assert "top secret" not in str([o.as_text() for o in outputs])
     assert outputs[-2].as_text() == "name, date, signature\n"  # a symlink inside the folder is fine
