@@ -255,6 +255,8 @@ def _split_front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
 
     try:
         meta = yaml.safe_load("".join(lines[1:end]))
+    except RecursionError:
+        raise ConfigurationError(f"{where}: the front matter nests too deeply to parse") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 2}" if mark is not None else ""
@@ -292,7 +294,7 @@ def _confined(root: str, path: object) -> str:
     if not isinstance(path, str) or not path or "\x00" in path:
         raise ValueError(f"invalid path {path!r}: give a relative path like 'reference/guide.md'")
     parts = path.replace("\\", "/").split("/")
-    if os.path.isabs(path) or path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path):
+    if os.path.isabs(path) or path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", path):
         raise AccessDenied(f"access denied: {path!r} is absolute; give a path relative to the skill's folder")
     if ".." in parts:
         raise AccessDenied(f"access denied: {path!r} contains '..'; files outside the skill's folder cannot be read")

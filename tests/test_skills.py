@@ -114,6 +114,20 @@ def test_a_malformed_skill_is_an_error_naming_its_file(tmp_path, skill_md, messa
     assert str(path) in str(info.value)
 
 
+def test_hostile_front_matter_is_a_configuration_error(tmp_path):
+    path = tmp_path / "skills" / "deep" / "SKILL.md"
+    path.parent.mkdir(parents=True)
+    path.write_text("---\nname: deep\ndescription: d\nx: " + "[" * 100_000 + "]" * 100_000 + "\n---\n")
+    with pytest.raises(ConfigurationError, match="nests too deeply"):
+        load_skills(tmp_path / "skills")
+    path.write_bytes(b"---\nname: deep\ndescription: \xff\n---\n")
+    with pytest.raises(ConfigurationError, match="not UTF-8"):
+        load_skills(tmp_path / "skills")
+    path.write_text("---\nname: deep\ndescription: d\n---\n" + "x" * 1_048_576)
+    with pytest.raises(ConfigurationError, match="larger than"):
+        load_skills(tmp_path / "skills")
+
+
 def test_a_name_longer_than_64_characters_is_refused():
     with pytest.raises(ConfigurationError, match="1-64 characters"):
         Skill(name="a" * 65, description="d", instructions="")
