@@ -49,7 +49,7 @@ Commit = Callable[[Sequence[Event]], Any]
 def needed(opts: GenerationOptions, tools: ToolRegistry) -> bool:
     """True when a generation with ``opts`` over ``tools`` needs :class:`GenerationTools`."""
     search = opts.tool_search
-    return opts.skills is not None or (search is not None and len(tools) > search.threshold)
+    return bool(opts.skills) or (search is not None and len(tools) > search.threshold)
 
 
 def check_generation_tools(opts: GenerationOptions, tools: ToolRegistry) -> None:
@@ -85,7 +85,7 @@ class GenerationTools:
         builtins: list[Tool] = []
         self.system = opts.system
         skills = opts.skills
-        if skills is not None:
+        if skills:  # an empty Skills adds nothing
             self._activated: set[str] = set()
             builtins += [self._load_skill(skills), self._read_skill_file(skills)]
             self.system = f"{opts.system}\n\n{skills.index()}" if opts.system else skills.index()

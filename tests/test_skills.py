@@ -296,3 +296,9 @@ def test_a_user_tool_named_like_a_skill_tool_is_a_configuration_error(tmp_path):
 def test_skills_must_be_a_skills_object():
     with pytest.raises(ConfigurationError, match=r"skills must be a Skills \(from load_skills"):
         Session(ScriptedModel(["x"]), skills=["pdf-forms"])
+
+
+def test_an_empty_skills_adds_nothing():
+    model = ScriptedModel(["ok"])
+    run_agent(model, "hi", system="s", skills=Skills())
+    assert model.requests[0].system == "s" and model.requests[0].tools == ()
