@@ -15,18 +15,25 @@ for it (the loop pays nothing otherwise). :class:`GenerationTools` holds
 Skill activations and discoveries are committed as ``skill-activated`` and
 ``tools-discovered`` control events (not shown to the model) by the tool call that made
 them, so a session's log says which skills and tools a generation used.
+
+The built-in :class:`~agentkit.Tool` objects are built once per skill set or catalogue
+summary (validating a schema costs about a millisecond) and act on the generation that
+runs them: the loop makes its :class:`GenerationTools` current (a context variable) for
+the generation, and tool calls run in copies of the loop thread's context.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError
 from .events import ControlEvent, Event
 from .models.base import ToolSpec
-from .skills import Skills
 from .tool_search import ToolIndex, ToolSearch, split_name
 from .tools.base import Tool, ToolContext, ToolRegistry
 
@@ -84,11 +91,12 @@ class GenerationTools:
         self.registry = ToolRegistry(tools.values())
         builtins: list[Tool] = []
         self.system = opts.system
-        skills = opts.skills
-        if skills:  # an empty Skills adds nothing
-            self._activated: set[str] = set()
-            builtins += [self._load_skill(skills), self._read_skill_file(skills)]
-            self.system = f"{opts.system}\n\n{skills.index()}" if opts.system else skills.index()
+        self.skills = opts.skills
+        self._activated: set[str] = set()
+        if self.skills:  # an empty Skills adds nothing
+            builtins += _skill_tools(tuple(self.skills))
+            index = self.skills.index()
+            self.system = f"{opts.system}\n\n{index}" if opts.system else index
         search = opts.tool_search
         self._search: _Search | None = None
         if search is not None and len(tools) > search.threshold:
@@ -96,11 +104,21 @@ class GenerationTools:
             if isinstance(opts.tool_choice, str) and opts.tool_choice in tools:
                 pinned.add(opts.tool_choice)
             self._search = _Search(search, tools, pinned, _discovered_in(events(), tools, search.max_discovered))
-            builtins.append(self._find_tools(search, tools))
+            builtins.append(_find_tools_tool(_catalogue_summary(tools), search.limit))
         for t in builtins:
             self.registry.add(t)
         self._builtin_specs = tuple(t.spec for t in builtins)
         self._specs: tuple[ToolSpec, ...] | None = None
+
+    @contextlib.contextmanager
+    def current(self) -> Iterator[None]:
+        """Make this the generation the built-in tools act on, in this thread and in the
+        tool calls it starts (they run in copies of its context)."""
+        token = _CURRENT.set(self)
+        try:
+            yield
+        finally:
+            _CURRENT.reset(token)
 
     def specs(self) -> tuple[ToolSpec, ...]:
         """The tools the next model request carries."""
@@ -114,117 +132,145 @@ class GenerationTools:
         """The names of :meth:`specs` (what an unknown-tool error lists)."""
         return tuple(s.name for s in self.specs())
 
-    # -- skills ------------------------------------------------------------------------
-
-    def _activate(self, name: str, ctx: ToolContext) -> None:
+    def activate_skill(self, name: str, tool_call_id: str) -> None:
+        """Record that skill ``name`` was loaded (once per generation)."""
         with self._lock:
             if name in self._activated:
                 return
             self._activated.add(name)
-        self._commit([ControlEvent(action=SKILL_ACTIVATED, data={"name": name, "tool_call_id": ctx.tool_call_id})])
+        self._commit([ControlEvent(action=SKILL_ACTIVATED, data={"name": name, "tool_call_id": tool_call_id})])
 
-    def _load_skill(self, skills: Skills) -> Tool:
-        def load_skill(name: str, ctx: ToolContext) -> str:
-            skill = skills[name]
-            self._activate(name, ctx)
-            if skill.files:
-                listing = "\n".join(f"- {f}" for f in skill.files)
-                files = f"Files bundled with skill {name!r} (read one with {READ_SKILL_FILE}):\n{listing}"
-            else:
-                files = f"Skill {name!r} bundles no files."
-            return f"{skill.instructions}\n\n{files}"
-
-        return Tool(
-            name=LOAD_SKILL,
-            description="Load a skill: returns its instructions (follow them) and the list of files it bundles.",
-            input_schema={
-                "type": "object",
-                "properties": {"name": {"type": "string", "enum": list(skills), "description": "the skill's name"}},
-                "required": ["name"],
-                "additionalProperties": False,
-            },
-            fn=load_skill,
-            read_only=True,
-            context_param="ctx",
-        )
-
-    @staticmethod
-    def _read_skill_file(skills: Skills) -> Tool:
-        def read_skill_file(name: str, path: str) -> str:
-            return skills[name].read_file(path)
-
-        return Tool(
-            name=READ_SKILL_FILE,
-            description="Read a text file a skill bundles (a path from load_skill's file list, relative to the skill).",
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "enum": list(skills), "description": "the skill's name"},
-                    "path": {"type": "string",
-                             "description": "the file's path inside the skill, e.g. reference/guide.md"},
-                },
-                "required": ["name", "path"],
-                "additionalProperties": False,
-            },
-            fn=read_skill_file,
-            read_only=True,
-        )
-
-    # -- tool search -------------------------------------------------------------------
-
-    def _find_tools(self, search: ToolSearch, tools: ToolRegistry) -> Tool:
-        state = self._search
-        assert state is not None
-
-        def find_tools(query: str, ctx: ToolContext, limit: int | None = None) -> str:
-            matches = state.index.search(query, limit=limit or search.limit)
-            if not matches:
-                return (f"No tool matches {query!r}. Try other words: an action (create, list, send), "
-                        f"an object (issue, file, message) or a server name.")
-            names = [t.name for t in matches]
+    def find(self, query: str, limit: int | None, tool_call_id: str) -> list[Tool]:
+        """Rank the catalogue for ``query``, activate the matches and record them."""
+        search = self._search
+        if search is None:  # pragma: no cover - find_tools is offered only with tool search
+            raise RuntimeError("tool search is not active in this generation")
+        matches = search.find(query, limit)
+        if matches:
             with self._lock:
-                state.discover(names)
+                search.discover([t.name for t in matches])
                 self._specs = None
-            data: dict[str, Any] = {"query": query, "names": names, "tool_call_id": ctx.tool_call_id}
-            if self._redact is not None:
-                data["query"] = self._redact(query)
+            shown = self._redact(query) if self._redact is not None else query
+            data = {"query": shown, "names": [t.name for t in matches], "tool_call_id": tool_call_id}
             self._commit([ControlEvent(action=TOOLS_DISCOVERED, data=data)])
-            lines = [f"- {t.name}: {_short(t.description)}" for t in matches]
-            return f"{len(names)} tool(s) activated; you can call them from now on:\n" + "\n".join(lines)
+        return matches
 
-        return Tool(
-            name=FIND_TOOLS,
-            description=(
-                f"Only some of the {len(tools)} available tools are shown to you ({_servers(tools)}). "
-                f"Search them by what you need to do and the best matches become callable from your "
-                f"next step on. Call this whenever no shown tool fits."
-            ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string",
-                              "description": "words for the tool you need: an action, an object, a server"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 50,
-                              "description": f"how many tools to activate (default {search.limit})"},
-                },
-                "required": ["query"],
-                "additionalProperties": False,
+
+_CURRENT: contextvars.ContextVar[GenerationTools | None] = contextvars.ContextVar(
+    "agentkit_generation_tools", default=None
+)
+
+
+def _current(tool: str) -> GenerationTools:
+    generation = _CURRENT.get()
+    if generation is None:
+        raise RuntimeError(f"{tool} runs only inside a generation that offers it (skills= or tool_search=)")
+    return generation
+
+
+# -- the built-in tools: built once per skill set or catalogue summary, acting on the current generation --
+
+
+def _load_skill(name: str, ctx: ToolContext) -> str:
+    generation = _current(LOAD_SKILL)
+    assert generation.skills is not None
+    skill = generation.skills[name]
+    generation.activate_skill(name, ctx.tool_call_id)
+    if skill.files:
+        listing = "\n".join(f"- {f}" for f in skill.files)
+        files = f"Files bundled with skill {name!r} (read one with {READ_SKILL_FILE}):\n{listing}"
+    else:
+        files = f"Skill {name!r} bundles no files."
+    return f"{skill.instructions}\n\n{files}"
+
+
+def _read_skill_file(name: str, path: str) -> str:
+    skills = _current(READ_SKILL_FILE).skills
+    assert skills is not None
+    return skills[name].read_file(path)
+
+
+def _find_tools(query: str, ctx: ToolContext, limit: int | None = None) -> str:
+    matches = _current(FIND_TOOLS).find(query, limit, ctx.tool_call_id)
+    if not matches:
+        return (f"No tool matches {query!r}. Try other words: an action (create, list, send), "
+                f"an object (issue, file, message) or a server name.")
+    lines = [f"- {t.name}: {_short(t.description)}" for t in matches]
+    return f"{len(matches)} tool(s) activated; you can call them from now on:\n" + "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=64)
+def _skill_tools(names: tuple[str, ...]) -> tuple[Tool, Tool]:
+    skill_name = {"type": "string", "enum": list(names), "description": "the skill's name"}
+    load = Tool(
+        name=LOAD_SKILL,
+        description="Load a skill: returns its instructions (follow them) and the list of files it bundles.",
+        input_schema={"type": "object", "properties": {"name": skill_name}, "required": ["name"],
+                      "additionalProperties": False},
+        fn=_load_skill,
+        read_only=True,
+        context_param="ctx",
+    )
+    read = Tool(
+        name=READ_SKILL_FILE,
+        description="Read a text file a skill bundles (a path from load_skill's file list, relative to the skill).",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "name": skill_name,
+                "path": {"type": "string",
+                         "description": "the file's path inside the skill, e.g. reference/guide.md"},
             },
-            fn=find_tools,
-            read_only=True,
-            context_param="ctx",
-        )
+            "required": ["name", "path"],
+            "additionalProperties": False,
+        },
+        fn=_read_skill_file,
+        read_only=True,
+    )
+    return load, read
+
+
+@functools.lru_cache(maxsize=64)
+def _find_tools_tool(summary: str, limit: int) -> Tool:
+    return Tool(
+        name=FIND_TOOLS,
+        description=(
+            f"Only some of the {summary} are shown to you. Search them by what you need to do and "
+            f"the best matches become callable from your next step on. Call this whenever no shown tool fits."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string",
+                          "description": "words for the tool you need: an action, an object, a server"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50,
+                          "description": f"how many tools to activate (default {limit})"},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        fn=_find_tools,
+        read_only=True,
+        context_param="ctx",
+    )
 
 
 class _Search:
     """The visible set of one generation under tool search."""
 
     def __init__(self, search: ToolSearch, tools: ToolRegistry, pinned: set[str], discovered: list[str]) -> None:
-        self.index = ToolIndex(tools.values())
+        self._index: ToolIndex[Tool] | None = None  # built at the first search of the generation
         self._tools = tools
+        self._limit = search.limit
         self._max = search.max_discovered
         self._pinned = pinned
         self._discovered = discovered
+
+    def find(self, query: str, limit: int | None) -> list[Tool]:
+        index = self._index
+        if index is None:
+            index = self._index = ToolIndex(self._tools.values())
+        return index.search(query, limit=limit or self._limit)
 
     def discover(self, names: list[str]) -> None:
         """Make ``names`` the most recently discovered tools (the oldest drop out past the cap)."""
@@ -248,6 +294,11 @@ def _discovered_in(events: Sequence[Event], tools: ToolRegistry, cap: int) -> li
             if len(found) >= cap:
                 break
     return list(reversed(found[:cap]))
+
+
+def _catalogue_summary(tools: ToolRegistry) -> str:
+    """``"300 available tools (tools by server: github 120, ...)"``."""
+    return f"{len(tools)} available tools ({_servers(tools)})"
 
 
 def _servers(tools: ToolRegistry) -> str:

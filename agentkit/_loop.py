@@ -320,6 +320,12 @@ class _Loop:
         self.budget = Budget(opts.limits) if opts.limits is not None else None
 
     def run(self) -> RunResult:
+        if self.extra is None:
+            return self._run()
+        with self.extra.current():  # what the built-in tools (load_skill, find_tools) act on
+            return self._run()
+
+    def _run(self) -> RunResult:
         opts = self.opts
         validation_attempts = 0
         overflow_attempts = 0

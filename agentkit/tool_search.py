@@ -25,6 +25,7 @@ keep catalogue order, so the same catalogue and query always give the same answe
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -126,16 +127,8 @@ class ToolIndex(Generic[T]):
 
     def __init__(self, tools: Iterable[T]) -> None:
         self._tools = list(tools)
-        self._entries: list[tuple[frozenset[str], frozenset[str], frozenset[str], str, str]] = []
-        for t in self._tools:
-            server, own = split_name(t.name)
-            self._entries.append((
-                _stems(words(own)),
-                _stems(words(server)),
-                _stems(words(t.description or "")),
-                t.name.lower(),
-                own.lower(),
-            ))
+        self._entries = [_entry(t.name, t.description or "") for t in self._tools]
+        self._vocabulary = frozenset().union(*(own | server | desc for own, server, desc, _, _ in self._entries))
 
     @property
     def tools(self) -> list[T]:
@@ -152,15 +145,28 @@ class ToolIndex(Generic[T]):
         whole = "_".join(words(query))
         if not terms and not whole:
             return []
+        # each term as the set of catalogue words it matches, found once per search
+        matched = [m for m in (_matches(term, self._vocabulary) for term in terms) if m]
         scored: list[tuple[int, int]] = []
         for i, (own, server, desc, full, short) in enumerate(self._entries):
             score = _EXACT_BONUS if whole and whole in (full.replace("-", "_"), short.replace("-", "_")) else 0
-            for term in terms:
-                score += 3 * _hit(term, own) + 2 * _hit(term, server) + _hit(term, desc)
+            for m in matched:
+                score += 3 * (not own.isdisjoint(m)) + 2 * (not server.isdisjoint(m)) + (not desc.isdisjoint(m))
             if score:
                 scored.append((-score, i))
         scored.sort()
         return [self._tools[i] for _, i in scored[:limit]]
+
+
+_Entry = tuple[frozenset[str], frozenset[str], frozenset[str], str, str]
+
+
+@functools.lru_cache(maxsize=8192)
+def _entry(name: str, description: str) -> _Entry:
+    """A tool's words (own name, server, description) and its names, lowercase: the
+    same tools are indexed again by every generation that searches them."""
+    server, own = split_name(name)
+    return (_stems(words(own)), _stems(words(server)), _stems(words(description)), name.lower(), own.lower())
 
 
 def _stem(word: str) -> str:
@@ -179,7 +185,9 @@ def _terms(query: str) -> list[str]:
     return list(dict.fromkeys(_stem(w) for w in kept))
 
 
-def _hit(term: str, vocabulary: frozenset[str]) -> bool:
-    if term in vocabulary:
-        return True
-    return len(term) >= 3 and any(w.startswith(term) for w in vocabulary)
+def _matches(term: str, vocabulary: frozenset[str]) -> frozenset[str]:
+    """The words of ``vocabulary`` that ``term`` matches: itself, and the words it begins
+    when it has 3 or more characters."""
+    if len(term) < 3:
+        return frozenset({term}) & vocabulary
+    return frozenset(w for w in vocabulary if w.startswith(term))

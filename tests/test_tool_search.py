@@ -312,3 +312,12 @@ def test_hundreds_of_real_mcp_tools():
     assert result.tool_calls[1].output.as_text() == "jira:rename_worklog done"
     [event] = _control(result.events, "tools-discovered")
     assert event.data["names"][0] == "jira__rename_worklog"
+
+
+def test_the_built_in_tools_refuse_to_run_outside_a_generation():
+    from agentkit import CancelToken, ToolContext
+    from agentkit._generation_tools import _find_tools_tool
+
+    ctx = ToolContext(tool_call_id="c", tool_name="find_tools", cancel=CancelToken())
+    with pytest.raises(RuntimeError, match="runs only inside a generation"):
+        _find_tools_tool("3 available tools", 10).fn(query="x", ctx=ctx)
