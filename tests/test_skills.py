@@ -302,3 +302,12 @@ def test_an_empty_skills_adds_nothing():
     model = ScriptedModel(["ok"])
     run_agent(model, "hi", system="s", skills=Skills())
     assert model.requests[0].system == "s" and model.requests[0].tools == ()
+
+
+def test_the_skill_tools_are_read_only_so_a_read_only_policy_lets_them_run(tmp_path):
+    from agentkit import ApprovalPolicy
+
+    skills = load_skills(_skills_dir(tmp_path))
+    model = ScriptedModel([ToolCall(name="load_skill", input={"name": "release-notes"}), "ok"])
+    result = run_agent(model, "x", skills=skills, approval=ApprovalPolicy(mode="read-only"))
+    assert result.finish_reason == "stop" and not result.tool_calls[0].output.is_error
