@@ -59,9 +59,10 @@ def needed(opts: GenerationOptions, tools: ToolRegistry) -> bool:
     return bool(opts.skills) or (search is not None and len(tools) > search.threshold)
 
 
-def check_generation_tools(opts: GenerationOptions, tools: ToolRegistry) -> None:
-    """ConfigurationError for skills or tool search that cannot work with ``tools``:
-    a session tool named like a built-in, a pinned tool that does not exist."""
+def check_generation_tools(opts: GenerationOptions, tools: ToolRegistry) -> tuple[str, ...]:
+    """The names of the built-in tools a generation with ``opts`` over ``tools`` offers;
+    ConfigurationError for skills or tool search that cannot work with ``tools``: a
+    session tool named like a built-in, a pinned tool that does not exist."""
     reserved = []
     if opts.skills is not None:
         reserved += [(LOAD_SKILL, "skills="), (READ_SKILL_FILE, "skills=")]
@@ -78,6 +79,9 @@ def check_generation_tools(opts: GenerationOptions, tools: ToolRegistry) -> None
                 f"a tool is named {name!r}, the name of a built-in tool {option} adds; rename that tool "
                 f"(or leave out {option})"
             )
+    offered = ((LOAD_SKILL, READ_SKILL_FILE) if opts.skills else ()) + (
+        (FIND_TOOLS,) if needed(opts, tools) and opts.tool_search is not None else ())
+    return offered
 
 
 class GenerationTools:

@@ -153,9 +153,10 @@ class LoopOptions(GenerationOptions):
                 f"string like 'openai:gpt-4.1-mini', not {type(self.model).__name__}"
             )
         super().check()
+        names = tuple(self.tools)
         if self.skills is not None or self.tool_search is not None:
-            check_generation_tools(self, self.tools)
-        problem = tool_choice_problem(self.tool_choice, tuple(self.tools))
+            names += check_generation_tools(self, self.tools)
+        problem = tool_choice_problem(self.tool_choice, names)
         if problem is not None:
             raise ConfigurationError(problem)
 

@@ -321,3 +321,11 @@ def test_the_built_in_tools_refuse_to_run_outside_a_generation():
     ctx = ToolContext(tool_call_id="c", tool_name="find_tools", cancel=CancelToken())
     with pytest.raises(RuntimeError, match="runs only inside a generation"):
         _find_tools_tool("3 available tools", 10).fn(query="x", ctx=ctx)
+
+
+def test_tool_choice_may_name_find_tools_when_it_is_offered():
+    model = ScriptedModel([ToolCall(name="find_tools", input={"query": "jira epic"}), "ok"])
+    run_agent(model, "x", tools=_catalogue(), tool_search=ToolSearch(), tool_choice="find_tools", max_steps=2)
+    assert model.requests[0].tool_choice == "find_tools" and _names(model.requests[0]) == ["find_tools"]
+    with pytest.raises(ConfigurationError, match="tool_choice 'find_tools' is neither"):
+        run_agent(ScriptedModel(["x"]), "x", tools=_catalogue()[:3], tool_search=ToolSearch(), tool_choice="find_tools")
