@@ -9,9 +9,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigurationError, McpError, MissingDependencyError
+from ..models._retry import RetryPolicy
 from .config import _LOG_LEVELS, LogLevel, ServerSpec, validate_servers
 from .host import ApproveSampling, ElicitationHandler
 from .toolset import AuthorizeToolCall, McpToolset
+
+_RECONNECT = RetryPolicy(max_retries=3, initial_delay=0.2, max_delay=2.0, max_elapsed=30.0, jitter=0.25)
 
 __all__ = ["connect_mcp"]
 
@@ -33,6 +36,7 @@ def connect_mcp(
     approve_sampling: ApproveSampling | None = None,
     elicitation: ElicitationHandler | None = None,
     expose_resources: bool = False,
+    reconnect: RetryPolicy | None = _RECONNECT,
 ) -> McpToolset:
     """Connect MCP servers and return their tools as an :class:`McpToolset`.
 
@@ -75,6 +79,14 @@ def connect_mcp(
     * ``elicitation``: a handler ``(ElicitationRequest) -> ElicitationResult | dict | None``
       (a dict accepts with that content, None declines).
 
+    A server that drops (an HTTP server restarted, a stdio process that died) is
+    ``disconnected``, keeps its tools listed, and is reconnected at its next call, with
+    up to ``reconnect.max_retries`` attempts and exponential backoff between them (the
+    tool list is refreshed, resource subscriptions renewed). A call that met the dead
+    connection is sent again only when it provably never reached the server; otherwise
+    it gets an error result saying its outcome is unknown. ``reconnect=None``: a lost
+    server stays failed.
+
     ``expose_resources=True`` adds two tools that let the model list and read the
     servers' resources (``mcp_list_resources``, ``mcp_read_resource``).
     """
@@ -98,6 +110,9 @@ def connect_mcp(
                                  f"several servers), not {prefix_tool_names!r}")
     if log_level is not None and log_level not in _LOG_LEVELS:
         raise ConfigurationError(f"log_level must be one of {', '.join(_LOG_LEVELS)} or None, not {log_level!r}")
+    if reconnect is not None and not isinstance(reconnect, RetryPolicy):
+        raise ConfigurationError(f"reconnect must be an agentkit.models.RetryPolicy or None (never "
+                                 f"reconnect), not {reconnect!r}")
     if not isinstance(expose_resources, bool):
         raise ConfigurationError(f"expose_resources must be True or False, not {expose_resources!r}")
     specs = validate_servers(servers)
@@ -129,7 +144,7 @@ def connect_mcp(
         name: ServerConnection(name, spec, connect_timeout=float(connect_timeout),
                                max_list_pages=max_list_pages, log_level=log_level,
                                notify=notifier.put, tools_changed=tools_changed, host=host,
-                               roots=server_roots[name])
+                               roots=server_roots[name], reconnect=reconnect)
         for name, spec in specs.items()
     }
     for name, spec in specs.items():
@@ -142,8 +157,13 @@ def connect_mcp(
         runtime.supervisor = runtime.loop.submit(supervise, list(conns.values()))
         deadline = time.monotonic() + float(connect_timeout) + 1.0
         for conn in conns.values():
-            if not conn.ready.wait(max(0.0, deadline - time.monotonic())):
-                conn.fail(f"did not connect and list its tools within {connect_timeout:g}s (connect_timeout)")
+            while not conn.ready.wait(max(0.0, min(0.5, deadline - time.monotonic()))):
+                if conn.holding:  # a person is authorizing: McpOAuth.authorize_timeout applies
+                    deadline = max(deadline, time.monotonic() + 1.0)
+                elif time.monotonic() >= deadline:
+                    conn.fail(f"did not connect and list its tools within {connect_timeout:g}s "
+                              f"(connect_timeout)")
+                    break
         holder.append(weakref.ref(toolset))
         toolset._rebuild()
         if fail_on_no_tools and not toolset.tools:
