@@ -23,13 +23,14 @@ __all__: list[str] = []
 
 
 class Attempt:
-    """One try at sending a call: ``reached`` turns True once a POST to the MCP endpoint may
-    have reached the server."""
+    """One try at sending a call. ``reached``: it may have reached the server. Over HTTP it
+    starts False and turns True once a POST to the MCP endpoint may have been delivered;
+    over stdio nothing is tracked, so it starts True (unknown)."""
 
     __slots__ = ("reached",)
 
-    def __init__(self) -> None:
-        self.reached = False
+    def __init__(self, *, tracked: bool) -> None:
+        self.reached = not tracked
 
 
 ATTEMPT: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar("agentkit_mcp_attempt", default=None)

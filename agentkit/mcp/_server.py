@@ -610,7 +610,7 @@ class ServerConnection:
 
         for _ in range(2):
             client = await self.usable_client()
-            attempt = Attempt()
+            attempt = Attempt(tracked=isinstance(self.spec, HttpServer))
             token = ATTEMPT.set(attempt)
             try:
                 return await client.call_tool(name, arguments, progress_callback=on_progress)
