@@ -58,6 +58,18 @@ def test_a_killed_stdio_server_is_reconnected_at_the_next_call_with_its_subscrip
         session.close()
 
 
+def test_a_server_that_dies_while_idle_is_disconnected_and_keeps_its_tools_until_the_next_call():
+    with no_leaks(), connect_mcp({"demo": stdio(DEMO), "other": stdio(DEMO)}, reconnect=FAST) as toolset:
+        pid = int(call(toolset, "demo__pid"))
+        os.kill(pid, signal.SIGKILL)
+        # the subscriptions/listen stream ends, and the probe that follows finds no server
+        wait_for(lambda: toolset.servers["demo"].status == "disconnected", what="the loss to be noticed")
+        assert "lost its connection" in toolset.servers["demo"].error
+        assert "demo__add" in toolset.tool_name_map  # still offered: calling it reconnects
+        assert call(toolset, "demo__add", a=1, b=1) == "2"
+        assert toolset.servers["demo"].connected and toolset.servers["demo"].error is None
+
+
 def test_a_call_in_flight_when_the_server_dies_is_not_repeated(tmp_path):
     log = tmp_path / "calls.log"
     with no_leaks(), connect_mcp({"demo": stdio(DEMO, env={"AGENTKIT_MCP_TEST_LOG": str(log)})},
