@@ -161,11 +161,13 @@ PUBLIC_NAMESPACES = {
         'JobRunner',
     ],
     'agentkit.mcp': [
-        'ApproveSampling', 'AuthorizeToolCall', 'ElicitationHandler', 'ElicitationRequest',
-        'ElicitationResult', 'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpPrompt',
-        'McpPromptArgument', 'McpResource', 'McpServerStatus', 'McpToolRef', 'McpToolset',
-        'SamplingHandler', 'SamplingRequest', 'SamplingResult', 'ServerSpec', 'StdioServer',
-        'connect_mcp', 'exposed_names', 'sanitize_name', 'tool_result_to_output',
+        'ApproveSampling', 'AuthorizationResponse', 'AuthorizeToolCall', 'ElicitationHandler',
+        'ElicitationRequest', 'ElicitationResult', 'FileTokenStore', 'HttpServer', 'LogLevel',
+        'MAX_TOOL_NAME_LENGTH', 'McpOAuth', 'McpPrompt', 'McpPromptArgument', 'McpResource',
+        'McpServerStatus', 'McpToolRef', 'McpToolset', 'MemoryTokenStore', 'OnAuthorize',
+        'PendingAuthorizations', 'SamplingHandler', 'SamplingRequest', 'SamplingResult',
+        'ServerSpec', 'StdioServer', 'TokenStore', 'connect_mcp', 'exposed_names', 'sanitize_name',
+        'tool_result_to_output',
     ],
     'agentkit.mcp.config': [
         'HttpServer', 'LogLevel', 'ServerSpec', 'StdioServer', 'validate_servers',
@@ -181,8 +183,14 @@ PUBLIC_NAMESPACES = {
     'agentkit.mcp.naming': [
         'MAX_TOOL_NAME_LENGTH', 'exposed_names', 'sanitize_name',
     ],
+    'agentkit.mcp.oauth': [
+        'AuthorizationResponse', 'McpOAuth', 'OnAuthorize', 'PendingAuthorizations',
+    ],
     'agentkit.mcp.results': [
         'content_block_to_parts', 'resource_contents_to_parts', 'tool_result_to_output',
+    ],
+    'agentkit.mcp.tokens': [
+        'FileTokenStore', 'MemoryTokenStore', 'TokenStore',
     ],
     'agentkit.mcp.toolset': [
         'AuthorizeToolCall', 'McpServerStatus', 'McpToolRef', 'McpToolset',

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlparse
 
 import anyio
@@ -31,6 +31,7 @@ from mcp.shared.auth import (
     OAuthMetadata,
     OAuthToken,
 )
+from pydantic import BaseModel
 
 from ..errors import McpError
 from .oauth import AuthorizationResponse, McpOAuth
@@ -40,6 +41,7 @@ __all__: list[str] = []
 log = logging.getLogger("agentkit.mcp")
 
 _TIMED_OUT = object()
+_M = TypeVar("_M", bound=BaseModel)
 
 Hold = Callable[[], AbstractAsyncContextManager[None]]
 """Pauses the connect deadline while a person authorizes."""
@@ -84,7 +86,7 @@ class _Storage:
         await self._save(client=client_info.model_dump(mode="json", exclude_none=True))
 
 
-def _parse(model: Any, raw: Any, what: str) -> Any:
+def _parse(model: type[_M], raw: Any, what: str) -> _M | None:
     if raw is None:
         return None
     try:
