@@ -134,6 +134,7 @@ def main() -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
+    sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     app = protected_server(port, DemoAuthProvider()).streamable_http_app(host="127.0.0.1")
     print(f"http://127.0.0.1:{port}/mcp", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1)).run(sockets=[sock])

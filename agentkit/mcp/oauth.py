@@ -152,7 +152,7 @@ class PendingAuthorizations:
 
     def __call__(self, authorization_url: str) -> AuthorizationResponse:
         """Publish ``authorization_url`` and wait for :meth:`complete` (the ``on_authorize``)."""
-        state = AuthorizationResponse.from_redirect({"code": "-", **_query(authorization_url)}).state
+        state = _query(authorization_url).get("state")
         if not state:
             raise McpError("the authorization URL has no 'state' parameter to wait on")
         box: queue.SimpleQueue[AuthorizationResponse | BaseException] = queue.SimpleQueue()

@@ -77,8 +77,8 @@ class FileTokenStore:
     Every write takes an exclusive ``portalocker`` lock on ``<path>.lock``, reads the
     current file, changes one server's record and replaces the file atomically with mode
     ``0600``: concurrent processes and threads each keep their own servers' records, and
-    a crash leaves the old file or the new one. Reads need no lock. The parent directory
-    is created (``0700``) when missing. Treat the file like a password.
+    a crash leaves the old file or the new one. Reads need no lock. ``~`` is expanded; the
+    parent directory is created (``0700``) when missing. Treat the file like a password.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = 10.0, fsync: bool = True) -> None:
@@ -86,7 +86,7 @@ class FileTokenStore:
             raise ConfigurationError(f"FileTokenStore needs a file path, not {path!r}")
         if not isinstance(lock_timeout, (int, float)) or lock_timeout <= 0:
             raise ConfigurationError(f"lock_timeout must be a positive number of seconds, not {lock_timeout!r}")
-        self.path = os.path.abspath(os.fspath(path))
+        self.path = os.path.abspath(os.path.expanduser(os.fspath(path)))
         """The token file."""
         if os.path.isdir(self.path):
             raise ConfigurationError(f"FileTokenStore path {self.path!r} is a directory; give a file path "
