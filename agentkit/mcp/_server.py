@@ -2,8 +2,11 @@
 
 ``ServerConnection.run()`` is a long-lived task: it opens the transport and the client
 (inside a deadline), lists the tools page by page, then serves until asked to stop,
-refreshing the listing on ``tools/list_changed``. Everything here runs on the loop
-thread except the read-only snapshot properties, which take a lock.
+refreshing the listing on ``tools/list_changed``. When a connection is lost the server
+is ``disconnected``; the next call (:meth:`ServerConnection.usable_client`) wakes
+``run()`` for a reconnect round: up to ``max_retries`` connects with exponential backoff,
+each one a fresh session (tools listed again, subscriptions renewed). Everything here
+runs on the loop thread except the read-only snapshot properties, which take a lock.
 """
 
 from __future__ import annotations
@@ -11,17 +14,26 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
 import anyio.abc
 
-from ..errors import McpError
 from ..models._retry import RetryPolicy
 from ._callbacks import HostCallbacks, Roots
-from ._reconnect import ATTEMPT, Attempt, TrackingTransport, session_closed
+from ._failures import (
+    NotConnected,
+    OutcomeUnknown,
+    ResourceSubscriptionUnsupported,
+    answered,
+    connect_hint,
+    describe_error,
+    is_connection_loss,
+    offending_line,
+)
+from ._reconnect import ATTEMPT, Attempt, session_closed
 from .config import HttpServer, LogLevel, StdioServer
 
 __all__: list[str] = []
@@ -34,23 +46,6 @@ _RELISTEN_AFTER = 2.0
 """Pause before listening again after a stream dropped while the server still answers."""
 _MAX_QUICK_RELISTENS = 5
 """Streams that drop soon after opening, in a row, before agentkit stops re-listening."""
-
-
-def error_leaves(exc: BaseException) -> list[BaseException]:
-    """``exc`` itself, or the leaf exceptions of an exception group, in order."""
-    subs = getattr(exc, "exceptions", None)
-    if isinstance(subs, tuple) and subs:
-        return [leaf for sub in subs for leaf in error_leaves(sub)]
-    return [exc]
-
-
-def describe_error(exc: BaseException) -> str:
-    """A one-line description of ``exc``; exception groups are unwrapped to their leaves."""
-    texts = []
-    for leaf in error_leaves(exc)[:3]:
-        msg = str(leaf).strip()
-        texts.append(f"{type(leaf).__name__}: {msg}" if msg else type(leaf).__name__)
-    return "; ".join(texts) or type(exc).__name__
 
 
 class ServerConnection:
@@ -247,7 +242,7 @@ class ServerConnection:
             if connected:
                 self.lost(exc)
             else:
-                self._connect_failed(f"failed to connect: {describe_error(exc)}{_connect_hint(self.spec, exc)}",
+                self._connect_failed(f"failed to connect: {describe_error(exc)}{connect_hint(self.spec, exc)}",
                                      reconnect)
         finally:
             self._tg = None
@@ -316,63 +311,10 @@ class ServerConnection:
                 self.holding -= 1
             scope.deadline = anyio.current_time() + max(remaining, 1.0)
 
-    async def _headers(self, spec: HttpServer) -> dict[str, str]:
-        if not callable(spec.headers):
-            return dict(spec.headers)
-        headers = await anyio.to_thread.run_sync(spec.headers)
-        if not isinstance(headers, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
-                                                        for k, v in headers.items()):
-            raise McpError(f"the 'headers' callable must return a dict of str to str, not {headers!r:.80}")
-        return dict(headers)
+    def _open(self) -> AbstractAsyncContextManager[Any]:
+        from ._transport import open_client
 
-    @asynccontextmanager
-    async def _open(self) -> AsyncIterator[Any]:
-        from mcp import Client, StdioServerParameters
-
-        spec = self.spec
-        callbacks = (self._host or HostCallbacks()).for_server(self.name, lambda: self.roots,
-                                                                    self._roots_listed)
-        async with AsyncExitStack() as stack:
-            if isinstance(spec, StdioServer):
-                params = StdioServerParameters(
-                    command=spec.command, args=list(spec.args),
-                    env=None if spec.env is None else dict(spec.env), cwd=spec.cwd,
-                )
-                client = Client(params, message_handler=self._on_message, log_level=self._log_level,
-                                cache=None, **callbacks)
-            elif isinstance(spec, HttpServer):
-                import httpx2
-                from mcp.client.streamable_http import streamable_http_client
-
-                auth = None
-                if spec.auth is not None:
-                    from ._oauth import build_auth
-
-                    auth = build_auth(spec.auth, spec.url, self.hold_deadline)
-                http = httpx2.AsyncClient(headers=await self._headers(spec), auth=auth,
-                                          transport=TrackingTransport(httpx2.AsyncHTTPTransport(), spec.url),
-                                          timeout=httpx2.Timeout(30.0, read=300.0))
-                await stack.enter_async_context(http)
-                client = Client(streamable_http_client(spec.url, http_client=http),
-                                message_handler=self._on_message, log_level=self._log_level, cache=None,
-                                **callbacks)
-            else:  # an un-entered mcp.Client built by the caller: chain its own handler
-                client = spec
-                client.message_handler = self._chain(client.message_handler)
-                if client.log_level is None:
-                    client.log_level = self._log_level
-                for key, callback in callbacks.items():  # the caller's own callbacks win
-                    if getattr(client, key, None) is None:
-                        setattr(client, key, callback)
-            yield await stack.enter_async_context(client)
-
-    def _chain(self, user_handler: Any) -> Any:
-        async def handler(message: Any) -> None:
-            await self._on_message(message)
-            if user_handler is not None:
-                await user_handler(message)
-
-        return handler
+        return open_client(self, self.spec, self._host or HostCallbacks())
 
     async def _list_tools(self) -> list[Any]:
         """Every tool of the server, following ``nextCursor`` page by page."""
@@ -466,7 +408,7 @@ class ServerConnection:
             try:
                 await self.refresh()
             except Exception as exc:  # noqa: BLE001 - decided here
-                if _answered(exc):
+                if answered(exc):
                     self.warn(f"refreshing the tool list failed: {describe_error(exc)}")
                 else:
                     if not self._stop_requested:
@@ -542,7 +484,7 @@ class ServerConnection:
         that ends the connect at once (it would otherwise wait out ``connect_timeout``);
         once connected, it is a warning, given once (the messages around it still work).
         A blank line is let pass."""
-        line = _offending_line(exc)
+        line = offending_line(exc)
         if line is not None and not line.strip():
             return
         shown = describe_error(exc)[:200] if line is None else repr(line[:120]) + (" ..." if len(line) > 120 else "")
@@ -586,13 +528,6 @@ class ServerConnection:
             self._notify({"server": self.name, "method": method, "params": data})
         except Exception:  # noqa: BLE001 - a sink must not break the connection
             log.exception("forwarding an MCP notification failed")
-
-    def connected_client(self) -> Any:
-        """The live client; raises :class:`NotConnected` when there is none."""
-        client = self.client
-        if client is None or self.status != "connected":
-            raise NotConnected(self.error or f"status is {self.status!r}")
-        return client
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         progress: Callable[[float, float | None, str | None], None] | None = None) -> Any:
@@ -653,94 +588,3 @@ class ServerConnection:
         if asked is not None:
             with anyio.move_on_after(await_ask):
                 await asked.wait()
-
-
-def _connect_hint(spec: Any, exc: BaseException) -> str:
-    """What to check after a failed connect, when the error makes it clear."""
-    leaves = error_leaves(exc)
-    if isinstance(spec, StdioServer):
-        if any(isinstance(e, (FileNotFoundError, PermissionError)) for e in leaves):
-            return (f" (check that 'command' {spec.command!r} is an installed executable: an absolute "
-                    f"path, or a name on PATH)")
-        if any(getattr(e, "code", None) == -32000 for e in leaves):  # CONNECTION_CLOSED
-            return (" (the server process exited or closed its stdout before answering; its stderr "
-                    "usually says why)")
-    if isinstance(spec, HttpServer) and any(isinstance(e, (ConnectionError, OSError)) or
-                                            type(e).__name__ == "ConnectError" for e in leaves):
-        return f" (check that the server is running and that 'url' {spec.url!r} is right)"
-    return ""
-
-
-def _offending_line(exc: ValueError) -> str | None:
-    """The line the server wrote, as pydantic's validation error keeps it (None when the
-    error does not say)."""
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        try:
-            found = errors()
-        except Exception:  # noqa: BLE001 - not a pydantic error after all
-            found = []
-        for error in found:
-            if isinstance(error.get("input"), str):
-                return str(error["input"])
-    return None
-
-
-class _QuietParseErrors(logging.Filter):
-    """The mcp SDK logs a full traceback for every stdout line that is not JSON-RPC; a
-    server printing garbage floods stderr with them. On agentkit's loop threads the
-    connection reports the problem itself (its status, or one warning), so those
-    records are dropped; other users of the SDK in the process keep them."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.msg == "Failed to parse JSONRPC message from server"
-                    and record.threadName is not None and record.threadName.startswith("agentkit-mcp"))
-
-
-def _install_log_filter() -> None:
-    stdio_log = logging.getLogger("mcp.client.stdio")
-    if not any(isinstance(f, _QuietParseErrors) for f in stdio_log.filters):
-        stdio_log.addFilter(_QuietParseErrors())
-
-
-_install_log_filter()
-
-
-def _answered(exc: BaseException) -> bool:
-    """True when ``exc`` is an error the server sent back (so it is still there), not a
-    closed connection, a transport failure or a timeout."""
-    from mcp import MCPError
-
-    leaves = error_leaves(exc)
-    return all(isinstance(e, MCPError) and e.error.code != -32000 for e in leaves)  # CONNECTION_CLOSED
-
-
-class NotConnected(Exception):
-    """The server is not connected (failed, lost or closed)."""
-
-
-class OutcomeUnknown(Exception):
-    """The connection was lost while a call was on its way; ``sent`` says whether it may
-    have reached the server (False: it did not, but the server could not be reconnected)."""
-
-    def __init__(self, message: str, *, sent: bool) -> None:
-        super().__init__(message)
-        self.sent = sent
-
-
-def is_connection_loss(exc: BaseException) -> bool:
-    """True when ``exc`` says the connection is gone (not an error the server answered)."""
-    for e in error_leaves(exc):
-        if isinstance(e, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
-                          ConnectionError, EOFError)):
-            return True
-        if getattr(getattr(e, "error", None), "code", None) == -32000 or getattr(e, "code", None) == -32000:
-            return True  # CONNECTION_CLOSED
-        if type(e).__module__.startswith("httpx") and type(e).__name__ in (
-                "ConnectError", "ReadError", "WriteError", "RemoteProtocolError", "ConnectTimeout"):
-            return True
-    return False
-
-
-class ResourceSubscriptionUnsupported(Exception):
-    """The server does not offer resource subscriptions."""
