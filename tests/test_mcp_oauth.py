@@ -236,3 +236,17 @@ def test_a_damaged_token_file_is_reported(tmp_path):
         FileTokenStore(path).load("x")
     with pytest.raises(ConfigurationError, match="is a directory"):
         FileTokenStore(tmp_path)
+
+
+def test_an_on_authorize_that_raises_or_returns_nonsense_fails_the_connect(server):
+    srv, provider = server
+
+    def broken(url: str) -> str:
+        raise RuntimeError("the browser could not be opened")
+
+    for handler, expected in ((broken, "the browser could not be opened"), (lambda u: 42, "not int")):
+        auth = McpOAuth(redirect_uri=REDIRECT, on_authorize=handler)
+        with connect_mcp({"p": {"url": srv.base + "/mcp", "auth": auth}}) as toolset:
+            status = toolset.servers["p"]
+            assert status.status == "failed" and expected in status.error
+    assert provider.access == {}

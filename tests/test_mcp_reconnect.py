@@ -188,3 +188,59 @@ def test_bad_reconnect_and_headers_values_are_refused():
         connect_mcp({"demo": stdio(DEMO)}, reconnect=3)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="'headers' must be a dict"):
         connect_mcp({"web": {"url": "http://127.0.0.1:1/mcp", "headers": "Bearer x"}})
+
+
+def test_parallel_calls_meeting_a_dead_server_share_one_reconnect(tmp_path):
+    log = tmp_path / "calls.log"
+    with no_leaks(), connect_mcp({"demo": stdio(DEMO, env={"AGENTKIT_MCP_TEST_LOG": str(log)})},
+                                 reconnect=FAST) as toolset:
+        first = int(call(toolset, "pid"))
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: not alive(first), what="the server to die")
+        add = by_name(toolset)["add"]
+        results: list[str] = []
+        threads = [threading.Thread(target=lambda i=i: results.append(add(a=i, b=100).as_text()))
+                   for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(results) == sorted(str(100 + i) for i in range(8))
+        assert len({int(call(toolset, "pid")) for _ in range(3)}) == 1
+        assert sorted(log.read_text().splitlines()) == sorted(f"add {i} 100" for i in range(8))  # each once
+
+
+def test_close_during_a_reconnect_backoff_ends_the_waiting_call_at_once():
+    deploy = Deployment()
+    deploy.thread.start()
+    slow = RetryPolicy(max_retries=5, initial_delay=30.0, max_delay=30.0, max_elapsed=300.0, jitter=0.0)
+    toolset = connect_mcp({"web": {"url": deploy.url}}, reconnect=slow)
+    try:
+        add = by_name(toolset)["add"]
+        deploy.thread.stop()
+        out: list[object] = []
+        caller = threading.Thread(target=lambda: out.append(add(a=1, b=1)))
+        caller.start()
+        wait_for(lambda: toolset.servers["web"].status == "reconnecting", what="the reconnect round")
+        threading.Event().wait(0.3)  # the first attempt failed; the round sleeps 30 s now
+        toolset.close()
+        caller.join(10)
+        assert not caller.is_alive() and out and out[0].is_error
+        assert toolset.servers["web"].status in ("closed", "failed")
+    finally:
+        toolset.close()
+        deploy.thread.stop()
+
+
+def test_delivery_tracking_keeps_the_proxies_of_the_environment(monkeypatch):
+    import httpx2
+
+    from agentkit.mcp._reconnect import TrackingTransport, track_deliveries
+
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
+    http = httpx2.AsyncClient()
+    proxied = [t for t in http._mounts.values() if t is not None]
+    assert proxied  # httpx2 honours the environment's proxy for a client built like ours
+    assert track_deliveries(http, "http://mcp.example/mcp")
+    assert all(isinstance(t, TrackingTransport) for t in http._mounts.values() if t is not None)
+    assert isinstance(http._transport, TrackingTransport)

@@ -63,6 +63,23 @@ class TrackingTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+def track_deliveries(http: httpx2.AsyncClient, url: str) -> bool:
+    """Wrap the client's own transports (the default one and any proxy mounts from the
+    environment) in :class:`TrackingTransport`. Passing ``transport=`` to the client would
+    switch off ``HTTP(S)_PROXY`` from the environment, so the built client is wrapped
+    instead. Returns False, tracking nothing, when the client does not look as expected
+    (calls then count as possibly delivered: never repeated)."""
+    transport = getattr(http, "_transport", None)
+    mounts = getattr(http, "_mounts", None)
+    if not isinstance(transport, httpx2.AsyncBaseTransport) or not isinstance(mounts, dict):
+        return False
+    http._transport = TrackingTransport(transport, url)
+    for pattern, mounted in list(mounts.items()):
+        if isinstance(mounted, httpx2.AsyncBaseTransport):
+            mounts[pattern] = TrackingTransport(mounted, url)
+    return True
+
+
 def session_closed(client: Any) -> bool:
     """True when the client's session has already seen its transport close (so a request
     written now would be refused before it is sent). False when it cannot tell."""

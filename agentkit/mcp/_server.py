@@ -92,6 +92,9 @@ class ServerConnection:
         self._wake: anyio.Event | None = None
         self._next_round: anyio.Event | None = None
         self._this_round: anyio.Event | None = None
+        self.tracked = False
+        """True while HTTP deliveries of this connection are tracked (calls that never
+        reached the server can be told apart)."""
         self.holding = 0
         """How many authorizations are waiting for a person (the connect deadline is paused)."""
         self._stop_requested = False
@@ -545,7 +548,7 @@ class ServerConnection:
 
         for _ in range(2):
             client = await self.usable_client()
-            attempt = Attempt(tracked=isinstance(self.spec, HttpServer))
+            attempt = Attempt(tracked=self.tracked)
             token = ATTEMPT.set(attempt)
             try:
                 return await client.call_tool(name, arguments, progress_callback=on_progress)

@@ -12,7 +12,7 @@ import anyio
 
 from ..errors import McpError
 from ._callbacks import HostCallbacks
-from ._reconnect import TrackingTransport
+from ._reconnect import track_deliveries
 from .config import HttpServer, StdioServer
 
 __all__: list[str] = []
@@ -52,8 +52,8 @@ async def open_client(conn: Any, spec: Any, host: HostCallbacks) -> AsyncIterato
 
                 auth = build_auth(spec.auth, spec.url, conn.hold_deadline)
             http = httpx2.AsyncClient(headers=await _headers(spec), auth=auth,
-                                      transport=TrackingTransport(httpx2.AsyncHTTPTransport(), spec.url),
                                       timeout=httpx2.Timeout(30.0, read=300.0))
+            conn.tracked = track_deliveries(http, spec.url)
             await stack.enter_async_context(http)
             client = Client(streamable_http_client(spec.url, http_client=http),
                             message_handler=conn._on_message, log_level=conn._log_level, cache=None,
