@@ -244,3 +244,20 @@ def test_delivery_tracking_keeps_the_proxies_of_the_environment(monkeypatch):
     assert track_deliveries(http, "http://mcp.example/mcp")
     assert all(isinstance(t, TrackingTransport) for t in http._mounts.values() if t is not None)
     assert isinstance(http._transport, TrackingTransport)
+
+
+def test_a_round_stops_when_its_time_budget_is_spent(caplog):
+    deploy = Deployment()
+    deploy.thread.start()
+    budget = RetryPolicy(max_retries=50, initial_delay=0.2, max_delay=0.2, max_elapsed=0.5, jitter=0.0)
+    try:
+        with connect_mcp({"web": {"url": deploy.url}}, reconnect=budget) as toolset:
+            add = by_name(toolset)["add"]
+            deploy.thread.stop()
+            with caplog.at_level(logging.INFO, logger="agentkit.mcp"):
+                output = add(a=1, b=1)
+            attempts = [r for r in caplog.records if "reconnecting (attempt" in r.getMessage()]
+            assert 1 <= len(attempts) <= 3  # 50 allowed, but 0.5 s holds at most 3 with 0.2 s waits
+            assert f"reconnecting failed after {len(attempts)} attempt(s)" in output.as_text()
+    finally:
+        deploy.thread.stop()

@@ -164,17 +164,23 @@ class ServerConnection:
             self.ready.set()
 
     async def _reconnect_round(self) -> None:
-        """Up to ``max_retries`` connects with exponential backoff between them; the calls
-        waiting for this round hear its outcome as soon as it is known."""
+        """Up to ``max_retries`` connects with exponential backoff between them, within
+        ``max_elapsed`` seconds; the calls waiting for this round hear its outcome as soon
+        as it is known."""
         policy = self._reconnect
         assert policy is not None
         outcome = self._next_round or anyio.Event()
         self._next_round, self._this_round = None, outcome
         self._set(status="reconnecting")
         attempts = 0
+        started = anyio.current_time()
         for attempts in range(1, policy.max_retries + 1):
             if attempts > 1:
-                with anyio.move_on_after(policy.backoff(attempts - 2)):
+                delay = policy.backoff(attempts - 2)
+                if anyio.current_time() + delay - started > policy.max_elapsed:
+                    attempts -= 1
+                    break  # the round's time budget (max_elapsed) is spent
+                with anyio.move_on_after(delay):
                     assert self._stop is not None
                     await self._stop.wait()
             if self._stop_requested:
@@ -187,6 +193,7 @@ class ServerConnection:
                 self.status = "failed"
                 self.error = f"reconnecting failed after {attempts} attempt(s): {self.error}"
         log.warning("MCP server %r: %s", self.name, self.error)
+        self._announce_tools_changed()  # a failed server's tools leave the toolset
         self._this_round = None
         outcome.set()
 

@@ -81,8 +81,10 @@ def connect_mcp(
 
     A server that drops (an HTTP server restarted, a stdio process that died) is
     ``disconnected``, keeps its tools listed, and is reconnected at its next call, with
-    up to ``reconnect.max_retries`` attempts and exponential backoff between them (the
-    tool list is refreshed, resource subscriptions renewed). A call that met the dead
+    up to ``reconnect.max_retries`` attempts, exponential backoff between them
+    (``initial_delay`` doubling up to ``max_delay``, with ``jitter``) and at most
+    ``max_elapsed`` seconds per round (the tool list is refreshed, resource subscriptions
+    renewed). A call that met the dead
     connection is sent again only when it provably never reached the server; otherwise
     it gets an error result saying its outcome is unknown. ``reconnect=None``: a lost
     server stays failed.
