@@ -250,3 +250,16 @@ def test_an_on_authorize_that_raises_or_returns_nonsense_fails_the_connect(serve
             status = toolset.servers["p"]
             assert status.status == "failed" and expected in status.error
     assert provider.access == {}
+
+
+def test_a_long_lived_toolset_refreshes_its_access_token_when_it_expires():
+    from mcp_servers.oauth_server import MemoryAuthProvider
+
+    srv, provider = oauth_server(MemoryAuthProvider(access_ttl=2))
+    browser = Browser()
+    with srv, connect_mcp({"p": {"url": srv.base + "/mcp", "auth": McpOAuth(redirect_uri=REDIRECT,
+                                                                            on_authorize=browser)}}) as toolset:
+        assert whoami(toolset).startswith("client ")
+        threading.Event().wait(3.2)  # the access token has expired, on both sides
+        assert whoami(toolset).startswith("client ")
+    assert provider.refreshes >= 1 and len(browser.urls) == 1
