@@ -263,3 +263,18 @@ def test_a_long_lived_toolset_refreshes_its_access_token_when_it_expires():
         threading.Event().wait(3.2)  # the access token has expired, on both sides
         assert whoami(toolset).startswith("client ")
     assert provider.refreshes >= 1 and len(browser.urls) == 1
+
+
+def test_configured_scopes_are_asked_for_in_addition_to_the_servers(server):
+    srv, _ = server
+    browser = Browser()
+
+    def person(url: str) -> str:
+        browser.urls.append(url)
+        return requests.get(url, allow_redirects=False, timeout=30).headers["location"]
+
+    auth = McpOAuth(redirect_uri=REDIRECT, on_authorize=person, scopes=["tools", "admin"])
+    with connect_mcp({"p": {"url": srv.base + "/mcp", "auth": auth}}) as toolset:
+        # the demo server offers only "tools": it refuses, and says so in the redirect
+        assert "refused: invalid_scope" in toolset.servers["p"].error
+    assert "scope=tools+admin" in browser.urls[0]

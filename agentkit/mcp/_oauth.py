@@ -112,6 +112,18 @@ class _Provider(OAuthClientProvider):
             self.context.oauth_metadata = _parse(OAuthMetadata, record["auth_server"], "authorization server")
 
 
+    async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+        # The SDK picks the scopes from the server's challenge and metadata and drops the
+        # client's own; the configured ones are asked for in addition.
+        wanted = self._agentkit_scopes
+        if wanted:
+            have = (self.context.client_metadata.scope or "").split()
+            self.context.client_metadata.scope = " ".join(have + [s for s in wanted if s not in have])
+        return await super()._perform_authorization_code_grant()
+
+    _agentkit_scopes: tuple[str, ...] = ()
+
+
 def build_auth(oauth: McpOAuth, server_url: str, hold: Hold) -> OAuthClientProvider:
     """The ``httpx2.Auth`` for one connection to ``server_url``."""
     storage = _Storage(oauth.token_store, server_url)
@@ -147,6 +159,7 @@ def build_auth(oauth: McpOAuth, server_url: str, hold: Hold) -> OAuthClientProvi
     )
     provider = _Provider(server_url, metadata, storage, redirect_handler=redirect_handler,
                          callback_handler=callback_handler)
+    provider._agentkit_scopes = tuple(oauth.scopes or ())
     storage.provider = provider
     return provider
 

@@ -101,7 +101,8 @@ class McpOAuth:
     client_name: str = "agentkit"
     """The client name shown on the consent page."""
     scopes: Sequence[str] | None = None
-    """Scopes to ask for (None: what the server's challenge or metadata suggests)."""
+    """Scopes to ask for in addition to those the server's challenge or metadata names
+    (None: just those)."""
     authorize_timeout: float = 300.0
     """Seconds ``on_authorize`` may take before the connect fails."""
 
