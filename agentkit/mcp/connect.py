@@ -14,11 +14,12 @@ from .config import _LOG_LEVELS, LogLevel, ServerSpec, validate_servers
 from .host import ApproveSampling, ElicitationHandler
 from .toolset import AuthorizeToolCall, McpToolset
 
-_RECONNECT = RetryPolicy(max_retries=3, initial_delay=0.2, max_delay=2.0, max_elapsed=30.0, jitter=0.25)
-
 __all__ = ["connect_mcp"]
 
 log = logging.getLogger("agentkit.mcp")
+
+_RECONNECT = RetryPolicy(max_retries=3, initial_delay=0.2, max_delay=2.0, max_elapsed=30.0, jitter=0.25)
+"""The default reconnect policy: three attempts within 30 s."""
 
 
 def connect_mcp(
@@ -41,7 +42,8 @@ def connect_mcp(
     """Connect MCP servers and return their tools as an :class:`McpToolset`.
 
     ``servers`` maps a name to a stdio config (``{"command", "args", "env", "cwd"}``), a
-    Streamable HTTP config (``{"url", "headers"}``), a :class:`~agentkit.mcp.StdioServer`
+    Streamable HTTP config (``{"url", "headers", "auth"}``: ``headers`` a dict or a
+    callable read at every connect, ``auth`` an :class:`~agentkit.mcp.McpOAuth`), a :class:`~agentkit.mcp.StdioServer`
     / :class:`~agentkit.mcp.HttpServer`, or an un-entered ``mcp.Client``. Configs are
     checked before anything starts.
 
@@ -79,15 +81,14 @@ def connect_mcp(
     * ``elicitation``: a handler ``(ElicitationRequest) -> ElicitationResult | dict | None``
       (a dict accepts with that content, None declines).
 
-    A server that drops (an HTTP server restarted, a stdio process that died) is
+    A server that drops (an HTTP server gone for a while, a stdio process that died) is
     ``disconnected``, keeps its tools listed, and is reconnected at its next call, with
     up to ``reconnect.max_retries`` attempts, exponential backoff between them
     (``initial_delay`` doubling up to ``max_delay``, with ``jitter``) and at most
-    ``max_elapsed`` seconds per round (the tool list is refreshed, resource subscriptions
-    renewed). A call that met the dead
-    connection is sent again only when it provably never reached the server; otherwise
-    it gets an error result saying its outcome is unknown. ``reconnect=None``: a lost
-    server stays failed.
+    ``max_elapsed`` seconds per round; the tool list is refreshed and resource
+    subscriptions renewed. A call that met the dead connection is sent again only when it
+    provably never reached the server; otherwise it gets an error result saying its
+    outcome is unknown. ``reconnect=None``: a lost server stays failed.
 
     ``expose_resources=True`` adds two tools that let the model list and read the
     servers' resources (``mcp_list_resources``, ``mcp_read_resource``).
