@@ -29,6 +29,10 @@ EventHandler = Callable[[dict[str, Any], "str | None"], None]
 """Called on the reader thread with an event's params and the session id it came from."""
 
 
+class CdpTimeout(BrowserError):
+    """The browser did not answer a command in time."""
+
+
 class _Pending:
     __slots__ = ("done", "reply")
 
@@ -89,7 +93,7 @@ class CdpConnection:
                 raise CancelledError(cancel.reason)
             if self._closed is not None:
                 raise BrowserError(f"the browser is gone ({self._closed}); start a new one")
-            raise BrowserError(f"the browser did not answer {method} within {timeout:g}s")
+            raise CdpTimeout(f"the browser did not answer {method} within {timeout:g}s")
         if "error" in reply:
             error = reply["error"]
             raise BrowserError(f"{method}: {error.get('message', error)}")

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import AccessDenied, BrowserError, CancelledError, ConfigurationError
-from ._cdp import CdpConnection
+from ._cdp import CdpConnection, CdpTimeout
 from ._launch import BrowserProcess
 from ._origins import BLANK, OriginPolicy
 from ._snapshot import render_outline
@@ -39,6 +39,7 @@ from .base import PageSnapshot, SnapshotFormat
 __all__ = ["ChromiumBrowser"]
 
 _CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+_DETACHED = "Not attached to an active page"
 _REF = re.compile(r"^e(\d+)$")
 _SELECT_ALL = """function () {
   if (typeof this.select === 'function') { this.select(); return; }
@@ -238,8 +239,16 @@ class ChromiumBrowser:
 
     def _call(self, method: str, params: dict[str, Any] | None = None, *, deadline: float,
               cancel: CancelToken | None) -> dict[str, Any]:
-        return self._cdp.call(method, params, session=self._session, cancel=cancel,
-                              timeout=max(deadline - time.monotonic(), 0.05))
+        while True:
+            try:
+                return self._cdp.call(method, params, session=self._session, cancel=cancel,
+                                      timeout=max(deadline - time.monotonic(), 0.05))
+            except BrowserError as exc:
+                # between a failed navigation and its error page the page has no document
+                # for a moment: ask again until it has one
+                if _DETACHED not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
 
     def _wait_loaded(self, what: str, deadline: float, cancel: CancelToken | None,
                      since: int | None = None, settle: float = 0.0) -> None:
@@ -310,7 +319,7 @@ class ChromiumBrowser:
     def url(self) -> str:
         """The address of the page shown now; for a page that failed to load, the
         address that was asked for."""
-        history = self._cdp.call("Page.getNavigationHistory", session=self._session, timeout=self.timeout)
+        history = self._call("Page.getNavigationHistory", deadline=time.monotonic() + self.timeout, cancel=None)
         return str(history["entries"][history["currentIndex"]]["url"])
 
     def navigate(self, url: str, *, cancel: CancelToken | None = None) -> None:
@@ -324,7 +333,14 @@ class ChromiumBrowser:
                 self._blocked = []
             with self._loading:
                 before = self._navigations
-            result = self._call("Page.navigate", {"url": url}, deadline=deadline, cancel=cancel)
+            try:
+                result = self._call("Page.navigate", {"url": url}, deadline=deadline, cancel=cancel)
+            except (CdpTimeout, CancelledError) as exc:  # no answer from the server yet
+                self._cdp.send("Page.stopLoading", session=self._session)
+                if isinstance(exc, CancelledError):
+                    raise
+                raise BrowserError(f"{url} did not finish loading within {self.timeout:g}s; "
+                                   f"loading was stopped") from None
             error = result.get("errorText")
             if error:
                 with self._state:
