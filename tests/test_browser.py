@@ -83,6 +83,17 @@ class Site:
         self.server.server_close()
 
 
+# connections the browser's request filter does not see: a WebSocket from the page, from a
+# frame and from a worker (the other server would log their handshakes as GET /ws...)
+_SOCKETS = """<script>
+try { new WebSocket('OTHER/ws-page'); } catch (e) {}
+try { const f = document.createElement('iframe'); document.body.append(f);
+      new f.contentWindow.WebSocket('OTHER/ws-frame'); } catch (e) {}
+new Worker(URL.createObjectURL(new Blob(["try { new WebSocket('OTHER/ws-worker') } catch (e) {}"])));
+fetch('OTHER/fetch'.replace('ws:', 'http:')).catch(() => 0);
+</script>"""
+
+
 def _html(title: str, body: str) -> str:
     return f"<!doctype html><html><head><title>{title}</title></head><body>{body}</body></html>"
 
@@ -112,7 +123,8 @@ def sites() -> Iterator[tuple[Site, Site]]:
                                f'<button onclick="location.href=\'{other.origin}/\'">Script away</button>'
                                f'<a href="{other.origin}/" target="_blank">Pop up</a>'),
         "/redirect": lambda h: (302, {"Location": f"{other.origin}/"}, ""),
-        "/embeds": _html("Embeds", f'<p>with an image</p><img src="{other.origin}/pixel.png">'),
+        "/embeds": _html("Embeds", f'<p>with an image</p><img src="{other.origin}/pixel.png">'
+                                   + _SOCKETS.replace("OTHER", other.origin.replace("http:", "ws:"))),
         "/alert": _html("Alert", "<script>alert('hi'); confirm('sure?')</script><p>after the dialogs</p>"),
         "/slow": slow,
     })
@@ -275,9 +287,10 @@ def test_a_redirect_to_another_origin_is_refused_and_never_followed(tools, brows
     assert browser.url == f"{home.origin}/" and other.hits == []
 
 
-def test_resources_and_pop_ups_from_other_origins_are_blocked_too(tools, browser, sites):
+def test_resources_sockets_and_pop_ups_of_other_origins_are_blocked_too(tools, browser, sites):
     home, other = sites
     assert "with an image" in call(tools["browser_navigate"], url=f"{home.origin}/embeds").as_text()
+    time.sleep(0.5)
     page = call(tools["browser_navigate"], url=f"{home.origin}/away").as_text()
     call(tools["browser_click"], target=ref(page, "link", "Pop up"))
     time.sleep(0.3)

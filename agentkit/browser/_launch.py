@@ -36,6 +36,8 @@ BASE_FLAGS = (
     "--mute-audio",
     "--password-store=basic",
     "--use-mock-keychain",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--remote-debugging-pipe",
 )
 

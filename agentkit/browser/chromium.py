@@ -48,6 +48,17 @@ _SELECT_ALL = """function () {
     const sel = window.getSelection(); sel.removeAllRanges(); sel.addRange(range);
   }
 }"""
+# Connections the request filter (the Fetch domain) does not see: WebSockets, WebTransport
+# and WebRTC. Their constructors are removed from every document before its scripts run.
+_NO_SOCKETS = """(() => {
+  for (const name of ['WebSocket', 'WebTransport', 'RTCPeerConnection', 'webkitRTCPeerConnection']) {
+    if (!(name in globalThis)) continue;
+    const refuse = function () {
+      throw new DOMException(name + ' is disabled in this browser (agentkit allows only its origins)', 'SecurityError');
+    };
+    Object.defineProperty(globalThis, name, {value: refuse, writable: false, configurable: false});
+  }
+})();"""
 _CLEAR = """function () {
   if ('value' in this) this.value = ''; else if (this.isContentEditable) this.textContent = '';
   this.dispatchEvent(new Event('input', {bubbles: true}));
@@ -178,6 +189,11 @@ class ChromiumBrowser:
                                 ("Page.javascriptDialogOpening", self._on_dialog)):
             cdp.on(method, handler)
         cdp.call("Page.enable", session=session, timeout=t)
+        cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": _NO_SOCKETS, "runImmediately": True},
+                 session=session, timeout=t)
+        cdp.on("Target.attachedToTarget", self._on_attached)
+        cdp.call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
+                 session=session, timeout=t)
         width, height = self.viewport
         cdp.call("Emulation.setDeviceMetricsOverride",
                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
@@ -202,6 +218,18 @@ class ChromiumBrowser:
         info = params["targetInfo"]
         if info.get("type") == "page" and info["targetId"] != self._target:
             self._cdp.send("Target.closeTarget", {"targetId": info["targetId"]})  # pop-ups, new tabs
+
+    def _on_attached(self, params: dict[str, Any], session: str | None) -> None:
+        """A worker or frame of the page, paused before its first script: disarm its
+        sockets, then let it run."""
+        child = params["sessionId"]
+        kind = params["targetInfo"].get("type")
+        if kind == "iframe":
+            self._cdp.send("Page.addScriptToEvaluateOnNewDocument",
+                           {"source": _NO_SOCKETS, "runImmediately": True}, session=child)
+        else:
+            self._cdp.send("Runtime.evaluate", {"expression": _NO_SOCKETS}, session=child)
+        self._cdp.send("Runtime.runIfWaitingForDebugger", session=child)
 
     def _on_started(self, params: dict[str, Any], session: str | None) -> None:
         if params.get("frameId") == self._main_frame:
