@@ -443,6 +443,17 @@ def test_closing_ends_every_browser_process_and_removes_the_profile(sites, chrom
         b.snapshot()
 
 
+def test_a_browser_that_dies_fails_its_actions_clearly_and_still_closes(chromium):
+    b = ChromiumBrowser(allowed_origins=["http://127.0.0.1:1"], executable=chromium)
+    os.kill(b.pid, 9)
+    wait_for(lambda: b._cdp.closed, 5, "the pipe to close")
+    with pytest.raises(BrowserError, match="exited"):
+        b.snapshot()
+    started = time.monotonic()
+    b.close()
+    assert time.monotonic() - started < 5 and not alive(b.pid)
+
+
 # -- configuration ------------------------------------------------------------------------
 
 

@@ -259,8 +259,10 @@ class ChromiumBrowser:
             if time.monotonic() >= deadline:
                 raise BrowserError(f"the browser stayed busy with another action for {self.timeout:g}s")
         try:
-            if self._closed or self._cdp.closed:
+            if self._closed:
                 raise BrowserError("the browser is closed; start a new ChromiumBrowser")
+            if self._cdp.closed:
+                raise BrowserError("the browser exited (crashed or was killed); start a new ChromiumBrowser")
             yield time.monotonic() + self.timeout
         finally:
             self._action.release()
