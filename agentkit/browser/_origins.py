@@ -90,6 +90,10 @@ class OriginPolicy:
             return None
         return f"{url} is outside the allowed origins ({self.describe()})"
 
+    def names(self) -> tuple[str, ...]:
+        """The allowed origins written out: ``http://127.0.0.1:8123``."""
+        return tuple(f"{s}://{h if ':' not in h else f'[{h}]'}:{p}" for s, h, p in self.origins)
+
     def describe(self) -> str:
         """The allowed origins, comma separated."""
-        return ", ".join(f"{s}://{h if ':' not in h else f'[{h}]'}:{p}" for s, h, p in self.origins)
+        return ", ".join(self.names())

@@ -153,7 +153,7 @@ class ChromiumBrowser:
     @property
     def allowed_origins(self) -> tuple[str, ...]:
         """The allowed origins, normalised (``http://127.0.0.1:8123``)."""
-        return tuple(self.policy.describe().split(", "))
+        return self.policy.names()
 
     def close(self) -> None:
         """Close the browser: end its process tree and remove its profile. Idempotent."""

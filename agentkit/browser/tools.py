@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..errors import AccessDenied, AgentkitError, ConfigurationError
+from ..errors import AccessDenied, AgentkitError, CancelledError, ConfigurationError
 from ..messages import ImagePart, TextPart, ToolOutput
 from ..tools._common import check_limits, guarded, permission_gate, visible
 from ..tools._netguard import check_http_url
@@ -86,26 +86,32 @@ def browser_tools(
         return visible((note + "\n\n" if note else "") + snap.render(), max_lines, max_bytes)
 
     def confined(name: str, ctx: ToolContext, action: Callable[[], None]) -> str | ToolOutput:
-        """Run ``action``; if the page is then outside the allowed origins, take it back
-        and answer with an error."""
+        """Run ``action``; if the page is then outside the allowed origins (whether the
+        action succeeded or failed), take it back and answer with an error."""
         with lock:
             failure: AgentkitError | None = None
             try:
                 action()
-            except AccessDenied as exc:
+            except CancelledError:
+                raise
+            except AgentkitError as exc:  # AccessDenied, BrowserError: checked below
                 failure = exc
             url = browser.url
             refusal = policy.refusal(url)
-            if refusal is None and failure is None:
+            if refusal is None and not isinstance(failure, AccessDenied):
+                if failure is not None:
+                    raise failure
                 last_allowed[0] = url
                 return page(ctx)
             back = last_allowed[0]
             try:
                 browser.navigate(back, cancel=ctx.cancel)
+            except CancelledError:
+                raise
             except AgentkitError:  # the last page no longer loads: fall back to the empty page
                 back = BLANK
                 browser.navigate(BLANK, cancel=ctx.cancel)
-            why = str(failure) if failure is not None else f"the page went to {refusal}"
+            why = str(failure) if refusal is None else f"the page went to {refusal}"
             return ToolOutput.error(f"{name}: refused: {why}; the browser was taken back to {back}")
 
     def browser_navigate(url: str, ctx: ToolContext) -> str | ToolOutput:
