@@ -111,7 +111,7 @@ def browser_tools(
             except AgentkitError:  # the last page no longer loads: fall back to the empty page
                 back = BLANK
                 browser.navigate(BLANK, cancel=ctx.cancel)
-            why = str(failure) if refusal is None else f"the page went to {refusal}"
+            why = str(failure) if failure is not None else f"the page went to {refusal}"
             return ToolOutput.error(f"{name}: refused: {why}; the browser was taken back to {back}")
 
     def browser_navigate(url: str, ctx: ToolContext) -> str | ToolOutput:
