@@ -127,6 +127,7 @@ def sites() -> Iterator[tuple[Site, Site]]:
                                    + _SOCKETS.replace("OTHER", other.origin.replace("http:", "ws:"))),
         "/alert": _html("Alert", "<script>alert('hi'); confirm('sure?')</script><p>after the dialogs</p>"),
         "/slow": slow,
+        "/spin": _html("Spin", "<p>spinning</p><script>setTimeout(() => { for (;;) {} }, 50)</script>"),
     })
     try:
         yield home, other
@@ -391,7 +392,7 @@ def test_parallel_tool_calls_and_threads_share_one_browser_safely(browser, sites
     assert all("Count: 0" in t for t in texts)
 
 
-def test_a_page_that_does_not_load_in_time_is_stopped_and_a_cancel_stops_waiting(sites, chromium):
+def test_slow_pages_time_out_cancels_stop_waiting_and_a_wedged_page_is_replaced(sites, chromium):
     home, _ = sites
     with ChromiumBrowser(allowed_origins=[home.origin], executable=chromium, timeout=1) as b:
         started = time.monotonic()
@@ -405,6 +406,13 @@ def test_a_page_that_does_not_load_in_time_is_stopped_and_a_cancel_stops_waiting
             b.navigate(f"{home.origin}/slow", cancel=cancel)
         assert time.monotonic() - started < 0.9
         b.navigate(f"{home.origin}/counter")  # still usable
+        assert "Count: 0" in b.snapshot(format="text").content
+        b.navigate(f"{home.origin}/spin")  # a script that never ends wedges its page:
+        time.sleep(0.2)
+        with pytest.raises(BrowserError, match="stopped responding.*replaced by an empty page"):
+            b.snapshot()
+        assert b.url == "about:blank"  # a fresh page took its place
+        b.navigate(f"{home.origin}/counter")
         assert "Count: 0" in b.snapshot(format="text").content
 
 

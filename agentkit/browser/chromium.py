@@ -174,24 +174,31 @@ class ChromiumBrowser:
         return f"ChromiumBrowser({state}, allowed_origins={list(self.allowed_origins)})"
 
     def _open_page(self) -> str:
+        """Set the browser up (request filter, no downloads, pop-ups closed) and open the page."""
         cdp, t = self._cdp, self.timeout
         cdp.call("Browser.getVersion", timeout=t)
-        cdp.on("Fetch.requestPaused", self._on_request)
-        cdp.call("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}, timeout=t)
-        cdp.call("Browser.setDownloadBehavior", {"behavior": "deny"}, timeout=t)
-        self._target = cdp.call("Target.createTarget", {"url": BLANK}, timeout=t)["targetId"]
-        cdp.on("Target.targetCreated", self._on_target)
-        cdp.call("Target.setDiscoverTargets", {"discover": True}, timeout=t)
-        session: str = cdp.call("Target.attachToTarget", {"targetId": self._target, "flatten": True},
-                                timeout=t)["sessionId"]
-        for method, handler in (("Page.frameStartedLoading", self._on_started),
+        for method, handler in (("Fetch.requestPaused", self._on_request),
+                                ("Target.targetCreated", self._on_target),
+                                ("Target.attachedToTarget", self._on_attached),
+                                ("Page.frameStartedLoading", self._on_started),
                                 ("Page.frameStoppedLoading", self._on_stopped),
                                 ("Page.javascriptDialogOpening", self._on_dialog)):
             cdp.on(method, handler)
+        cdp.call("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}, timeout=t)
+        cdp.call("Browser.setDownloadBehavior", {"behavior": "deny"}, timeout=t)
+        target = cdp.call("Target.createTarget", {"url": BLANK}, timeout=t)["targetId"]
+        self._target = target
+        cdp.call("Target.setDiscoverTargets", {"discover": True}, timeout=t)
+        return self._attach(target)
+
+    def _attach(self, target: str) -> str:
+        """Attach to the page ``target`` and prepare it; returns the session id."""
+        cdp, t = self._cdp, self.timeout
+        session: str = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True},
+                                timeout=t)["sessionId"]
         cdp.call("Page.enable", session=session, timeout=t)
         cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": _NO_SOCKETS, "runImmediately": True},
                  session=session, timeout=t)
-        cdp.on("Target.attachedToTarget", self._on_attached)
         cdp.call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
                  session=session, timeout=t)
         width, height = self.viewport
@@ -201,6 +208,21 @@ class ChromiumBrowser:
         tree = cdp.call("Page.getFrameTree", session=session, timeout=t)
         self._main_frame = tree["frameTree"]["frame"]["id"]
         return session
+
+    def _replace_page(self) -> None:
+        """Close a page that stopped answering (a script in an endless loop) and open a
+        new, empty one in its place."""
+        old, self._target = self._target, None  # while None, the new page is not taken for a pop-up
+        try:
+            self._cdp.call("Target.closeTarget", {"targetId": old}, timeout=self.timeout)
+        except BrowserError:  # the browser ends it with the renderer anyway
+            pass
+        target = self._cdp.call("Target.createTarget", {"url": BLANK}, timeout=self.timeout)["targetId"]
+        self._session = self._attach(target)
+        self._target = target
+        with self._loading:
+            self._is_loading = False
+            self._loading.notify_all()
 
     # -- what the browser tells us (reader thread: never wait for an answer here) ------
 
@@ -216,7 +238,7 @@ class ChromiumBrowser:
 
     def _on_target(self, params: dict[str, Any], session: str | None) -> None:
         info = params["targetInfo"]
-        if info.get("type") == "page" and info["targetId"] != self._target:
+        if info.get("type") == "page" and self._target is not None and info["targetId"] != self._target:
             self._cdp.send("Target.closeTarget", {"targetId": info["targetId"]})  # pop-ups, new tabs
 
     def _on_attached(self, params: dict[str, Any], session: str | None) -> None:
@@ -263,7 +285,12 @@ class ChromiumBrowser:
                 raise BrowserError("the browser is closed; start a new ChromiumBrowser")
             if self._cdp.closed:
                 raise BrowserError("the browser exited (crashed or was killed); start a new ChromiumBrowser")
-            yield time.monotonic() + self.timeout
+            try:
+                yield time.monotonic() + self.timeout
+            except CdpTimeout as exc:
+                self._replace_page()
+                raise BrowserError(f"the page stopped responding ({exc}); it was replaced by an empty "
+                                   f"page (about:blank)") from None
         finally:
             self._action.release()
 
