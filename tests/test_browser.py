@@ -296,6 +296,8 @@ def test_resources_sockets_and_pop_ups_of_other_origins_are_blocked_too(tools, b
     call(tools["browser_click"], target=ref(page, "link", "Pop up"))
     time.sleep(0.3)
     assert other.hits == []
+    targets = browser._cdp.call("Target.getTargets", timeout=5)["targetInfos"]
+    assert [t["targetId"] for t in targets if t["type"] == "page"] == [browser._target]  # the pop-up was closed
     assert browser.url == f"{home.origin}/away"
 
 
@@ -460,6 +462,28 @@ def test_a_browser_that_dies_fails_its_actions_clearly_and_still_closes(chromium
     started = time.monotonic()
     b.close()
     assert time.monotonic() - started < 5 and not alive(b.pid)
+
+
+@pytest.mark.parametrize("ci", [False, True], ids=["developer-machine", "ci"])
+def test_without_chromium_the_tests_skip_saying_how_to_install_it_but_fail_in_ci(tmp_path, ci):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "AGENTKIT_CI"}
+    env["AGENTKIT_CHROMIUM"] = str(tmp_path / "no-chromium-here")
+    if ci:
+        env["AGENTKIT_CI"] = "1"
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--no-header",
+         f"{__file__}::test_chromium_browser_implements_the_port"],
+        cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert "apt-get install -y chromium" in res.stdout, res.stdout
+    if ci:
+        assert res.returncode != 0 and "1 error" in res.stdout
+    else:
+        assert res.returncode == 0 and "1 skipped" in res.stdout
 
 
 # -- configuration ------------------------------------------------------------------------
