@@ -1,5 +1,6 @@
-"""Which network addresses a tool may reach (private; shared by the HTTP tools and, later,
-the browser tools).
+"""Which network addresses a tool may reach (private; the HTTP tools' policy, and the URL
+and host forms the browser tools' origin check shares: ``check_http_url``,
+``canonical_host``).
 
 By default a tool driven by a model may reach public addresses only: loopback, private
 (RFC 1918, unique local IPv6), link-local (where cloud metadata services such as
