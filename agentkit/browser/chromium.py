@@ -39,6 +39,7 @@ from .base import PageSnapshot, SnapshotFormat
 __all__ = ["ChromiumBrowser"]
 
 _CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+_START_TIMEOUT = 60.0  # seconds a starting browser may take to answer (a busy CI machine)
 _DETACHED = "Not attached to an active page"
 _REF = re.compile(r"^e(\d+)$")
 _SELECT_ALL = """function () {
@@ -175,7 +176,7 @@ class ChromiumBrowser:
 
     def _open_page(self) -> str:
         """Set the browser up (request filter, no downloads, pop-ups closed) and open the page."""
-        cdp, t = self._cdp, self.timeout
+        cdp, t = self._cdp, max(self.timeout, _START_TIMEOUT)
         cdp.call("Browser.getVersion", timeout=t)
         for method, handler in (("Fetch.requestPaused", self._on_request),
                                 ("Target.targetCreated", self._on_target),
@@ -189,11 +190,12 @@ class ChromiumBrowser:
         target = cdp.call("Target.createTarget", {"url": BLANK}, timeout=t)["targetId"]
         self._target = target
         cdp.call("Target.setDiscoverTargets", {"discover": True}, timeout=t)
-        return self._attach(target)
+        return self._attach(target, t)
 
-    def _attach(self, target: str) -> str:
-        """Attach to the page ``target`` and prepare it; returns the session id."""
-        cdp, t = self._cdp, self.timeout
+    def _attach(self, target: str, t: float) -> str:
+        """Attach to the page ``target`` and prepare it (``t``: seconds per command);
+        returns the session id."""
+        cdp = self._cdp
         session: str = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True},
                                 timeout=t)["sessionId"]
         cdp.call("Page.enable", session=session, timeout=t)
@@ -218,7 +220,7 @@ class ChromiumBrowser:
         except BrowserError:  # the browser ends it with the renderer anyway
             pass
         target = self._cdp.call("Target.createTarget", {"url": BLANK}, timeout=self.timeout)["targetId"]
-        self._session = self._attach(target)
+        self._session = self._attach(target, self.timeout)
         self._target = target
         with self._loading:
             self._is_loading = False
