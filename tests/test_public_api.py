@@ -78,10 +78,12 @@ PUBLIC_NAMESPACES = {
         'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
         'StoredJob', 'StoredSession', 'TextPart', 'Threshold', 'Tool', 'ToolCall', 'ToolCallPart',
         'ToolCallRecord', 'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput',
-        'ToolResultClearing', 'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'TransactionError',
+        'ToolResultClearing', 'ToolResultEvent', 'ToolResultPart', 'ToolSearch', 'ToolSpec',
+        'TransactionError',
         'Turn', 'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__',
         'build_model_messages', 'event_from_dict', 'events_from_messages', 'filesystem_tools',
-        'get_model', 'http_tools', 'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools',
+        'get_model', 'http_tools', 'json_tools', 'load_skills', 'run_agent', 'run_agent_stream',
+        'shell_tools',
         'summarizing_compactor', 'tool',
     ],
     'agentkit.adapters.langchain': [
@@ -254,6 +256,9 @@ PUBLIC_NAMESPACES = {
     'agentkit.session': [
         'Session',
     ],
+    'agentkit.skills': [
+        'MAX_SKILL_FILE_BYTES', 'SKILL_FILE', 'Skill', 'Skills', 'load_skills',
+    ],
     'agentkit.stores': [
         'EventStore', 'FileEventStore', 'FileJobStore', 'InMemoryEventStore', 'InMemoryJobStore',
         'JobStore', 'SCHEMA_VERSION', 'StoredJob', 'StoredSession', 'validate_session_id',
@@ -281,6 +286,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.summarize': [
         'DEFAULT_INSTRUCTIONS', 'summarizing_compactor',
+    ],
+    'agentkit.tool_search': [
+        'SearchableTool', 'ToolSearch', 'search_tools',
     ],
     'agentkit.tools': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobNotFoundError',
