@@ -24,6 +24,7 @@ from .errors import (
     AgentkitError,
     ApprovalError,
     AuthenticationError,
+    BrowserError,
     CancelledError,
     CompletionValidationError,
     ConfigurationError,
@@ -98,6 +99,7 @@ from .pool import SessionPool
 from .projection import build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
 from .session import Session
+from .skills import load_skills
 from .stores import (
     EventStore,
     FileEventStore,
@@ -110,6 +112,7 @@ from .stores import (
 )
 from .stream import AgentEvent, AgentStream
 from .summarize import summarizing_compactor
+from .tool_search import ToolSearch
 from .tools import Tool, ToolContext, ToolDecision, filesystem_tools, json_tools, shell_tools, tool
 from .transactions import GenerationTransaction, UncertainExecution
 from .usage import Usage
@@ -159,12 +162,15 @@ __all__ = [
     "AgentkitError",
     "AssistantMessageEvent",
     "AuthenticationError",
+    "BrowserError",
     "CompactionEvent",
     "Limits",
     "Retention",
     "Threshold",
     "ToolResultClearing",
     "summarizing_compactor",
+    "ToolSearch",
+    "load_skills",
     "CancelToken",
     "CancelledError",
     "ChatModel",

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from ._approvals import ApprovalGate, WaitingForApproval
 from ._compact import ContextShaper
+from ._generation_tools import GenerationTools, check_generation_tools, needed
 from ._intents import Intents
 from ._json import json_problem
 from .approval import ApprovalState
@@ -128,7 +129,7 @@ class LoopOptions(GenerationOptions):
     def of(cls, options: GenerationOptions, *, model: ChatModel, tools: ToolRegistry,
            execution_context: Any = None, emit: Emit | None = None) -> LoopOptions:
         """``options`` with the session's parts."""
-        values = {f.name: getattr(options, f.name) for f in fields(GenerationOptions)}
+        values = {name: getattr(options, name) for name in _OPTION_NAMES}
         return cls(**values, model=model, tools=tools, execution_context=execution_context, emit=emit)
 
     def event_sink(self) -> Emit | None:
@@ -152,9 +153,15 @@ class LoopOptions(GenerationOptions):
                 f"string like 'openai:gpt-4.1-mini', not {type(self.model).__name__}"
             )
         super().check()
-        problem = tool_choice_problem(self.tool_choice, tuple(self.tools))
+        names = tuple(self.tools)
+        if self.skills is not None or self.tool_search is not None:
+            names += check_generation_tools(self, self.tools)
+        problem = tool_choice_problem(self.tool_choice, names)
         if problem is not None:
             raise ConfigurationError(problem)
+
+
+_OPTION_NAMES = tuple(f.name for f in fields(GenerationOptions))
 
 
 @dataclass
@@ -288,19 +295,26 @@ class _Loop:
     ) -> None:
         self.host = host
         self.executor = executor
+        self.redactor = redactor_of(opts.redact)
+        # skills and tool search: built-in tools, the skills index, the visible set
+        self.extra: GenerationTools | None = None
+        if needed(opts, opts.tools):
+            redact = self.redactor.value if self.redactor is not None else None
+            self.extra = GenerationTools(opts, opts.tools, events=lambda: host.events,
+                                         commit=host.commit, redact=redact)
+            opts = replace(opts, tools=self.extra.registry, system=self.extra.system)
         self.opts = opts
         self.cancel = cancel
         self.ledger = _Ledger()
         self.steps: list[Step] = []
         self.records: list[ToolCallRecord] = []
         self.usage = Usage()
-        self.specs = opts.tools.specs()
-        self.tool_names = tuple(opts.tools)
+        self.specs = opts.tools.specs() if self.extra is None else self.extra.specs()
+        self.tool_names = tuple(opts.tools) if self.extra is None else self.extra.names()
         self.model_name = getattr(opts.model, "model_name", None)
         self.emit = opts.event_sink()
         self.hooks = opts.hooks
         self.generation_id = new_id()
-        self.redactor = redactor_of(opts.redact)
         self.approvals = ApprovalGate(host, opts.tools, opts.approval, opts.approver, cancel,
                                       self.generation_id, self._recorded_call)
         hooks_gate = decision_gate(self._decide) if opts.hooks.before_tool_call else None
@@ -310,6 +324,12 @@ class _Loop:
         self.budget = Budget(opts.limits) if opts.limits is not None else None
 
     def run(self) -> RunResult:
+        if self.extra is None:
+            return self._run()
+        with self.extra.current():  # what the built-in tools (load_skill, find_tools) act on
+            return self._run()
+
+    def _run(self) -> RunResult:
         opts = self.opts
         validation_attempts = 0
         overflow_attempts = 0
@@ -333,6 +353,8 @@ class _Loop:
                     finish = "approval-required"
                     break
                 messages, _, request_seq = self.host.project()
+            if self.extra is not None:  # find_tools may have changed what the model sees
+                self.specs = self.extra.specs()
             messages, request_seq = self._shape(messages, request_seq)
             request = ModelRequest(
                 messages=tuple(messages),

@@ -63,7 +63,7 @@ PUBLIC_NAMESPACES = {
     'agentkit': [
         'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
         'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AssistantMessageEvent',
-        'AuthenticationError', 'CancelToken', 'CancelledError', 'ChatModel', 'CompactionEvent',
+        'AuthenticationError', 'BrowserError', 'CancelToken', 'CancelledError', 'ChatModel', 'CompactionEvent',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
         'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event', 'EventStore',
         'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart', 'FileSystem',
@@ -78,10 +78,12 @@ PUBLIC_NAMESPACES = {
         'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
         'StoredJob', 'StoredSession', 'TextPart', 'Threshold', 'Tool', 'ToolCall', 'ToolCallPart',
         'ToolCallRecord', 'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput',
-        'ToolResultClearing', 'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'TransactionError',
+        'ToolResultClearing', 'ToolResultEvent', 'ToolResultPart', 'ToolSearch', 'ToolSpec',
+        'TransactionError',
         'Turn', 'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__',
         'build_model_messages', 'event_from_dict', 'events_from_messages', 'filesystem_tools',
-        'get_model', 'http_tools', 'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools',
+        'get_model', 'http_tools', 'json_tools', 'load_skills', 'run_agent', 'run_agent_stream',
+        'shell_tools',
         'summarizing_compactor', 'tool',
     ],
     'agentkit.adapters.langchain': [
@@ -106,6 +108,18 @@ PUBLIC_NAMESPACES = {
         'APPROVAL_DECIDED', 'APPROVAL_REMEMBERED', 'APPROVAL_REQUESTED', 'ApprovalDecision',
         'ApprovalMode', 'ApprovalPolicy', 'ApprovalRequest', 'ApprovalState', 'Verdict',
     ],
+    'agentkit.browser': [
+        'BrowserContext', 'ChromiumBrowser', 'PageSnapshot', 'SnapshotFormat', 'browser_tools',
+    ],
+    'agentkit.browser.base': [
+        'BrowserContext', 'PageSnapshot', 'SnapshotFormat',
+    ],
+    'agentkit.browser.chromium': [
+        'ChromiumBrowser',
+    ],
+    'agentkit.browser.tools': [
+        'browser_tools',
+    ],
     'agentkit.budget': [
         'Budget', 'BudgetBreach', 'Limits',
     ],
@@ -121,8 +135,8 @@ PUBLIC_NAMESPACES = {
         'summary_messages',
     ],
     'agentkit.errors': [
-        'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'CancelledError',
-        'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError', 'HookError',
+        'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'BrowserError',
+        'CancelledError', 'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError', 'HookError',
         'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError', 'ProviderError',
         'ProviderUnavailableError', 'RateLimitError', 'SchemaVersionError', 'ScriptExhaustedError',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'StoreConflictError',
@@ -250,6 +264,9 @@ PUBLIC_NAMESPACES = {
     'agentkit.session': [
         'Session',
     ],
+    'agentkit.skills': [
+        'MAX_SKILL_FILE_BYTES', 'SKILL_FILE', 'Skill', 'Skills', 'load_skills',
+    ],
     'agentkit.stores': [
         'EventStore', 'FileEventStore', 'FileJobStore', 'InMemoryEventStore', 'InMemoryJobStore',
         'JobStore', 'SCHEMA_VERSION', 'StoredJob', 'StoredSession', 'validate_session_id',
@@ -278,11 +295,14 @@ PUBLIC_NAMESPACES = {
     'agentkit.summarize': [
         'DEFAULT_INSTRUCTIONS', 'summarizing_compactor',
     ],
+    'agentkit.tool_search': [
+        'SearchableTool', 'ToolSearch', 'search_tools',
+    ],
     'agentkit.tools': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobNotFoundError',
         'JobState', 'LocalExecutionContext', 'PermissionRequest', 'Shell', 'ShellResult', 'Tool',
-        'ToolContext', 'ToolDecision', 'ToolRegistry', 'TruncatedOutput', 'filesystem_tools',
-        'format_shell_result', 'http_tools', 'json_path', 'json_tools', 'shell_tools',
+        'ToolContext', 'ToolDecision', 'ToolRegistry', 'TruncatedOutput', 'browser_tools',
+        'filesystem_tools', 'format_shell_result', 'http_tools', 'json_path', 'json_tools', 'shell_tools',
         'to_tool_output', 'tool', 'truncate_output',
     ],
     'agentkit.tools.base': [
