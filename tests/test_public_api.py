@@ -65,7 +65,7 @@ PUBLIC_NAMESPACES = {
     'agentkit': [
         'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
         'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AssistantMessageEvent',
-        'AuthenticationError', 'CancelToken', 'CancelledError', 'ChatModel', 'CompactionEvent',
+        'AuthenticationError', 'BrowserError', 'CancelToken', 'CancelledError', 'ChatModel', 'CompactionEvent',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
         'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event', 'EventStore',
         'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart', 'FileSystem',
@@ -110,6 +110,18 @@ PUBLIC_NAMESPACES = {
         'APPROVAL_DECIDED', 'APPROVAL_REMEMBERED', 'APPROVAL_REQUESTED', 'ApprovalDecision',
         'ApprovalMode', 'ApprovalPolicy', 'ApprovalRequest', 'ApprovalState', 'Verdict',
     ],
+    'agentkit.browser': [
+        'BrowserContext', 'ChromiumBrowser', 'PageSnapshot', 'SnapshotFormat', 'browser_tools',
+    ],
+    'agentkit.browser.base': [
+        'BrowserContext', 'PageSnapshot', 'SnapshotFormat',
+    ],
+    'agentkit.browser.chromium': [
+        'ChromiumBrowser',
+    ],
+    'agentkit.browser.tools': [
+        'browser_tools',
+    ],
     'agentkit.budget': [
         'Budget', 'BudgetBreach', 'Limits',
     ],
@@ -125,8 +137,8 @@ PUBLIC_NAMESPACES = {
         'summary_messages',
     ],
     'agentkit.errors': [
-        'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'CancelledError',
-        'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError', 'HookError',
+        'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'BrowserError',
+        'CancelledError', 'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError', 'HookError',
         'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError', 'ProviderError',
         'ProviderUnavailableError', 'RateLimitError', 'SchemaVersionError', 'ScriptExhaustedError',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'StoreConflictError',
@@ -165,11 +177,13 @@ PUBLIC_NAMESPACES = {
         'JobRunner',
     ],
     'agentkit.mcp': [
-        'ApproveSampling', 'AuthorizeToolCall', 'ElicitationHandler', 'ElicitationRequest',
-        'ElicitationResult', 'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpPrompt',
-        'McpPromptArgument', 'McpResource', 'McpServerStatus', 'McpToolRef', 'McpToolset',
-        'SamplingHandler', 'SamplingRequest', 'SamplingResult', 'ServerSpec', 'StdioServer',
-        'connect_mcp', 'exposed_names', 'sanitize_name', 'tool_result_to_output',
+        'ApproveSampling', 'AuthorizationResponse', 'AuthorizeToolCall', 'ElicitationHandler',
+        'ElicitationRequest', 'ElicitationResult', 'FileTokenStore', 'HttpServer', 'LogLevel',
+        'MAX_TOOL_NAME_LENGTH', 'McpOAuth', 'McpPrompt', 'McpPromptArgument', 'McpResource',
+        'McpServerStatus', 'McpToolRef', 'McpToolset', 'MemoryTokenStore', 'OnAuthorize',
+        'PendingAuthorizations', 'SamplingHandler', 'SamplingRequest', 'SamplingResult',
+        'ServerSpec', 'StdioServer', 'TokenStore', 'connect_mcp', 'exposed_names', 'sanitize_name',
+        'tool_result_to_output',
     ],
     'agentkit.mcp.config': [
         'HttpServer', 'LogLevel', 'ServerSpec', 'StdioServer', 'validate_servers',
@@ -185,8 +199,14 @@ PUBLIC_NAMESPACES = {
     'agentkit.mcp.naming': [
         'MAX_TOOL_NAME_LENGTH', 'exposed_names', 'sanitize_name',
     ],
+    'agentkit.mcp.oauth': [
+        'AuthorizationResponse', 'McpOAuth', 'OnAuthorize', 'PendingAuthorizations',
+    ],
     'agentkit.mcp.results': [
         'content_block_to_parts', 'resource_contents_to_parts', 'tool_result_to_output',
+    ],
+    'agentkit.mcp.tokens': [
+        'FileTokenStore', 'MemoryTokenStore', 'TokenStore',
     ],
     'agentkit.mcp.toolset': [
         'AuthorizeToolCall', 'McpServerStatus', 'McpToolRef', 'McpToolset',
@@ -286,8 +306,8 @@ PUBLIC_NAMESPACES = {
     'agentkit.tools': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobNotFoundError',
         'JobState', 'LocalExecutionContext', 'PermissionRequest', 'Shell', 'ShellResult', 'Tool',
-        'ToolContext', 'ToolDecision', 'ToolRegistry', 'TruncatedOutput', 'filesystem_tools',
-        'format_shell_result', 'http_tools', 'json_path', 'json_tools', 'shell_tools',
+        'ToolContext', 'ToolDecision', 'ToolRegistry', 'TruncatedOutput', 'browser_tools',
+        'filesystem_tools', 'format_shell_result', 'http_tools', 'json_path', 'json_tools', 'shell_tools',
         'to_tool_output', 'tool', 'truncate_output',
     ],
     'agentkit.tools.base': [
