@@ -109,6 +109,7 @@ from .stores import (
     StoredSession,
 )
 from .stream import AgentEvent, AgentStream
+from .subagents import subagent_tool
 from .summarize import summarizing_compactor
 from .tools import Tool, ToolContext, ToolDecision, filesystem_tools, json_tools, shell_tools, tool
 from .transactions import GenerationTransaction, UncertainExecution
@@ -247,5 +248,6 @@ __all__ = [
     "run_agent",
     "shell_tools",
     "tool",
+    "subagent_tool",
     "__version__",
 ]

@@ -91,6 +91,11 @@ class LoopHost(Protocol):
         """True when commits are durable (tool calls are then preceded by execution intents)."""
         ...
 
+    @property
+    def store(self) -> Any:
+        """The session's event store (None in memory): tools see it as ``ToolContext.store``."""
+        ...
+
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number, persist and publish ``events``; returns them with their ``seq``."""
         ...
@@ -294,6 +299,9 @@ class _Loop:
         self.steps: list[Step] = []
         self.records: list[ToolCallRecord] = []
         self.usage = Usage()
+        self.tool_usage = Usage()
+        """Tokens tools reported spending on this generation's behalf (child agents)."""
+        self.tally = threading.Lock()  # tool threads report usage while the loop adds its own
         self.specs = opts.tools.specs()
         self.tool_names = tuple(opts.tools)
         self.model_name = getattr(opts.model, "model_name", None)
@@ -363,9 +371,10 @@ class _Loop:
                 replacement = opts.on_context_overflow(conversation, self.cancel)
                 self._replace_context(replacement)
                 continue
-            self.usage = self.usage + inference.usage
-            if self.budget is not None:
-                self.budget.add_model_call(inference.usage)
+            with self.tally:
+                self.usage = self.usage + inference.usage
+                if self.budget is not None:
+                    self.budget.add_model_call(inference.usage)
             self.host.commit(
                 [
                     AssistantMessageEvent(
@@ -430,7 +439,7 @@ class _Loop:
             finish_reason=finish,
             steps=tuple(self.steps),
             messages=tuple(messages),
-            usage=self.usage,
+            usage=self.usage + self.tool_usage,
             tool_calls=tuple(self.records),
         )
 
@@ -520,8 +529,21 @@ class _Loop:
             execution_context=self.opts.execution_context,
             idempotency_key=self.intents.key(cid),
             model=self.opts.model,
+            store=self.host.store,
             _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
+            _emit=emit,
+            _usage=self._report_usage,
         )
+
+    def _report_usage(self, usage: Usage) -> bool:
+        """``ToolContext.report_usage``: tokens a tool spent for this generation (on its
+        thread); False once a token limit is reached."""
+        with self.tally:
+            self.tool_usage = self.tool_usage + usage
+            if self.budget is None:
+                return True
+            self.budget.add_usage(usage)
+            return self.budget.tokens_exceeded() is None
 
     def _decide(self, call: ToolCallPart, ctx: ToolContext) -> ToolDecision | None:
         """``before_tool_call`` hooks as one decision (a rewrite comes back as one)."""
