@@ -86,12 +86,18 @@ def child_session_id(parent_session_id: str, tool_call_id: str) -> str:
     """The id a subagent call's child session gets in a durable parent's store:
     ``<parent>.sub.<tool-call-id>`` (characters a session id may not hold become ``_``;
     an id that would be too long ends in a digest of both ids instead)."""
-    candidate = f"{parent_session_id}.sub.{_UNSAFE.sub('_', tool_call_id)}"
+    return derived_session_id(parent_session_id, "sub", tool_call_id)
+
+
+def derived_session_id(parent_session_id: str, kind: str, key: str) -> str:
+    """``<parent>.<kind>.<key>``, made a valid session id of at most 128 characters
+    (the child sessions of subagents and of planning steps)."""
+    candidate = f"{parent_session_id}.{kind}.{_UNSAFE.sub('_', key)}"
     if len(candidate) <= _MAX_ID:
         return validate_session_id(candidate)
-    digest = hashlib.sha256(f"{parent_session_id}\0{tool_call_id}".encode()).hexdigest()[:40]
-    prefix = parent_session_id[: _MAX_ID - len(digest) - 5].rstrip(".-")
-    return validate_session_id(f"{prefix}.sub.{digest}")
+    digest = hashlib.sha256(f"{parent_session_id}\0{kind}\0{key}".encode()).hexdigest()[:40]
+    prefix = parent_session_id[: _MAX_ID - len(digest) - len(kind) - 2].rstrip(".-")
+    return validate_session_id(f"{prefix}.{kind}.{digest}")
 
 
 class _Slots:
