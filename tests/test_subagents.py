@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from _procs import within
+from _procs import wait_for, within
 
 from agentkit import (
     CancelledError,
@@ -160,7 +160,7 @@ def test_child_usage_counts_against_the_parent_limits_and_stops_the_child():
     assert "token limit was reached" in error and result.tool_calls[0].is_error
 
 
-def test_cancelling_the_parent_cancels_the_child_and_a_call_waiting_for_a_slot():
+def test_cancelling_the_parent_cancels_the_child_and_a_call_waiting_for_a_slot(tmp_path):
     started = threading.Event()
     seen: list[str | None] = []
 
@@ -177,18 +177,26 @@ def test_cancelling_the_parent_cancels_the_child_and_a_call_waiting_for_a_slot()
                              max_concurrent=1)
     token = CancelToken()
     events: list = []
-    with Session(ScriptedModel(two_calls()), tools=[research]) as s:
+    store = FileEventStore(tmp_path)
+    with Session(ScriptedModel(two_calls()), tools=[research], store=store, session_id="p") as s:
         s.push_user_message("go")
         stream = s.stream(cancel=token)
         threading.Thread(target=lambda: (started.wait(10), token.cancel("user pressed stop")), daemon=True).start()
         events = within(lambda: list(stream))
         with pytest.raises(CancelledError):
             stream.result
-    assert seen == ["user pressed stop"]  # the running child's tool saw the parent's cancel
+    # the parent stops waiting at once; the child's tool hears the cancel on its thread
+    assert wait_for(lambda: seen, 10, "the child's tool to see the cancel") == ["user pressed stop"]
     starts = [e for e in events if isinstance(e, SubagentStartEvent)]
     assert len(starts) == 1  # the second call never got its slot; it left the queue
-    ends = [e for e in events if isinstance(e, SubagentEndEvent)]
-    assert [e.error for e in ends] == ["cancelled: user pressed stop"]
+    assert child_session_id("p", "call_a") in store.list_sessions()
+    assert child_session_id("p", "call_b") not in store.list_sessions()
+
+    def child_aborted():
+        stored = store.load(child_session_id("p", "call_a"))
+        return [e.data["reason"] for e in stored.events if getattr(e, "action", None) == "generation-aborted"]
+
+    assert wait_for(child_aborted, 10, "the child generation to abort") == ["user pressed stop"]
 
 
 def test_timeout_cancels_the_child_and_the_model_reads_an_error_result():
