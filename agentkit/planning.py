@@ -55,7 +55,7 @@ _OURS = ("output_type", "tools")
 class Stage:
     """How one stage of a :class:`PlanningAgent` runs: its ``model`` (None: the agent's),
     extra ``system`` instructions (added after the stage's own) and other generation
-    ``options`` (``settings=ModelSettings(reasoning_effort="high")`` to think in the
+    ``options`` (``settings=ModelSettings(reasoning_budget=2048)`` to think in the
     executor, ``max_steps``, ``hooks``, ``provider_options``...).
 
     A stage may also be given as a model (or spec string), or as a dict of these keys
