@@ -94,6 +94,7 @@ from .models import (
     Turn,
     get_model,
 )
+from .planning import PlanningAgent, PlanResult
 from .pool import SessionPool
 from .projection import build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
@@ -249,5 +250,7 @@ __all__ = [
     "shell_tools",
     "tool",
     "subagent_tool",
+    "PlanningAgent",
+    "PlanResult",
     "__version__",
 ]

@@ -108,17 +108,22 @@ class _Slots:
         self._cond = threading.Condition()
 
     def acquire(self, cancel: CancelToken) -> None:
+        """Take a slot, waiting for one; CancelledError when ``cancel`` is (or gets)
+        cancelled first."""
         with self._cond:
+            cancel.raise_if_cancelled()
             if self._free > 0:
                 self._free -= 1
                 return
         forget = cancel._on_cancel(self._wake)
         try:
             with self._cond:
-                while self._free == 0:
-                    cancel.raise_if_cancelled()
+                while True:
+                    cancel.raise_if_cancelled()  # also when a slot came free with the cancel
+                    if self._free > 0:
+                        self._free -= 1
+                        return
                     self._cond.wait()
-                self._free -= 1
         finally:
             forget()
 

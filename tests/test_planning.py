@@ -221,7 +221,7 @@ def test_a_finished_run_is_not_resumed_and_another_goal_starts_a_new_run():
     ({"limits": {"total_tokens": 5}}, "limits must be a Limits"),
     ({"executor": {"model": "echo", "output_type": int}}, "may not set output_type"),
     ({"planner": {"model": "echo", "max_stepz": 2}}, "max_stepz"),
-    ({"synthesizer": 42}, "synthesizer must be"),
+    ({"synthesizer": 42}, "synthesizer: model must be"),
 ])
 def test_bad_configuration_is_refused_at_construction(kwargs, message):
     with pytest.raises(ConfigurationError, match=message):
