@@ -284,3 +284,14 @@ def test_resuming_with_another_goal_is_refused(tmp_path):
                               synthesizer=synthesizer())
         result = fixed.run(GOAL, session=session)
         assert result.resumed and result.text == "Report: collect alpha"
+
+
+def test_the_example_runs_offline_and_shows_the_revision():
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTKIT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "planning_agent.py")],
+                         capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "2. [FAILED] Find the population of Oporto" in out.stdout
+    assert "revisions: 1" in out.stdout
+    assert out.stdout.rstrip().endswith("answer: Lisbon is larger by 313,000 people (545,000 vs 232,000).")
