@@ -40,6 +40,9 @@ class ToolContext:
     model: Any = None
     """The ChatModel of the generation making this call (None outside the loop): a tool
     that needs a completion on the caller's behalf (MCP sampling) asks it."""
+    deps: Any = None
+    """The generation's dependencies (``deps=`` of ``Agent.run``, ``generate``, ``ask``...):
+    a database handle, the current user, an HTTP client... None when none were given."""
     _progress: Callable[[Any], None] | None = field(default=None, repr=False)
 
     def report_progress(self, update: Any) -> None:
