@@ -478,3 +478,63 @@ def test_field_descriptions_reach_the_schema_the_model_sees():
     model = ScriptedModel([answer({"stars": 5})])
     assert run_agent(model, "go", output_type=Review).output == Review(stars=5)
     assert model.requests[0].tools[0].input_schema["properties"]["stars"]["description"] == "1 to 5"
+
+
+# -- other models: the final-answer tool -----------------------------------------------
+
+
+def test_a_langchain_chat_model_gets_the_final_answer_tool_bound():
+    from typing import Any
+
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+
+    from agentkit.adapters.langchain import LangChainChatModel
+
+    bound: list[Any] = []
+
+    class ListModel(FakeMessagesListChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            bound.append(tools)
+            return self.bind(tools=tools, **kwargs)
+
+    fake = ListModel(responses=[
+        AIMessage("", tool_calls=[{"name": "final_answer", "args": {"name": "Lima", "population": 1}, "id": "c1"}]),
+    ])
+    result = run_agent(LangChainChatModel(fake), "go", output_type=City)
+    assert result.output == City(name="Lima", population=1)
+    assert [t["function"]["name"] for t in bound[0]] == ["final_answer"]
+
+
+def test_the_echo_model_can_give_an_output_through_the_tool():
+    from agentkit.models import EchoModel
+
+    result = run_agent(EchoModel(delay=0), 'call final_answer {"response": 7}', output_type=int)
+    assert result.output == 7
+
+
+def test_a_model_declaring_an_unknown_output_mode_is_a_configuration_error():
+    model = ScriptedModel(["x"])
+    model.output_mode = "xml"  # type: ignore[attr-defined]
+    with pytest.raises(ConfigurationError, match="output_mode must be 'json-schema' or 'tool'"):
+        run_agent(model, "go", output_type=int)
+    assert model.requests == []
+
+
+def test_json_schema_mode_with_a_function_model_and_a_fenced_answer():
+    model = FunctionModel(lambda r: '```json\n{"response": 3}\n```')
+    model.output_mode = "json-schema"  # type: ignore[attr-defined]
+    assert run_agent(model, "go", output_type=int).output == 3
+    assert model.requests[0].tools == () and model.requests[0].output.mode == "json-schema"
+
+
+def test_output_type_costs_nothing_per_generation_beyond_a_cached_lookup():
+    from agentkit._output import _compiled
+
+    _compiled.cache_clear()
+    model = FunctionModel(lambda r: ToolCall(name="final_answer", input={"response": 1}))
+    with Session(model, output_type=int) as session:
+        for _ in range(5):
+            session.ask("go")
+    info = _compiled.cache_info()
+    assert info.misses == 1 and info.hits >= 5
