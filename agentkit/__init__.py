@@ -15,6 +15,7 @@ options live in :mod:`agentkit.models`, MCP in :mod:`agentkit.mcp`, LangChain in
 from __future__ import annotations
 
 from .agent import run_agent, run_agent_stream
+from .agents import Agent
 from .approval import ApprovalDecision, ApprovalPolicy, ApprovalRequest
 from .budget import Limits
 from .cancel import CancelToken
@@ -33,6 +34,7 @@ from .errors import (
     McpError,
     MissingDependencyError,
     ModelError,
+    OutputValidationError,
     ProviderError,
     ProviderUnavailableError,
     RateLimitError,
@@ -148,6 +150,7 @@ __all__ = [
     "ApprovalError",
     "ApprovalPolicy",
     "ApprovalRequest",
+    "Agent",
     "AgentEvent",
     "AgentStream",
     "HookError",
@@ -198,6 +201,7 @@ __all__ = [
     "Message",
     "MissingDependencyError",
     "ModelError",
+    "OutputValidationError",
     "ModelRequest",
     "ModelSettings",
     "PermissionRequest",

@@ -19,10 +19,18 @@ from ._approvals import ApprovalGate, WaitingForApproval
 from ._compact import ContextShaper
 from ._intents import Intents
 from ._json import json_problem
+from ._output import OUTPUT_TOOL, OutputPlan, missing_call_text, output_plan, retry_text
 from .approval import ApprovalState
 from .budget import Budget, BudgetBreach
 from .cancel import CancelToken
-from .errors import CancelledError, CompletionValidationError, ConfigurationError, ContextOverflowError, HookError
+from .errors import (
+    CancelledError,
+    CompletionValidationError,
+    ConfigurationError,
+    ContextOverflowError,
+    HookError,
+    OutputValidationError,
+)
 from .events import (
     AssistantMessageEvent,
     ContextReplacedEvent,
@@ -128,13 +136,15 @@ class LoopOptions(GenerationOptions):
     execution_context: Any = None
     emit: Emit | None = None
     """Where agent events go besides the callbacks (an AgentStream's buffer)."""
+    deps: Any = None
+    """This generation's dependencies, handed to tools and hooks as ``ToolContext.deps``."""
 
     @classmethod
     def of(cls, options: GenerationOptions, *, model: ChatModel, tools: ToolRegistry,
-           execution_context: Any = None, emit: Emit | None = None) -> LoopOptions:
+           execution_context: Any = None, emit: Emit | None = None, deps: Any = None) -> LoopOptions:
         """``options`` with the session's parts."""
         values = {f.name: getattr(options, f.name) for f in fields(GenerationOptions)}
-        return cls(**values, model=model, tools=tools, execution_context=execution_context, emit=emit)
+        return cls(**values, model=model, tools=tools, execution_context=execution_context, emit=emit, deps=deps)
 
     def event_sink(self) -> Emit | None:
         """The one event path: the callbacks and ``emit`` fed by the same events."""
@@ -160,6 +170,11 @@ class LoopOptions(GenerationOptions):
         problem = tool_choice_problem(self.tool_choice, tuple(self.tools))
         if problem is not None:
             raise ConfigurationError(problem)
+        if self.output_type is not None and OUTPUT_TOOL in self.tools and output_plan(self).spec.mode == "tool":
+            raise ConfigurationError(
+                f"a tool is named {OUTPUT_TOOL!r}, the name of the tool a model calls to give its "
+                f"output_type answer; rename the tool"
+            )
 
 
 @dataclass
@@ -304,6 +319,18 @@ class _Loop:
         self.tally = threading.Lock()  # tool threads report usage while the loop adds its own
         self.specs = opts.tools.specs()
         self.tool_names = tuple(opts.tools)
+        self.output: OutputPlan | None = None
+        self.output_tool: str | None = None
+        self.outputs: dict[str, tuple[Any, str | None]] = {}
+        self.tool_choice = opts.tool_choice
+        if opts.output_type is not None:
+            self.output = output_plan(opts)
+            if self.output.spec.mode == "tool":
+                self.output_tool = self.output.spec.name
+                self.specs = (*self.specs, self.output.tool_spec())
+                self.tool_names = (*self.tool_names, self.output.spec.name)
+                if self.tool_choice == "none":  # no user tools: the answer is the output tool's
+                    self.tool_choice = self.output_tool
         self.model_name = getattr(opts.model, "model_name", None)
         self.emit = opts.event_sink()
         self.hooks = opts.hooks
@@ -323,6 +350,7 @@ class _Loop:
         overflow_attempts = 0
         finish = "stop"
         last_text = ""
+        output: Any = None
         while True:
             breach = self.budget.before_model_call() if self.budget is not None else None
             if breach is not None:
@@ -346,12 +374,13 @@ class _Loop:
                 messages=tuple(messages),
                 system=opts.system,
                 tools=self.specs,
-                tool_choice=opts.tool_choice,
+                tool_choice=self.tool_choice,
                 settings=opts.settings,
                 provider_options=opts.provider_options,
                 cancel=self.cancel,
                 session_id=self.host.session_id,
                 cache=opts.cache,
+                output=None if self.output is None else self.output.spec,
             )
             if self.hooks.before_model_request:
                 request = self.hooks.model_request(request)
@@ -408,11 +437,17 @@ class _Loop:
             if suspended:
                 finish = "approval-required"  # the answers come in a later generation
                 break
-            if calls or self.host.follow_up_waiting():
+            answered = False
+            if self.output is not None and (calls or not self.host.follow_up_waiting()):
+                answered, output, problem = self._output_of(self.output, calls, last_text)
+                if problem is not None:
+                    validation_attempts = self._output_retry(self.output, problem, validation_attempts, calls)
+                    continue
+            if not answered and (calls or self.host.follow_up_waiting()):
                 continue  # tool results, or a follow-up pushed while the model answered
-            finish = inference.finish_reason
+            finish = "stop" if answered else inference.finish_reason
             if opts.validate_completion is not None:
-                feedback = opts.validate_completion(self._result(last_text, finish))
+                feedback = opts.validate_completion(self._result(last_text, finish, output))
                 if feedback is not None and not isinstance(feedback, str):
                     raise ConfigurationError(
                         f"validate_completion must return None (accept) or a str (feedback for "
@@ -427,12 +462,13 @@ class _Loop:
                             attempts=validation_attempts + 1,
                         )
                     validation_attempts += 1
+                    output = None
                     self.host.commit([UserMessageEvent(content=(TextPart(text=feedback),))])
                     continue
             break
-        return self._result(last_text, finish)
+        return self._result(last_text, finish, output)
 
-    def _result(self, text: str, finish: str) -> RunResult:
+    def _result(self, text: str, finish: str, output: Any = None) -> RunResult:
         messages = self.host.project(for_model=False)[0]
         return RunResult(
             text=text,
@@ -441,7 +477,61 @@ class _Loop:
             messages=tuple(messages),
             usage=self.usage + self.tool_usage,
             tool_calls=tuple(self.records),
+            output=output,
         )
+
+    # -- structured output (only with output_type) --------------------------------------
+
+    def _output_of(self, plan: OutputPlan, calls: list[ToolCallPart], text: str
+                   ) -> tuple[bool, Any, tuple[Any, str] | None]:
+        """(answered, value, problem) of a step: its output tool call that validated, or
+        its final text in ``json-schema`` mode; ``problem`` is (raw, errors) when the
+        model tried and failed or did not give an output at all."""
+        if plan.spec.mode == "json-schema":
+            if calls:
+                return False, None, None
+            value, errors = plan.parse_text(text)
+            return (True, value, None) if errors is None else (False, None, (text, errors))
+        tried = [c for c in calls if c.tool_name == self.output_tool]
+        for call in tried:
+            value, errors = self.outputs.get(call.tool_call_id, (None, "not validated"))
+            if errors is None:
+                return True, value, None
+        if tried:
+            last = tried[-1]
+            errors = self.outputs.get(last.tool_call_id, (None, None))[1]
+            return False, None, (last.input, errors or "the answer was not validated")
+        if calls:
+            return False, None, None
+        return False, None, (text, missing_call_text(plan))
+
+    def _output_retry(self, plan: OutputPlan, problem: tuple[Any, str], attempts: int,
+                      calls: list[ToolCallPart]) -> int:
+        """Send the model back with what was wrong (a tool mode's error results are
+        committed already), or raise OutputValidationError when the retries are spent."""
+        raw, errors = problem
+        if attempts >= self.opts.max_validation_retries:
+            raise OutputValidationError(
+                f"the model's output did not match output_type {plan.spec.name!r} after "
+                f"{attempts + 1} attempt(s) (max_validation_retries={self.opts.max_validation_retries}):\n{errors}",
+                raw=raw, errors=errors, attempts=attempts + 1,
+            )
+        if not calls:  # a text answer: the model reads why as a user message
+            text = retry_text(plan, errors) if plan.spec.mode == "json-schema" else errors
+            self.host.commit([UserMessageEvent(content=(TextPart(text=text),))])
+        return attempts + 1
+
+    def _take_output(self, plan: OutputPlan, call: ToolCallPart) -> ToolOutput:
+        """Run the output tool: validate its input and keep the value for the step's end."""
+        errors: str | None
+        if call.input_error is not None:
+            value, errors = None, f"- the arguments are not valid JSON: {call.input_error}"
+        else:
+            value, errors = plan.parse_input(call.input)
+        self.outputs[call.tool_call_id] = (value, errors)
+        if errors is not None:
+            return ToolOutput.error(retry_text(plan, errors))
+        return ToolOutput.text("Answer accepted.")
 
     def _shape(self, messages: list[Message], request_seq: int) -> tuple[list[Message], int]:
         """Auto-compaction when the request would pass the threshold, then the view
@@ -466,7 +556,8 @@ class _Loop:
                 plan.append((call, "answered", answered[call.tool_call_id]))
                 continue
             action, ready = self.ledger.check(call)
-            if action == "run" and self.budget is not None and not self.budget.take_tool_call():
+            if (action == "run" and self.budget is not None and call.tool_name != self.output_tool
+                    and not self.budget.take_tool_call()):
                 action, ready = "reject", ToolOutput.error(self.budget.refusal_message())
             plan.append((call, action, ready))
         return plan
@@ -530,6 +621,7 @@ class _Loop:
             idempotency_key=self.intents.key(cid),
             model=self.opts.model,
             store=self.host.store,
+            deps=self.opts.deps,
             _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
             _emit=emit,
             _usage=self._report_usage,
@@ -553,6 +645,9 @@ class _Loop:
         return decision
 
     def _execute(self, call: ToolCallPart) -> ToolOutput:
+        if call.tool_name == self.output_tool:
+            assert self.output is not None
+            return self._take_output(self.output, call)  # not a user tool: no hooks, no gate
         tool = self.opts.tools.get(call.tool_name)
         ctx = self._context(call)
         output = run_tool_call(tool, call, ctx, self.tool_names, self.gate)
@@ -571,7 +666,8 @@ class _Loop:
         answered = answered or {}
         plan = self._plan(calls, answered)
         # intents record the input as it is committed (redacted, like the assistant message)
-        self.intents.declare([self._recorded_call(call) for call, action, _ in plan if action == "run"])
+        self.intents.declare([self._recorded_call(call) for call, action, _ in plan
+                              if action == "run" and call.tool_name != self.output_tool])
         futures: dict[int, Future[ToolOutput]] = {}
         records: list[ToolCallRecord] = []
         stopped: CancelledError | None = None

@@ -61,7 +61,7 @@ def test_every_public_name_is_documented():
 
 PUBLIC_NAMESPACES = {
     'agentkit': [
-        'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
+        'AccessDenied', 'Agent', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
         'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AssistantMessageEvent',
         'AuthenticationError', 'CancelToken', 'CancelledError', 'ChatModel', 'CompactionEvent',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
@@ -71,18 +71,19 @@ PUBLIC_NAMESPACES = {
         'ImagePart', 'InMemoryEventStore', 'InMemoryJobStore', 'JobControl', 'JobEvent',
         'JobNotFoundError', 'JobState', 'JobStore', 'Limits', 'LocalExecutionContext', 'McpError',
         'Message', 'MissingDependencyError', 'ModelError', 'ModelRequest', 'ModelSettings',
-        'PermissionRequest', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError',
-        'ReasoningPart', 'Retention', 'RunResult', 'RuntimeEvent', 'SchemaVersionError',
-        'ScriptExhaustedError', 'ScriptedModel', 'Session', 'SessionClosedError', 'SessionError',
-        'SessionFailedError', 'SessionPool', 'Shell', 'ShellResult', 'Step', 'StoreConflictError',
-        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
-        'StoredJob', 'StoredSession', 'TextPart', 'Threshold', 'Tool', 'ToolCall', 'ToolCallPart',
-        'ToolCallRecord', 'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput',
-        'ToolResultClearing', 'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'TransactionError',
-        'Turn', 'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__',
-        'build_model_messages', 'event_from_dict', 'events_from_messages', 'filesystem_tools',
-        'get_model', 'http_tools', 'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools',
-        'summarizing_compactor', 'tool',
+        'OutputValidationError', 'PermissionRequest', 'ProviderError', 'ProviderUnavailableError',
+        'RateLimitError', 'ReasoningPart', 'Retention', 'RunResult', 'RuntimeEvent',
+        'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
+        'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool', 'Shell',
+        'ShellResult', 'Step', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
+        'StoreLockTimeout', 'StoreUnavailableError', 'StoredJob', 'StoredSession', 'TextPart',
+        'Threshold', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord', 'ToolContext',
+        'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultClearing',
+        'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'TransactionError', 'Turn',
+        'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__', 'build_model_messages',
+        'event_from_dict', 'events_from_messages', 'filesystem_tools', 'get_model', 'http_tools',
+        'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools', 'summarizing_compactor',
+        'tool',
     ],
     'agentkit.adapters.langchain': [
         'Injected', 'LangChainChatModel', 'LangChainHistory', 'events_from_langchain',
@@ -101,6 +102,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.agent': [
         'run_agent', 'run_agent_stream',
+    ],
+    'agentkit.agents': [
+        'Agent',
     ],
     'agentkit.approval': [
         'APPROVAL_DECIDED', 'APPROVAL_REMEMBERED', 'APPROVAL_REQUESTED', 'ApprovalDecision',
@@ -123,11 +127,11 @@ PUBLIC_NAMESPACES = {
     'agentkit.errors': [
         'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'CancelledError',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError', 'HookError',
-        'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError', 'ProviderError',
-        'ProviderUnavailableError', 'RateLimitError', 'SchemaVersionError', 'ScriptExhaustedError',
-        'SessionClosedError', 'SessionError', 'SessionFailedError', 'StoreConflictError',
-        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
-        'ToolDefinitionError', 'TransactionError',
+        'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError',
+        'OutputValidationError', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError',
+        'SchemaVersionError', 'ScriptExhaustedError', 'SessionClosedError', 'SessionError',
+        'SessionFailedError', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
+        'StoreLockTimeout', 'StoreUnavailableError', 'ToolDefinitionError', 'TransactionError',
     ],
     'agentkit.events': [
         'AssistantMessageEvent', 'CompactionEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event',
@@ -194,9 +198,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.models': [
         'ChatModel', 'EchoModel', 'FinishEvent', 'FinishReason', 'FunctionModel', 'ModelRequest',
-        'ModelSettings', 'ReasoningDelta', 'ReasoningDone', 'RetryInfo', 'RetryPolicy',
-        'ScriptedModel', 'StreamEvent', 'TextDelta', 'ToolCall', 'ToolCallEvent', 'ToolChoice',
-        'ToolSpec', 'Turn', 'UsageEvent', 'get_model',
+        'ModelSettings', 'OutputMode', 'OutputSpec', 'ReasoningDelta', 'ReasoningDone', 'RetryInfo',
+        'RetryPolicy', 'ScriptedModel', 'StreamEvent', 'TextDelta', 'ToolCall', 'ToolCallEvent',
+        'ToolChoice', 'ToolSpec', 'Turn', 'UsageEvent', 'get_model',
     ],
     'agentkit.models.adapter': [
         'ProviderModel', 'RetryInfo', 'RetryPolicy', 'TranslatedError', 'check_tool_choice',
@@ -207,9 +211,9 @@ PUBLIC_NAMESPACES = {
         'AnthropicModel',
     ],
     'agentkit.models.base': [
-        'ChatModel', 'FinishEvent', 'FinishReason', 'ModelRequest', 'ModelSettings',
-        'ReasoningDelta', 'ReasoningDone', 'StreamEvent', 'TextDelta', 'ToolCallEvent',
-        'ToolChoice', 'ToolSpec', 'UsageEvent',
+        'ChatModel', 'FinishEvent', 'FinishReason', 'ModelRequest', 'ModelSettings', 'OutputMode',
+        'OutputSpec', 'ReasoningDelta', 'ReasoningDone', 'StreamEvent', 'TextDelta',
+        'ToolCallEvent', 'ToolChoice', 'ToolSpec', 'UsageEvent',
     ],
     'agentkit.models.echo': [
         'EchoModel',

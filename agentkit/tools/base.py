@@ -44,6 +44,9 @@ class ToolContext:
     store: Any = None
     """The session's :class:`~agentkit.EventStore` when the session is durable (None
     otherwise): a tool that runs a child session (``subagent_tool``) stores it there."""
+    deps: Any = None
+    """The generation's dependencies (``deps=`` of ``Agent.run``, ``generate``, ``ask``...):
+    a database handle, the current user, an HTTP client... None when none were given."""
     _progress: Callable[[Any], None] | None = field(default=None, repr=False)
     _emit: Callable[[Any], None] | None = field(default=None, repr=False)
     _usage: Callable[[Usage], bool] | None = field(default=None, repr=False)
