@@ -71,19 +71,19 @@ PUBLIC_NAMESPACES = {
         'ImagePart', 'InMemoryEventStore', 'InMemoryJobStore', 'JobControl', 'JobEvent',
         'JobNotFoundError', 'JobState', 'JobStore', 'Limits', 'LocalExecutionContext', 'McpError',
         'Message', 'MissingDependencyError', 'ModelError', 'ModelRequest', 'ModelSettings',
-        'OutputValidationError', 'PermissionRequest', 'ProviderError', 'ProviderUnavailableError',
-        'RateLimitError', 'ReasoningPart', 'Retention', 'RunResult', 'RuntimeEvent',
-        'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
-        'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool', 'Shell',
-        'ShellResult', 'Step', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
+        'OutputValidationError', 'PermissionRequest', 'PlanResult', 'PlanningAgent',
+        'ProviderError', 'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'Retention',
+        'RunResult', 'RuntimeEvent', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel',
+        'Session', 'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool',
+        'Shell', 'ShellResult', 'Step', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
         'StoreLockTimeout', 'StoreUnavailableError', 'StoredJob', 'StoredSession', 'TextPart',
         'Threshold', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord', 'ToolContext',
         'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultClearing',
         'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'TransactionError', 'Turn',
         'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__', 'build_model_messages',
         'event_from_dict', 'events_from_messages', 'filesystem_tools', 'get_model', 'http_tools',
-        'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools', 'summarizing_compactor',
-        'tool',
+        'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools', 'subagent_tool',
+        'summarizing_compactor', 'tool',
     ],
     'agentkit.adapters.langchain': [
         'Injected', 'LangChainChatModel', 'LangChainHistory', 'events_from_langchain',
@@ -230,6 +230,9 @@ PUBLIC_NAMESPACES = {
     'agentkit.options': [
         'GenerationOptions',
     ],
+    'agentkit.planning': [
+        'Plan', 'PlanResult', 'PlanStep', 'PlanningAgent', 'Stage', 'StepResult',
+    ],
     'agentkit.pool': [
         'SessionPool',
     ],
@@ -270,6 +273,10 @@ PUBLIC_NAMESPACES = {
         'AgentEvent', 'AgentStream', 'GenerationEndEvent', 'GenerationStartEvent',
         'ReasoningDeltaEvent', 'StepEndEvent', 'StepStartEvent', 'TextDeltaEvent',
         'ToolCallRequestedEvent', 'ToolEndEvent', 'ToolStartEvent', 'ToolUpdateEvent',
+    ],
+    'agentkit.subagents': [
+        'SubagentEndEvent', 'SubagentEvent', 'SubagentStartEvent', 'child_session_id',
+        'subagent_tool',
     ],
     'agentkit.summarize': [
         'DEFAULT_INSTRUCTIONS', 'summarizing_compactor',
