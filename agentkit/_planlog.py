@@ -140,7 +140,7 @@ class PlanOutput(BaseModel):
     """The plan for reaching the goal."""
 
     thought: str = Field(description="Brief reasoning about how to reach the goal.")
-    steps: list[PlanStepOutput] = Field(description="The ordered steps; as few as the goal needs.")
+    steps: list[PlanStepOutput] = Field(min_length=1, description="The ordered steps; as few as the goal needs.")
 
 
 class StepOutcome(BaseModel):

@@ -170,7 +170,8 @@ class PlanningAgent:
             raise ConfigurationError(f"unknown stage {name!r}; the stages are {', '.join(_STAGES)}")
         return self._stages[name]
 
-    def run(self, goal: str, *, session: Session | None = None, cancel: CancelToken | None = None) -> PlanResult:
+    def run(self, goal: str, *, session: Session | None = None, cancel: CancelToken | None = None,
+            deps: Any = None) -> PlanResult:
         """Reach ``goal``: plan, execute, replan as needed, synthesize the answer.
 
         With ``session`` the run is recorded there: the goal as a user message, each
@@ -180,6 +181,7 @@ class PlanningAgent:
         asked again (``goal`` must then be the same goal). Without ``session`` the run
         is recorded in a new in-memory session. ``cancel`` stops the run (raises
         :class:`~agentkit.errors.CancelledError`); what it committed stays committed.
+        ``deps`` reach the executor's tools as ``ToolContext.deps``.
         """
         if not isinstance(goal, str) or not goal.strip():
             raise ConfigurationError("goal must be a non-empty str")
@@ -189,7 +191,7 @@ class PlanningAgent:
         own = session is None
         target = session if session is not None else Session()
         try:
-            return _Run(self, target, token).run(goal)
+            return _Run(self, target, token, deps).run(goal)
         finally:
             if own:
                 target.close()
@@ -198,11 +200,12 @@ class PlanningAgent:
 class _Run:
     """One call of :meth:`PlanningAgent.run`."""
 
-    def __init__(self, agent: PlanningAgent, session: Session, cancel: CancelToken) -> None:
+    def __init__(self, agent: PlanningAgent, session: Session, cancel: CancelToken, deps: Any) -> None:
         self.agent = agent
+        self.deps = deps
         self.session = session
         self.cancel = cancel
-        self.durable = session.session_id is not None and session._log.store is not None
+        self.durable = session.session_id is not None and session.store is not None
 
     # -- the run ---------------------------------------------------------------------
 
@@ -273,8 +276,6 @@ class _Run:
         result = self._generate("planner", log.PLANNER_SYSTEM, prompt, output_type=PlanOutput)
         output = _output(result, PlanOutput, "planner")
         plan = log.plan_from(output, self.agent._max_steps)
-        if not plan.steps:
-            raise ConfigurationError("the planner returned a plan without steps")  # pragma: no cover - schema
         run_id = uuid.uuid4().hex
         spend = _spend(result)
         self.session.push_event(log.event(log.PLAN_CREATED, run_id, goal=goal, plan=log.plan_data(plan),
@@ -295,7 +296,7 @@ class _Run:
                          state=state, session_id=sid) as child:
             child.push_user_message(prompt)
             try:
-                result = child.generate(cancel=self.cancel)
+                result = child.generate(cancel=self.cancel, deps=self.deps)
             except CancelledError:
                 raise  # the run was cancelled: it stops here, and a later run() resumes this step
             except Exception as exc:  # noqa: BLE001 - a failed step; the replanner reads why

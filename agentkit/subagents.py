@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from pydantic_core import to_jsonable_python
+
+from .agents import Agent
 from .cancel import CancelToken
 from .errors import CancelledError, ConfigurationError
 from .events import AssistantMessageEvent, Event, UserMessageEvent
@@ -138,7 +141,7 @@ class _Slots:
 
 
 def _is_agent(obj: Any) -> bool:
-    return not isinstance(obj, Mapping) and callable(getattr(obj, "session", None))
+    return isinstance(obj, Agent)
 
 
 def _check_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -240,6 +243,13 @@ class _Subagent:
             return Session(**self.options)
         return Session.open(session_id or "", store=store, **self.options)
 
+    def _deps(self, ctx: ToolContext) -> Any:
+        """The child's deps: the parent's (``ToolContext.deps``), unless the options give
+        the child its own."""
+        if self.options is not None and self.options.get("deps") is not None:
+            return None  # the child session's own
+        return ctx.deps
+
     def __call__(self, task: str, ctx: ToolContext) -> ToolOutput:
         token = ctx.cancel.child()
         self.slots.acquire(token)  # raises CancelledError when the parent is cancelled meanwhile
@@ -270,8 +280,13 @@ class _Subagent:
                     if not _asked(session.events, task):
                         session.push_user_message(task)
                     forward = tally.forward if not ctx.streaming else _both(tally.forward, ctx, cid, self.name)
-                    result = session.generate(cancel=token, _emit=forward)
+                    result = session.generate(cancel=token, _emit=forward, deps=self._deps(ctx))
                     tally.settle(result.usage)
+                    if result.output is not None:  # a child with an output_type: its output, as JSON
+                        output = ToolOutput(kind="json", value=to_jsonable_python(result.output))
+                        ctx.emit(SubagentEndEvent(tool_call_id=cid, name=self.name, text=result.text,
+                                                  usage=tally.usage))
+                        return output
                     text = result.text
                     if not text.strip():
                         error = (f"subagent {self.name!r} ended without an answer "

@@ -295,3 +295,81 @@ def test_the_example_runs_offline_and_shows_the_revision():
     assert "2. [FAILED] Find the population of Oporto" in out.stdout
     assert "revisions: 1" in out.stdout
     assert out.stdout.rstrip().endswith("answer: Lisbon is larger by 313,000 people (545,000 vs 232,000).")
+
+
+def test_an_empty_plan_is_sent_back_to_the_planner():
+    replies = iter([answer({"thought": "nothing to do", "steps": []}),
+                    answer({"thought": "one step", "steps": [{"description": "collect alpha"}]})])
+    planner_model = FunctionModel(lambda r: next(replies))
+    agent = PlanningAgent(executor(), tools=[work_tool(Path(os.devnull))], planner=planner_model,
+                          synthesizer=synthesizer())
+    result = agent.run(GOAL)
+    assert planner_model.request_count == 2
+    assert [s.description for s in result.steps] == ["collect alpha"]
+
+
+def test_deps_reach_the_executors_tools():
+    from agentkit import ToolCall, ToolContext, tool
+
+    @tool
+    def whoami(ctx: ToolContext) -> str:
+        """Who is asking."""
+        return ctx.deps["user"]
+
+    def run(request):
+        last = request.messages[-1]
+        if last.role == "user":
+            return ToolCall(name="whoami", input={})
+        return answer({"success": True, "result": last.content[0].output.as_text()})
+
+    agent = PlanningAgent(FunctionModel(run), tools=[whoami], planner=planner(["greet"]), synthesizer=synthesizer())
+    assert agent.run(GOAL, deps={"user": "ana"}).steps[0].result == "ana"
+
+
+def test_one_agent_runs_goals_on_several_threads_at_once(tmp_path):
+    import threading
+
+    agent = PlanningAgent(executor(), tools=[work_tool(tmp_path / "m")],
+                          planner=planner(["collect alpha", "collect beta"]), synthesizer=synthesizer())
+    results: list[PlanResult] = []
+    lock = threading.Lock()
+
+    def go():
+        r = agent.run(GOAL)
+        with lock:
+            results.append(r)
+
+    threads = [threading.Thread(target=go) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 4 and len({r.run_id for r in results}) == 4
+    assert all(r.text == "Report: collect alpha; collect beta" for r in results)
+
+
+def test_a_cancelled_run_stops_and_a_later_run_resumes_it(tmp_path):
+    import threading
+
+    from agentkit import CancelledError, CancelToken, ToolContext, tool
+
+    entered = threading.Event()
+
+    @tool
+    def work(step: str, ctx: ToolContext) -> str:
+        """Work."""
+        if step == "collect beta" and not ctx.deps:
+            entered.set()
+            ctx.cancel.wait(30)
+        return f"result of {step}"
+
+    agent = PlanningAgent(executor(), tools=[work], planner=planner(["collect alpha", "collect beta"]),
+                          synthesizer=synthesizer())
+    token = CancelToken()
+    threading.Thread(target=lambda: (entered.wait(10), token.cancel("stop")), daemon=True).start()
+    with Session.open("c", store=FileEventStore(tmp_path)) as session:
+        with pytest.raises(CancelledError):
+            within(lambda: agent.run(GOAL, session=session, cancel=token))
+        assert actions(session)[-1] == "plan-step-started"
+        result = agent.run(GOAL, session=session, deps={"fast": True})
+    assert result.resumed and [s.attempt for s in result.steps] == [1, 2]

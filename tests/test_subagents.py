@@ -184,7 +184,7 @@ def test_cancelling_the_parent_cancels_the_child_and_a_call_waiting_for_a_slot(t
         threading.Thread(target=lambda: (started.wait(10), token.cancel("user pressed stop")), daemon=True).start()
         events = within(lambda: list(stream))
         with pytest.raises(CancelledError):
-            stream.result
+            _ = stream.result
     # the parent stops waiting at once; the child's tool hears the cancel on its thread
     assert wait_for(lambda: seen, 10, "the child's tool to see the cancel") == ["user pressed stop"]
     starts = [e for e in events if isinstance(e, SubagentStartEvent)]
@@ -270,3 +270,36 @@ def test_bad_configuration_is_refused_before_any_call(args, kwargs, message):
     kw = {"name": "research", "description": "d", **kwargs}
     with pytest.raises(ConfigurationError, match=message):
         subagent_tool(args, **kw)
+
+
+def test_an_agent_child_gets_the_parents_deps_and_returns_its_structured_output():
+    from dataclasses import dataclass
+
+    from pydantic import BaseModel
+
+    from agentkit import Agent
+
+    @dataclass
+    class Db:
+        rows: dict
+
+    class Finding(BaseModel):
+        answer: str
+        confidence: float
+
+    @tool
+    def query(key: str, ctx: ToolContext) -> str:
+        """Query the database."""
+        return ctx.deps.rows[key]
+
+    child_model = ScriptedModel([ToolCall(name="query", input={"key": "capital"}),
+                                 ToolCall(name="final_answer", input={"answer": "Lisbon", "confidence": 0.9})])
+    analyst = Agent(child_model, tools=[query], deps_type=Db, output_type=Finding)
+    tool_ = subagent_tool(analyst, name="analyst", description="Look facts up")
+    parent = ScriptedModel([ToolCall(name="analyst", input={"task": "capital of Portugal?"}), "Lisbon."])
+    result = run_agent(parent, "go", tools=[tool_], deps=Db(rows={"capital": "Lisbon"}))
+    record = result.tool_calls[0]
+    assert not record.is_error, record.output
+    assert record.output.kind == "json" and record.output.value == {"answer": "Lisbon", "confidence": 0.9}
+    # the child's tool read the parent's deps
+    assert child_model.requests[1].messages[-1].content[0].output.value == "Lisbon"
