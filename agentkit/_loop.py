@@ -317,6 +317,8 @@ class _Loop:
         self.tool_usage = Usage()
         """Tokens tools reported spending on this generation's behalf (child agents)."""
         self.tally = threading.Lock()  # tool threads report usage while the loop adds its own
+        self.store = host.store  # what ToolContext.store shows tools (looked up once)
+        self.report_usage = self._report_usage
         self.specs = opts.tools.specs()
         self.tool_names = tuple(opts.tools)
         self.output: OutputPlan | None = None
@@ -620,11 +622,11 @@ class _Loop:
             execution_context=self.opts.execution_context,
             idempotency_key=self.intents.key(cid),
             model=self.opts.model,
-            store=self.host.store,
+            store=self.store,
             deps=self.opts.deps,
             _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
             _emit=emit,
-            _usage=self._report_usage,
+            _usage=self.report_usage,
         )
 
     def _report_usage(self, usage: Usage) -> bool:
