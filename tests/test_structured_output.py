@@ -570,3 +570,23 @@ def test_no_retries_means_the_first_invalid_output_raises():
     with pytest.raises(OutputValidationError) as info:
         run_agent(model, "go", output_type=int, max_validation_retries=0)
     assert info.value.attempts == 1 and model.request_count == 1
+
+
+def test_the_output_tool_writes_no_intent_and_spends_no_tool_call_budget(tmp_path):
+    from agentkit import FileEventStore, Limits
+    from agentkit.events import ControlEvent
+
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    model = ScriptedModel([ToolCall(name="ping"), answer({"response": 1})])
+    with Session(model, tools=[ping], store=FileEventStore(tmp_path), output_type=int,
+                 limits=Limits(tool_calls=1)) as session:
+        result = session.ask("go")
+        intents = [e.data["tool_name"] for e in session.events if isinstance(e, ControlEvent)
+                   and "tool_name" in e.data]
+        assert session.uncertain_tool_executions() == []
+    assert result.output == 1 and result.finish_reason == "stop"
+    assert intents == ["ping"]  # the user tool's intent only
