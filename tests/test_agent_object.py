@@ -212,3 +212,10 @@ def test_agent_takes_a_model_spec_string_and_keeps_its_tools_as_a_tuple():
     agent = Agent("echo", tools=[count])
     assert agent.model.model_name == "echo"
     assert isinstance(agent.tools, tuple)
+
+
+def test_copying_an_agent_gives_the_same_immutable_agent():
+    import copy
+
+    agent = Agent(ScriptedModel(["x"]))
+    assert copy.copy(agent) is agent and copy.deepcopy(agent) is agent
