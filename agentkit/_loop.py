@@ -19,7 +19,7 @@ from ._approvals import ApprovalGate, WaitingForApproval
 from ._compact import ContextShaper
 from ._intents import Intents
 from ._json import json_problem
-from ._output import OUTPUT_TOOL, OutputPlan, missing_call_text, output_plan, retry_text
+from ._output import OUTPUT_TOOL, OutputRun, output_plan
 from .approval import ApprovalState
 from .budget import Budget, BudgetBreach
 from .cancel import CancelToken
@@ -29,7 +29,6 @@ from .errors import (
     ConfigurationError,
     ContextOverflowError,
     HookError,
-    OutputValidationError,
 )
 from .events import (
     AssistantMessageEvent,
@@ -321,16 +320,15 @@ class _Loop:
         self.report_usage = self._report_usage
         self.specs = opts.tools.specs()
         self.tool_names = tuple(opts.tools)
-        self.output: OutputPlan | None = None
-        self.output_tool: str | None = None
-        self.outputs: dict[str, tuple[Any, str | None]] = {}
+        self.output: OutputRun | None = None
+        self.output_tool: str | None = None  # the output tool's name (tool mode), else None
         self.tool_choice = opts.tool_choice
         if opts.output_type is not None:
-            self.output = output_plan(opts)
-            if self.output.spec.mode == "tool":
-                self.output_tool = self.output.spec.name
-                self.specs = (*self.specs, self.output.tool_spec())
-                self.tool_names = (*self.tool_names, self.output.spec.name)
+            self.output = OutputRun(output_plan(opts))
+            self.output_tool = self.output.tool
+            if self.output_tool is not None:
+                self.specs = (*self.specs, self.output.plan.tool_spec())
+                self.tool_names = (*self.tool_names, self.output_tool)
                 if self.tool_choice == "none":  # no user tools: the answer is the output tool's
                     self.tool_choice = self.output_tool
         self.model_name = getattr(opts.model, "model_name", None)
@@ -382,7 +380,7 @@ class _Loop:
                 cancel=self.cancel,
                 session_id=self.host.session_id,
                 cache=opts.cache,
-                output=None if self.output is None else self.output.spec,
+                output=None if self.output is None else self.output.plan.spec,
             )
             if self.hooks.before_model_request:
                 request = self.hooks.model_request(request)
@@ -441,9 +439,14 @@ class _Loop:
                 break
             answered = False
             if self.output is not None and (calls or not self.host.follow_up_waiting()):
-                answered, output, problem = self._output_of(self.output, calls, last_text)
-                if problem is not None:
-                    validation_attempts = self._output_retry(self.output, problem, validation_attempts, calls)
+                answered, output, problem = self.output.outcome(calls, last_text)
+                if problem is not None:  # send the model back, or give up
+                    if validation_attempts >= opts.max_validation_retries:
+                        raise self.output.exhausted(problem, validation_attempts + 1, opts.max_validation_retries)
+                    validation_attempts += 1
+                    feedback = self.output.feedback(problem, calls)
+                    if feedback is not None:
+                        self.host.commit([UserMessageEvent(content=(TextPart(text=feedback),))])
                     continue
             if not answered and (calls or self.host.follow_up_waiting()):
                 continue  # tool results, or a follow-up pushed while the model answered
@@ -481,59 +484,6 @@ class _Loop:
             tool_calls=tuple(self.records),
             output=output,
         )
-
-    # -- structured output (only with output_type) --------------------------------------
-
-    def _output_of(self, plan: OutputPlan, calls: list[ToolCallPart], text: str
-                   ) -> tuple[bool, Any, tuple[Any, str] | None]:
-        """(answered, value, problem) of a step: its output tool call that validated, or
-        its final text in ``json-schema`` mode; ``problem`` is (raw, errors) when the
-        model tried and failed or did not give an output at all."""
-        if plan.spec.mode == "json-schema":
-            if calls:
-                return False, None, None
-            value, errors = plan.parse_text(text)
-            return (True, value, None) if errors is None else (False, None, (text, errors))
-        tried = [c for c in calls if c.tool_name == self.output_tool]
-        for call in tried:
-            value, errors = self.outputs.get(call.tool_call_id, (None, "not validated"))
-            if errors is None:
-                return True, value, None
-        if tried:
-            last = tried[-1]
-            errors = self.outputs.get(last.tool_call_id, (None, None))[1]
-            return False, None, (last.input, errors or "the answer was not validated")
-        if calls:
-            return False, None, None
-        return False, None, (text, missing_call_text(plan))
-
-    def _output_retry(self, plan: OutputPlan, problem: tuple[Any, str], attempts: int,
-                      calls: list[ToolCallPart]) -> int:
-        """Send the model back with what was wrong (a tool mode's error results are
-        committed already), or raise OutputValidationError when the retries are spent."""
-        raw, errors = problem
-        if attempts >= self.opts.max_validation_retries:
-            raise OutputValidationError(
-                f"the model's output did not match output_type {plan.spec.name!r} after "
-                f"{attempts + 1} attempt(s) (max_validation_retries={self.opts.max_validation_retries}):\n{errors}",
-                raw=raw, errors=errors, attempts=attempts + 1,
-            )
-        if not calls:  # a text answer: the model reads why as a user message
-            text = retry_text(plan, errors) if plan.spec.mode == "json-schema" else errors
-            self.host.commit([UserMessageEvent(content=(TextPart(text=text),))])
-        return attempts + 1
-
-    def _take_output(self, plan: OutputPlan, call: ToolCallPart) -> ToolOutput:
-        """Run the output tool: validate its input and keep the value for the step's end."""
-        errors: str | None
-        if call.input_error is not None:
-            value, errors = None, f"- the arguments are not valid JSON: {call.input_error}"
-        else:
-            value, errors = plan.parse_input(call.input)
-        self.outputs[call.tool_call_id] = (value, errors)
-        if errors is not None:
-            return ToolOutput.error(retry_text(plan, errors))
-        return ToolOutput.text("Answer accepted.")
 
     def _shape(self, messages: list[Message], request_seq: int) -> tuple[list[Message], int]:
         """Auto-compaction when the request would pass the threshold, then the view
@@ -649,7 +599,7 @@ class _Loop:
     def _execute(self, call: ToolCallPart) -> ToolOutput:
         if call.tool_name == self.output_tool:
             assert self.output is not None
-            return self._take_output(self.output, call)  # not a user tool: no hooks, no gate
+            return self.output.take(call)  # not a user tool: no hooks, no gate
         tool = self.opts.tools.get(call.tool_name)
         ctx = self._context(call)
         output = run_tool_call(tool, call, ctx, self.tool_names, self.gate)

@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, cast, get_args
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, OutputValidationError
+from .messages import ToolCallPart, ToolOutput
 from .models.base import OutputMode, OutputSpec, ToolSpec
 
 OUTPUT_TOOL = "final_answer"
@@ -209,6 +210,68 @@ def _errors_text(exc: Any, wrapped: bool) -> str:
     if more > 0:
         lines.append(f"- ... and {more} more")
     return "\n".join(lines)
+
+
+class OutputRun:
+    """One generation's structured output: its plan and the output tool calls judged so
+    far (calls may run on worker threads; each writes only its own id)."""
+
+    def __init__(self, plan: OutputPlan) -> None:
+        self.plan = plan
+        self.tool: str | None = plan.spec.name if plan.spec.mode == "tool" else None
+        """The output tool's name in ``tool`` mode, else None."""
+        self._judged: dict[str, tuple[Any, str | None]] = {}
+
+    def take(self, call: ToolCallPart) -> ToolOutput:
+        """Run the output tool: validate its input, keep the verdict for the step's end,
+        and return the result the model reads."""
+        errors: str | None
+        if call.input_error is not None:
+            value, errors = None, f"- the arguments are not valid JSON: {call.input_error}"
+        else:
+            value, errors = self.plan.parse_input(call.input)
+        self._judged[call.tool_call_id] = (value, errors)
+        if errors is not None:
+            return ToolOutput.error(retry_text(self.plan, errors))
+        return ToolOutput.text("Answer accepted.")
+
+    def outcome(self, calls: list[ToolCallPart], text: str) -> tuple[bool, Any, tuple[Any, str] | None]:
+        """(answered, value, problem) of a step: its output tool call that validated, or
+        its final text in ``json-schema`` mode; ``problem`` is (raw output, errors) when
+        the model tried and failed, or ended without an output."""
+        if self.tool is None:
+            if calls:
+                return False, None, None
+            value, errors = self.plan.parse_text(text)
+            return (True, value, None) if errors is None else (False, None, (text, errors))
+        tried = [c for c in calls if c.tool_name == self.tool]
+        for call in tried:
+            value, errors = self._judged.get(call.tool_call_id, (None, None))
+            if call.tool_call_id in self._judged and errors is None:
+                return True, value, None
+        if tried:
+            last = tried[-1]
+            errors = self._judged.get(last.tool_call_id, (None, None))[1]
+            return False, None, (last.input, errors or "- the answer was not validated")
+        if calls:
+            return False, None, None
+        return False, None, (text, missing_call_text(self.plan))
+
+    def feedback(self, problem: tuple[Any, str], calls: list[ToolCallPart]) -> str | None:
+        """The user message that sends the model back, or None when it reads why in the
+        output tool's error result (committed with the step's tool results)."""
+        if calls:
+            return None
+        return retry_text(self.plan, problem[1]) if self.tool is None else problem[1]
+
+    def exhausted(self, problem: tuple[Any, str], attempts: int, limit: int) -> OutputValidationError:
+        """The error that ends a generation whose retries are spent."""
+        raw, errors = problem
+        return OutputValidationError(
+            f"the model's output did not match output_type {self.plan.spec.name!r} after {attempts} "
+            f"attempt(s) (max_validation_retries={limit}):\n{errors}",
+            raw=raw, errors=errors, attempts=attempts,
+        )
 
 
 def retry_text(plan: OutputPlan, errors: str) -> str:

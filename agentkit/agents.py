@@ -85,6 +85,12 @@ class Agent:
     def __delattr__(self, name: str) -> None:
         raise AttributeError("Agent is immutable")
 
+    def __copy__(self) -> Agent:
+        return self  # immutable: a copy is the same agent
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Agent:
+        return self
+
     # -- what it holds -----------------------------------------------------------------
 
     @property

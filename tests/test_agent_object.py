@@ -194,3 +194,28 @@ def test_messages_continue_an_earlier_conversation():
     agent = Agent(model)
     first = agent.run("a")
     assert agent.run("b", messages=first.messages).text == "3"
+
+
+def test_with_options_replaces_model_and_tools_and_composes_hooks():
+    calls = []
+    first = Hooks(before_tool_call=lambda call, ctx: calls.append("first"))
+    second = Hooks(before_tool_call=lambda call, ctx: calls.append("second"))
+    agent = Agent(ScriptedModel(["unused"]), hooks=first)
+    other = agent.with_options(model=ScriptedModel([ToolCall(name="count", input={"name": "a"}), "ok"]),
+                               tools=[count], hooks=second)
+    assert other.run("a", deps=Db(rows={"a": 1})).text == "ok"
+    assert calls == ["first", "second"]
+    assert agent.tools == () and [t.name for t in other.tools] == ["count"]
+
+
+def test_agent_takes_a_model_spec_string_and_keeps_its_tools_as_a_tuple():
+    agent = Agent("echo", tools=[count])
+    assert agent.model.model_name == "echo"
+    assert isinstance(agent.tools, tuple)
+
+
+def test_copying_an_agent_gives_the_same_immutable_agent():
+    import copy
+
+    agent = Agent(ScriptedModel(["x"]))
+    assert copy.copy(agent) is agent and copy.deepcopy(agent) is agent

@@ -538,3 +538,55 @@ def test_output_type_costs_nothing_per_generation_beyond_a_cached_lookup():
             session.ask("go")
     info = _compiled.cache_info()
     assert info.misses == 1 and info.hits >= 5
+
+
+def test_openai_strict_nested_models_pass_the_strict_rules_of_the_fake(openai_server):
+    class Crew(BaseModel):
+        captain: City
+        members: list[City]
+        motto: Optional[str]
+
+    crew = {"captain": {"name": "a", "population": 1}, "members": [], "motto": None}
+    openai_server.add(ow.text_stream(json.dumps(crew)))
+    result = run_agent(_openai(openai_server), "go", output_type=Crew)
+    assert result.output.captain == City(name="a", population=1) and result.output.motto is None
+    assert openai_server.bodies[0]["response_format"]["json_schema"]["strict"] is True
+
+
+def test_json_schema_retry_feedback_is_a_user_message_in_the_session_log():
+    replies = iter(['{"response": "seven"}', '{"response": 7}'])
+    model = FunctionModel(lambda r: next(replies))
+    model.output_mode = "json-schema"  # type: ignore[attr-defined]
+    with Session(model, output_type=int) as session:
+        result = session.ask("go")
+        assert result.output == 7
+        roles = [m.role for m in session.model_messages()]
+        assert roles == ["user", "assistant", "user", "assistant"]
+        assert "valid integer" in session.model_messages()[2].text
+
+
+def test_no_retries_means_the_first_invalid_output_raises():
+    model = ScriptedModel([answer({"response": "x"}), answer({"response": 1})])
+    with pytest.raises(OutputValidationError) as info:
+        run_agent(model, "go", output_type=int, max_validation_retries=0)
+    assert info.value.attempts == 1 and model.request_count == 1
+
+
+def test_the_output_tool_writes_no_intent_and_spends_no_tool_call_budget(tmp_path):
+    from agentkit import FileEventStore, Limits
+    from agentkit.events import ControlEvent
+
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    model = ScriptedModel([ToolCall(name="ping"), answer({"response": 1})])
+    with Session(model, tools=[ping], store=FileEventStore(tmp_path), output_type=int,
+                 limits=Limits(tool_calls=1)) as session:
+        result = session.ask("go")
+        intents = [e.data["tool_name"] for e in session.events if isinstance(e, ControlEvent)
+                   and "tool_name" in e.data]
+        assert session.uncertain_tool_executions() == []
+    assert result.output == 1 and result.finish_reason == "stop"
+    assert intents == ["ping"]  # the user tool's intent only
