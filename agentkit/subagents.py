@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -267,7 +267,7 @@ class _Subagent:
 
     def _run(self, task: str, ctx: ToolContext, token: CancelToken) -> ToolOutput:
         durable = ctx.store is not None and ctx.session_id is not None
-        sid = child_session_id(ctx.session_id, ctx.tool_call_id) if durable else None  # type: ignore[arg-type]
+        sid = _child_id(ctx.store, ctx.session_id, ctx.tool_call_id, task) if durable else None  # type: ignore[arg-type]
         cid = ctx.tool_call_id
         ctx.emit(SubagentStartEvent(tool_call_id=cid, name=self.name, task=task, session_id=sid))
         tally = _Tally(ctx, token)
@@ -342,6 +342,30 @@ def _both(account: Any, ctx: ToolContext, cid: str, name: str) -> Any:
         ctx.emit(SubagentEvent(tool_call_id=cid, name=name, event=event))
 
     return forward
+
+
+_MAX_TWINS = 100
+
+
+def _child_id(store: EventStore, parent: str, tool_call_id: str, task: str) -> str:
+    """The child session of this call: :func:`child_session_id`, unless the store holds
+    a child of another task there (a model that reuses call ids across generations);
+    then the first of ``<id>-2``, ``<id>-3``... that is free or holds this task."""
+    for n in range(1, _MAX_TWINS + 1):
+        sid = child_session_id(parent, tool_call_id if n == 1 else f"{tool_call_id}-{n}")
+        stored = store.load(sid)
+        if stored is None or not stored.events or _first_task(stored.events) in (None, task):
+            return sid
+    raise ConfigurationError(  # pragma: no cover - a hundred children under one call id
+        f"tool call id {tool_call_id!r} of session {parent!r} already names {_MAX_TWINS} child sessions"
+    )
+
+
+def _first_task(events: Sequence[Event]) -> str | None:
+    for ev in events:
+        if isinstance(ev, UserMessageEvent):
+            return text_of(ev.content)
+    return None
 
 
 def _asked(events: tuple[Event, ...], task: str) -> bool:

@@ -373,3 +373,13 @@ def test_a_cancelled_run_stops_and_a_later_run_resumes_it(tmp_path):
         assert actions(session)[-1] == "plan-step-started"
         result = agent.run(GOAL, session=session, deps={"fast": True})
     assert result.resumed and [s.attempt for s in result.steps] == [1, 2]
+
+
+def test_plans_are_cut_to_max_plan_steps_also_when_revised(tmp_path):
+    many = [f"collect item {i}" for i in range(20)]
+    rp = replanner({"decision": "revise", "steps": [{"description": f"retry {i}"} for i in range(20)]})
+    agent = PlanningAgent(executor(), tools=[work_tool(tmp_path / "m", fail_on=("collect item 0",))],
+                          planner=planner(many), replanner=rp, synthesizer=synthesizer(), max_plan_steps=3)
+    result = agent.run(GOAL)
+    assert [s.description for s in result.steps] == ["collect item 0", "retry 0", "retry 1"]
+    assert len(result.plan.steps) == 3

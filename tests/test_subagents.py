@@ -303,3 +303,20 @@ def test_an_agent_child_gets_the_parents_deps_and_returns_its_structured_output(
     assert record.output.kind == "json" and record.output.value == {"answer": "Lisbon", "confidence": 0.9}
     # the child's tool read the parent's deps
     assert child_model.requests[1].messages[-1].content[0].output.value == "Lisbon"
+
+
+def test_a_reused_call_id_with_another_task_gets_a_fresh_child(tmp_path):
+    store = FileEventStore(tmp_path)
+    child = FunctionModel(lambda r: f"answer to {r.messages[-1].content[0].text}")
+    research = subagent_tool({"model": child}, name="research", description="d")
+    for task in ("first task", "second task", "first task"):
+        # a scripted model numbers its calls from call_1 again: the same call id each time
+        parent = ScriptedModel([ToolCall(name="research", input={"task": task}), "ok"])
+        with Session(parent, tools=[research], store=store, session_id="p") as s:
+            s.push_user_message(task)
+            assert s.generate().tool_calls[0].output.as_text() == f"answer to {task}"
+    assert child.request_count == 2  # the third call replayed the first child's answer
+    with Session.open("p.sub.call_1-2", store=store) as second:
+        assert [m.text for m in second.model_messages()] == ["second task", "answer to second task"]
+    with Session.open("p.sub.call_1", store=store) as first:
+        assert [m.text for m in first.model_messages()] == ["first task", "answer to first task"]
