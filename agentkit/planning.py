@@ -34,8 +34,8 @@ from ._planlog import (
 from .budget import Budget, BudgetBreach, Limits
 from .cancel import CancelToken
 from .errors import CancelledError, ConfigurationError
-from .events import AssistantMessageEvent
-from .messages import TextPart
+from .events import AssistantMessageEvent, UserMessageEvent
+from .messages import TextPart, text_of
 from .options import GenerationOptions
 from .results import RunResult
 from .session import Session
@@ -271,7 +271,10 @@ class _Run:
         return Session(stage.model, tools=tools, store=store, session_id=session_id, system=full_system, **options)
 
     def _plan(self, goal: str) -> RunState:
-        self.session.push_user_message(goal)
+        events = self.session.events
+        last = events[-1] if events else None
+        if not (isinstance(last, UserMessageEvent) and text_of(last.content) == goal):
+            self.session.push_user_message(goal)  # (a run stopped while planning already did)
         prompt = log.planner_prompt(goal, ((t.name, t.description) for t in self.agent._tools), self.agent._max_steps)
         result = self._generate("planner", log.PLANNER_SYSTEM, prompt, output_type=PlanOutput)
         output = _output(result, PlanOutput, "planner")

@@ -383,3 +383,14 @@ def test_plans_are_cut_to_max_plan_steps_also_when_revised(tmp_path):
     result = agent.run(GOAL)
     assert [s.description for s in result.steps] == ["collect item 0", "retry 0", "retry 1"]
     assert len(result.plan.steps) == 3
+
+
+def test_a_run_stopped_while_planning_does_not_repeat_the_goal(tmp_path):
+    broken = FunctionModel(lambda r: (_ for _ in ()).throw(RuntimeError("planner down")))
+    with Session() as session:
+        with pytest.raises(RuntimeError):
+            PlanningAgent(executor(), planner=broken).run(GOAL, session=session)
+        agent = PlanningAgent(executor(), tools=[work_tool(tmp_path / "m")], planner=planner(["collect alpha"]),
+                              synthesizer=synthesizer())
+        result = agent.run(GOAL, session=session)
+        assert [(m.role, m.text) for m in session.model_messages()] == [("user", GOAL), ("assistant", result.text)]
