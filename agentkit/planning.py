@@ -249,21 +249,21 @@ class _Run:
     # -- stages --------------------------------------------------------------------
 
     def _generate(self, stage_name: str, system: str, prompt: str, *, output_type: Any = None,
-                  state: RunState | None = None) -> RunResult:
+                  spent: Spend | None = None) -> RunResult:
         """One generation of a stage without tools, in a child session in memory."""
-        with self._child(stage_name, system, output_type=output_type, state=state) as child:
+        with self._child(stage_name, system, output_type=output_type, spent=spent) as child:
             child.push_user_message(prompt)
             return child.generate(cancel=self.cancel)
 
     def _child(self, stage_name: str, system: str, *, output_type: Any = None, tools: tuple[Tool, ...] = (),
-               state: RunState | None = None, session_id: str | None = None) -> Session:
+               spent: Spend | None = None, session_id: str | None = None) -> Session:
         """A child session for one stage generation: in the run's store under
-        ``session_id`` when given, else in memory. With ``state``, the run's limits less
-        what it spent bound the generation."""
+        ``session_id`` when given, else in memory. With ``spent``, the run's limits less
+        that bound the generation."""
         stage = self.agent._stages[stage_name]
         options = dict(stage.options)
-        if state is not None and self.agent._limits is not None:
-            options["limits"] = _remaining(self.agent._limits, state.spent, options.get("limits"))
+        if spent is not None and self.agent._limits is not None:
+            options["limits"] = _remaining(self.agent._limits, spent, options.get("limits"))
         if output_type is not None:
             options["output_type"] = output_type
         store = self.session.store if session_id is not None else None
@@ -276,8 +276,13 @@ class _Run:
         if not (isinstance(last, UserMessageEvent) and text_of(last.content) == goal):
             self.session.push_user_message(goal)  # (a run stopped while planning already did)
         prompt = log.planner_prompt(goal, ((t.name, t.description) for t in self.agent._tools), self.agent._max_steps)
-        result = self._generate("planner", log.PLANNER_SYSTEM, prompt, output_type=PlanOutput)
-        output = _output(result, PlanOutput, "planner")
+        result = self._generate("planner", log.PLANNER_SYSTEM, prompt, output_type=PlanOutput, spent=Spend())
+        output = result.output
+        if not isinstance(output, PlanOutput):  # the run's limits stopped it
+            raise ConfigurationError(
+                f"the planner gave no plan (finish_reason={result.finish_reason!r}): the run's limits "
+                f"({self.agent._limits}) leave it no room to plan"
+            )
         plan = log.plan_from(output, self.agent._max_steps)
         run_id = uuid.uuid4().hex
         spend = _spend(result)
@@ -296,7 +301,7 @@ class _Run:
                                       description=step.description, session_id=sid))
         prompt = log.executor_prompt(state.goal, state.plan, state.results, index)
         with self._child("executor", log.EXECUTOR_SYSTEM, output_type=StepOutcome, tools=self.agent._tools,
-                         state=state, session_id=sid) as child:
+                         spent=state.spent, session_id=sid) as child:
             child.push_user_message(prompt)
             try:
                 result = child.generate(cancel=self.cancel, deps=self.deps)
@@ -318,8 +323,12 @@ class _Run:
         a = self.agent
         after = state.results[-1].index
         prompt = log.replanner_prompt(state.goal, state.plan, state.results, a._max_revisions - state.revisions)
-        result = self._generate("replanner", log.REPLANNER_SYSTEM, prompt, output_type=ReplanDecision, state=state)
-        decision = _output(result, ReplanDecision, "replanner")
+        result = self._generate("replanner", log.REPLANNER_SYSTEM, prompt, output_type=ReplanDecision,
+                                spent=state.spent)
+        decision = result.output
+        if not isinstance(decision, ReplanDecision):  # the run's limits stopped it: go on as planned
+            decision = ReplanDecision(decision="continue",
+                                      reason=f"the replanner gave no decision (finish_reason={result.finish_reason!r})")
         data: dict[str, Any] = {"after": after, "decision": decision.decision, "reason": decision.reason}
         if decision.decision == "revise":
             plan = log.revised(state.plan, state.next_index, decision, a._max_steps)
@@ -359,15 +368,6 @@ def _short(text: str, n: int = 80) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _output(result: RunResult, kind: type, stage: str) -> Any:
-    value = getattr(result, "output", None)
-    if not isinstance(value, kind):
-        raise ConfigurationError(  # pragma: no cover - output_type guarantees it
-            f"the {stage} gave no {kind.__name__} (finish_reason={result.finish_reason!r})"
-        )
-    return value
-
-
 def _spend(result: RunResult) -> Spend:
     return Spend(usage=result.usage, model_calls=len(result.steps), tool_calls=len(result.tool_calls))
 
@@ -389,7 +389,7 @@ def _outcome(result: RunResult, index: int, step: PlanStep, attempt: int, sid: s
     """The step's result: failed unless the executor reported success."""
     common: dict[str, Any] = {"index": index, "description": step.description, "usage": usage,
                               "finish_reason": result.finish_reason, "attempt": attempt, "session_id": sid}
-    value = getattr(result, "output", None)
+    value = result.output
     if isinstance(value, StepOutcome):
         if value.success:
             return StepResult(ok=True, result=value.result, **common)

@@ -394,3 +394,23 @@ def test_a_run_stopped_while_planning_does_not_repeat_the_goal(tmp_path):
                               synthesizer=synthesizer())
         result = agent.run(GOAL, session=session)
         assert [(m.role, m.text) for m in session.model_messages()] == [("user", GOAL), ("assistant", result.text)]
+
+
+def test_limits_bound_the_planner_too_and_say_so():
+    agent = PlanningAgent(executor(), planner=planner(["collect alpha"]), limits=Limits(model_calls=0))
+    with pytest.raises(ConfigurationError, match="the planner gave no plan .*budget-exceeded"):
+        agent.run(GOAL)
+
+
+def test_a_replanner_stopped_by_the_limits_lets_the_plan_go_on(tmp_path):
+    # the replanner is sent back once (an invalid decision); its retry is past the limit
+    rp = FunctionModel(lambda r: answer({"decision": "sideways"}))
+    agent = PlanningAgent(executor(), tools=[work_tool(tmp_path / "m", fail_on=("collect alpha",))],
+                          planner=planner(["collect alpha", "collect beta"]), replanner=rp,
+                          synthesizer=synthesizer(), limits=Limits(model_calls=4))
+    with Session() as session:
+        result = agent.run(GOAL, session=session)
+        replanned = [e.data for e in session.events if isinstance(e, ControlEvent) and e.action == "plan-replanned"]
+    assert rp.request_count == 1
+    assert replanned[0]["decision"] == "continue" and "gave no decision" in replanned[0]["reason"]
+    assert result.finish_reason == "budget-exceeded"
