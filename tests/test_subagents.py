@@ -320,3 +320,14 @@ def test_a_reused_call_id_with_another_task_gets_a_fresh_child(tmp_path):
         assert [m.text for m in second.model_messages()] == ["second task", "answer to second task"]
     with Session.open("p.sub.call_1", store=store) as first:
         assert [m.text for m in first.model_messages()] == ["first task", "answer to first task"]
+
+
+def test_report_usage_is_checked_and_harmless_outside_the_loop():
+    ctx = ToolContext(tool_call_id="c", tool_name="t", cancel=CancelToken())
+    assert ctx.report_usage(Usage(input_tokens=5, total_tokens=5)) is True
+    assert ctx.streaming is False
+    ctx.emit(SubagentStartEvent(tool_call_id="c", name="t", task="x"))  # nobody listens: a no-op
+    with pytest.raises(ConfigurationError, match="takes a Usage"):
+        ctx.report_usage({"input_tokens": 5})
+    with pytest.raises(ConfigurationError, match="total_tokens is negative"):
+        ctx.report_usage(Usage(total_tokens=-100))

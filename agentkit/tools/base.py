@@ -77,6 +77,9 @@ class ToolContext:
         spending), True otherwise (and always outside the loop)."""
         if not isinstance(usage, Usage):
             raise ConfigurationError(f"report_usage takes a Usage, not {type(usage).__name__}")
+        negative = [name for name, value in usage.to_dict().items() if value < 0]
+        if negative:
+            raise ConfigurationError(f"report_usage takes token counts >= 0; {', '.join(negative)} is negative")
         return True if self._usage is None else self._usage(usage)
 
 
