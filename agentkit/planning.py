@@ -123,8 +123,8 @@ class PlanningAgent:
     never (``"never"``), and may revise the plan at most ``max_revisions`` times (after
     that it is not asked again). ``limits`` bound the whole run (every stage's tokens,
     model calls and tool calls): once one is reached no further step runs and the
-    synthesizer answers from what was done. Immutable; one agent may run many goals, on
-    several threads at once.
+    synthesizer answers from what was done. It holds no run state: one agent may run
+    many goals, on several threads at once.
     """
 
     def __init__(
