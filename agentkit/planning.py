@@ -31,10 +31,12 @@ from ._planlog import (
     StepOutcome,
     StepResult,
 )
+from .agents import Agent
 from .budget import Budget, BudgetBreach, Limits
 from .cancel import CancelToken
 from .errors import CancelledError, ConfigurationError
 from .events import AssistantMessageEvent, UserMessageEvent
+from .hooks import HookChain, Hooks
 from .messages import TextPart, text_of
 from .options import GenerationOptions
 from .results import RunResult
@@ -58,8 +60,9 @@ class Stage:
     ``options`` (``settings=ModelSettings(reasoning_budget=2048)`` to think in the
     executor, ``max_steps``, ``hooks``, ``provider_options``...).
 
-    A stage may also be given as a model (or spec string), or as a dict of these keys
-    where any key besides ``model`` and ``system`` is an option:
+    A stage may also be given as a model (or spec string), as an :class:`~agentkit.Agent`
+    without tools (its model, system prompt and options), or as a dict of these keys where
+    any key besides ``model`` and ``system`` is an option:
     ``{"model": "openai:gpt-4.1", "settings": ModelSettings(temperature=0)}``.
     """
 
@@ -83,10 +86,34 @@ class Stage:
         GenerationOptions.build(self.options)  # unknown or bad options fail here
 
 
+def _agent_stage(name: str, agent: Agent) -> Stage:
+    """An Agent given as a stage: its model, system prompt and the options it sets."""
+    if agent.tools:
+        raise ConfigurationError(
+            f"{name}: an Agent given as a stage brings its model and options, not tools; "
+            f"give the executor's tools to PlanningAgent(tools=...)"
+        )
+    default = GenerationOptions()
+    options: dict[str, Any] = {}
+    for f in fields(GenerationOptions):
+        value = getattr(agent.options, f.name)
+        if f.name == "system":
+            continue
+        if f.name == "hooks":
+            if value:  # the chain back as the Hooks it was built from (one per function)
+                options["hooks"] = [Hooks(**{point: fn}) for point in HookChain.__slots__
+                                    for fn in getattr(value, point)]
+        elif value != getattr(default, f.name):
+            options[f.name] = value
+    return Stage(model=agent.model, system=agent.options.system, options=options)
+
+
 def _stage(name: str, value: Any, default_model: Any) -> Stage:
     """A stage argument as a Stage with its model resolved."""
     if value is None:
         stage = Stage()
+    elif isinstance(value, Agent):
+        stage = _agent_stage(name, value)
     elif isinstance(value, Stage):
         stage = value
     elif isinstance(value, Mapping):

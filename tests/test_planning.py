@@ -414,3 +414,27 @@ def test_a_replanner_stopped_by_the_limits_lets_the_plan_go_on(tmp_path):
     assert rp.request_count == 1
     assert replanned[0]["decision"] == "continue" and "gave no decision" in replanned[0]["reason"]
     assert result.finish_reason == "budget-exceeded"
+
+
+def test_a_stage_may_be_an_agent_without_tools():
+    from agentkit import Agent, Hooks, tool
+
+    seen: list[str] = []
+    hooks = Hooks(before_model_request=lambda request: seen.append(request.system[-13:]) or request)
+    synth = Agent(synthesizer(), system="Sign it, Ana.", max_steps=3, hooks=hooks)
+    agent = PlanningAgent(executor(), tools=[work_tool(Path(os.devnull))], planner=planner(["collect alpha"]),
+                          synthesizer=synth)
+    stage = agent.stage("synthesizer")
+    assert stage.system == "Sign it, Ana." and stage.options["max_steps"] == 3
+    assert agent.run(GOAL).text == "Report: collect alpha"
+    assert seen == ["Sign it, Ana."]  # its system prompt and its hooks came along
+
+    @tool
+    def extra() -> str:
+        """Extra."""
+        return "x"
+
+    with pytest.raises(ConfigurationError, match="executor: an Agent given as a stage brings its model"):
+        PlanningAgent("echo", executor=Agent("echo", tools=[extra]))
+    with pytest.raises(ConfigurationError, match="may not set output_type"):
+        PlanningAgent("echo", planner=Agent("echo", output_type=int))
