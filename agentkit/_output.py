@@ -88,6 +88,8 @@ class OutputPlan:
             return self.adapter.validate_json(raw), None
         except pydantic.ValidationError as exc:
             return None, _errors_text(exc, self.wrapped)
+        except Exception as exc:  # noqa: BLE001 - a validator of the type raised: the model reads it
+            return None, f"- (the answer): a validator raised {type(exc).__name__}: {exc}"
 
 
 def output_mode_of(model: Any) -> OutputMode:

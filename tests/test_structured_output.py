@@ -590,3 +590,20 @@ def test_the_output_tool_writes_no_intent_and_spends_no_tool_call_budget(tmp_pat
         assert session.uncertain_tool_executions() == []
     assert result.output == 1 and result.finish_reason == "stop"
     assert intents == ["ping"]  # the user tool's intent only
+
+
+def test_a_validator_that_raises_any_exception_is_an_error_the_model_reads():
+    from pydantic import field_validator
+
+    class Code(BaseModel):
+        code: str
+
+        @field_validator("code")
+        @classmethod
+        def known(cls, value: str) -> str:
+            return {"a": "alpha"}[value]  # KeyError for anything else
+
+    model = ScriptedModel([answer({"code": "zz"}), answer({"code": "a"})])
+    result = run_agent(model, "go", output_type=Code)
+    assert result.output == Code(code="alpha")
+    assert "KeyError" in result.tool_calls[0].output.as_text()
