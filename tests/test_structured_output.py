@@ -607,3 +607,9 @@ def test_a_validator_that_raises_any_exception_is_an_error_the_model_reads():
     result = run_agent(model, "go", output_type=Code)
     assert result.output.code == "alpha"
     assert "KeyError" in result.tool_calls[0].output.as_text()
+
+
+def test_a_bare_value_for_a_wrapped_type_is_accepted_and_a_wrong_object_is_explained():
+    plan = plan_for(list[int])
+    assert plan.parse_text("[1, 2]") == ([1, 2], None)
+    assert plan.parse_input({"numbers": [1]})[1] == "- the answer must be a JSON object with the key 'response'"
