@@ -101,6 +101,7 @@ from .pool import SessionPool
 from .projection import build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
 from .session import Session
+from .skills import load_skills
 from .stores import (
     EventStore,
     FileEventStore,
@@ -114,6 +115,7 @@ from .stores import (
 from .stream import AgentEvent, AgentStream
 from .subagents import subagent_tool
 from .summarize import summarizing_compactor
+from .tool_search import ToolSearch
 from .tools import Tool, ToolContext, ToolDecision, filesystem_tools, json_tools, shell_tools, tool
 from .transactions import GenerationTransaction, UncertainExecution
 from .usage import Usage
@@ -170,6 +172,8 @@ __all__ = [
     "Threshold",
     "ToolResultClearing",
     "summarizing_compactor",
+    "ToolSearch",
+    "load_skills",
     "CancelToken",
     "CancelledError",
     "ChatModel",

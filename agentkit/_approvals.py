@@ -14,6 +14,7 @@ runner, so every tool kind passes it.
 from __future__ import annotations
 
 import contextvars
+import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +32,7 @@ from .approval import (
 )
 from .cancel import CancelToken
 from .errors import CancelledError, HookError
-from .events import ControlEvent, Event, new_id
+from .events import ControlEvent, Event
 from .messages import ToolCallPart, ToolOutput
 from .tools.base import ToolContext, ToolRegistry
 
@@ -106,7 +107,8 @@ class ApprovalGate:
             elif verdict.action == "ask":
                 recorded = self._record(call)
                 asks.append((call, ApprovalRequest(
-                    id=new_id(), tool_name=call.tool_name, input=recorded.input, tool_call_id=call.tool_call_id,
+                    id=secrets.token_hex(16),  # a host may hand it out: unguessable
+                    tool_name=call.tool_name, input=recorded.input, tool_call_id=call.tool_call_id,
                     requested_at=now, reason=verdict.reason, generation_id=self._generation_id,
                 )))
         if not asks:

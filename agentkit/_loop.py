@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from ._approvals import ApprovalGate, WaitingForApproval
 from ._compact import ContextShaper
+from ._generation_tools import GenerationTools, check_generation_tools, needed
 from ._intents import Intents
 from ._json import json_problem
 from ._output import OUTPUT_TOOL, OutputRun, output_plan
@@ -57,6 +58,7 @@ from .models.base import (
     ReasoningDone,
     TextDelta,
     ToolCallEvent,
+    ToolSpec,
     UsageEvent,
     tool_choice_problem,
 )
@@ -142,7 +144,7 @@ class LoopOptions(GenerationOptions):
     def of(cls, options: GenerationOptions, *, model: ChatModel, tools: ToolRegistry,
            execution_context: Any = None, emit: Emit | None = None, deps: Any = None) -> LoopOptions:
         """``options`` with the session's parts."""
-        values = {f.name: getattr(options, f.name) for f in fields(GenerationOptions)}
+        values = {name: getattr(options, name) for name in _OPTION_NAMES}
         return cls(**values, model=model, tools=tools, execution_context=execution_context, emit=emit, deps=deps)
 
     def event_sink(self) -> Emit | None:
@@ -166,7 +168,10 @@ class LoopOptions(GenerationOptions):
                 f"string like 'openai:gpt-4.1-mini', not {type(self.model).__name__}"
             )
         super().check()
-        problem = tool_choice_problem(self.tool_choice, tuple(self.tools))
+        names = tuple(self.tools)
+        if self.skills is not None or self.tool_search is not None:
+            names += check_generation_tools(self, self.tools)
+        problem = tool_choice_problem(self.tool_choice, names)
         if problem is not None:
             raise ConfigurationError(problem)
         if self.output_type is not None and OUTPUT_TOOL in self.tools and output_plan(self).spec.mode == "tool":
@@ -174,6 +179,9 @@ class LoopOptions(GenerationOptions):
                 f"a tool is named {OUTPUT_TOOL!r}, the name of the tool a model calls to give its "
                 f"output_type answer; rename the tool"
             )
+
+
+_OPTION_NAMES = tuple(f.name for f in fields(GenerationOptions))
 
 
 @dataclass
@@ -307,6 +315,14 @@ class _Loop:
     ) -> None:
         self.host = host
         self.executor = executor
+        self.redactor = redactor_of(opts.redact)
+        # skills and tool search: built-in tools, the skills index, the visible set
+        self.extra: GenerationTools | None = None
+        if needed(opts, opts.tools):
+            redact = self.redactor.value if self.redactor is not None else None
+            self.extra = GenerationTools(opts, opts.tools, events=lambda: host.events,
+                                         commit=host.commit, redact=redact)
+            opts = replace(opts, tools=self.extra.registry, system=self.extra.system)
         self.opts = opts
         self.cancel = cancel
         self.ledger = _Ledger()
@@ -318,16 +334,18 @@ class _Loop:
         self.tally = threading.Lock()  # tool threads report usage while the loop adds its own
         self.store = host.store  # what ToolContext.store shows tools (looked up once)
         self.report_usage = self._report_usage
-        self.specs = opts.tools.specs()
-        self.tool_names = tuple(opts.tools)
+        self.specs = opts.tools.specs() if self.extra is None else self.extra.specs()
+        self.tool_names = tuple(opts.tools) if self.extra is None else self.extra.names()
         self.output: OutputRun | None = None
         self.output_tool: str | None = None  # the output tool's name (tool mode), else None
+        self.output_specs: tuple[ToolSpec, ...] = ()  # always visible, also under tool search
         self.tool_choice = opts.tool_choice
         if opts.output_type is not None:
             self.output = OutputRun(output_plan(opts))
             self.output_tool = self.output.tool
             if self.output_tool is not None:
-                self.specs = (*self.specs, self.output.plan.tool_spec())
+                self.output_specs = (self.output.plan.tool_spec(),)
+                self.specs = (*self.specs, *self.output_specs)
                 self.tool_names = (*self.tool_names, self.output_tool)
                 if self.tool_choice == "none":  # no user tools: the answer is the output tool's
                     self.tool_choice = self.output_tool
@@ -335,7 +353,6 @@ class _Loop:
         self.emit = opts.event_sink()
         self.hooks = opts.hooks
         self.generation_id = new_id()
-        self.redactor = redactor_of(opts.redact)
         self.approvals = ApprovalGate(host, opts.tools, opts.approval, opts.approver, cancel,
                                       self.generation_id, self._recorded_call)
         hooks_gate = decision_gate(self._decide) if opts.hooks.before_tool_call else None
@@ -345,6 +362,12 @@ class _Loop:
         self.budget = Budget(opts.limits) if opts.limits is not None else None
 
     def run(self) -> RunResult:
+        if self.extra is None:
+            return self._run()
+        with self.extra.current():  # what the built-in tools (load_skill, find_tools) act on
+            return self._run()
+
+    def _run(self) -> RunResult:
         opts = self.opts
         validation_attempts = 0
         overflow_attempts = 0
@@ -369,6 +392,8 @@ class _Loop:
                     finish = "approval-required"
                     break
                 messages, _, request_seq = self.host.project()
+            if self.extra is not None:  # find_tools may have changed what the model sees
+                self.specs = (*self.extra.specs(), *self.output_specs)
             messages, request_seq = self._shape(messages, request_seq)
             request = ModelRequest(
                 messages=tuple(messages),

@@ -77,6 +77,9 @@ class OutputPlan:
         """(value, None) for a valid tool input (or parsed JSON), else (None, the errors)."""
         if self.wrapped:
             if not isinstance(value, Mapping) or _WRAP_KEY not in value:
+                bare, errors = self._validate(json.dumps(value))  # the value itself, unwrapped?
+                if errors is None:
+                    return bare, None
                 return None, f"- the answer must be a JSON object with the key {_WRAP_KEY!r}"
             value = value[_WRAP_KEY]
         return self._validate(json.dumps(value))
@@ -88,6 +91,8 @@ class OutputPlan:
             return self.adapter.validate_json(raw), None
         except pydantic.ValidationError as exc:
             return None, _errors_text(exc, self.wrapped)
+        except Exception as exc:  # noqa: BLE001 - a validator of the type raised: the model reads it
+            return None, f"- (the answer): a validator raised {type(exc).__name__}: {exc}"
 
 
 def output_mode_of(model: Any) -> OutputMode:
@@ -102,7 +107,18 @@ def output_mode_of(model: Any) -> OutputMode:
 
 def output_plan(options: Any) -> OutputPlan:
     """The plan of a generation: ``options.output_type`` asked for in ``options.model``'s mode."""
-    return plan_for(options.output_type).for_mode(output_mode_of(options.model))
+    mode = output_mode_of(options.model)
+    try:
+        return _planned(options.output_type, mode)
+    except TypeError as exc:
+        if "unhashable" not in str(exc):
+            raise
+        return _compile(options.output_type).for_mode(mode)
+
+
+@functools.lru_cache(maxsize=256)
+def _planned(output_type: Any, mode: OutputMode) -> OutputPlan:
+    return _compiled(output_type).for_mode(mode)
 
 
 def plan_for(output_type: Any) -> OutputPlan:

@@ -164,7 +164,10 @@ class Agent:
         check_messages(history, what="messages")
         if not isinstance(prompt, str) and isinstance(prompt, Message):
             raise ConfigurationError("prompt must be text or content parts; pass Message history as messages=")
-        with self._open(events=events_from_messages(history), overrides=overrides) as session:
+        options = self._options.merged(overrides)  # an unknown option fails here
+        if self._deps_type is not None:
+            check_deps(deps, self._deps_type)
+        with self._open(options, events=events_from_messages(history)) as session:
             session.push_user_message(prompt)
             result = session.generate(cancel=cancel, deps=deps, _emit=_emit)
         return RunResult(**{f.name: getattr(result, f.name) for f in fields(RunResult)})
@@ -200,18 +203,17 @@ class Agent:
         is durable: an existing ``session_id`` is restored. ``deps`` are the session's
         default deps; ``kwargs`` are further Session arguments (``retention``...) and
         generation options for this session."""
-        return self._open(session_id=session_id, store=store, deps=deps, overrides=kwargs)
-
-    def _open(self, *, overrides: dict[str, Any], **session_kwargs: Any) -> Session:
         names = set(option_names())
-        options = {k: overrides.pop(k) for k in list(overrides) if k in names}
+        options = self._options.merged({k: kwargs.pop(k) for k in list(kwargs) if k in names})
+        return self._open(options, session_id=session_id, store=store, deps=deps, **kwargs)
+
+    def _open(self, options: GenerationOptions, **session_kwargs: Any) -> Session:
         return Session(
             self._model,
             tools=self._tools,
             execution_context=self._execution_context,
             deps_type=self._deps_type,
-            _options=self._options.merged(options),
+            _options=options,
             **session_kwargs,
-            **overrides,
         )
 

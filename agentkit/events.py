@@ -9,10 +9,11 @@ and refer to other things by id only.
 from __future__ import annotations
 
 import contextvars
+import os
+import random
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ._json import MAX_DEPTH, json_problem
@@ -41,9 +42,20 @@ __all__ = [
 ]
 
 
+# Event ids need uniqueness, not secrecy: 128 bits from a generator seeded by os.urandom
+# (and reseeded in a forked child). An id a host may hand out as a capability (an
+# approval request's) comes from the secrets module instead. uuid4() reads os.urandom for every id, a system call that
+# also lets other threads take the interpreter lock: several thread switches per step
+# for a streamed generation.
+_ids = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_ids.seed)
+
+
 def new_id() -> str:
-    """A new random event id."""
-    return uuid.uuid4().hex
+    """A new random event id: 32 hex digits (128 random bits). Unique, not unguessable:
+    never use one as a credential."""
+    return f"{_ids.getrandbits(128):032x}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +76,13 @@ class Event:
 
     def with_seq(self, seq: int) -> Event:
         """A copy carrying commit number ``seq``."""
-        return replace(self, seq=seq)
+        # the fields were checked when this event was made; only seq changes, so copy
+        # them as they are (dataclasses.replace would rebuild and re-check it: every
+        # commit of every event pays this)
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        object.__setattr__(copy, "seq", seq)
+        return copy
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; ``event_from_dict`` restores an equal event."""

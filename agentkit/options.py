@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from .events import Event
     from .messages import Message, ToolCallPart
     from .results import RunResult, ToolCallRecord
+    from .skills import Skills
+    from .tool_search import ToolSearch
     from .view import ToolResultClearing
 
 __all__ = ["GenerationOptions"]
@@ -109,6 +111,12 @@ class GenerationOptions:
     redact: Redaction | None = _opt()
     """Regexes and/or a callable: secrets in tool inputs, tool outputs and runtime event
     data become ``[redacted]`` before they are committed."""
+    skills: Skills | None = _opt()
+    """:class:`~agentkit.skills.Skills` (from :func:`~agentkit.load_skills`): their index in
+    the system prompt, and the ``load_skill`` and ``read_skill_file`` tools."""
+    tool_search: ToolSearch | None = _opt()
+    """:class:`~agentkit.ToolSearch`: above its threshold the model sees a few tools plus
+    ``find_tools``, which activates the ones it needs."""
 
     def merged(self, overrides: Mapping[str, Any]) -> GenerationOptions:
         """These options with ``overrides`` (keyword arguments of one call) applied by each
@@ -169,6 +177,7 @@ class GenerationOptions:
                 f"approver must be a callable (request) -> bool | ApprovalDecision, not {type(self.approver).__name__}"
             )
         redactor_of(self.redact)
+        _check_kinds(self)
         if self.output_type is not None:
             from ._output import plan_for
 
@@ -193,6 +202,19 @@ class GenerationOptions:
         chars = self.max_tool_output_chars
         if chars is not None and (not isinstance(chars, int) or isinstance(chars, bool) or chars < 1):
             raise ConfigurationError(f"max_tool_output_chars must be an int >= 1 or None, got {chars!r}")
+
+
+def _check_kinds(options: GenerationOptions) -> None:
+    """``skills`` and ``tool_search`` hold the right kinds of object."""
+    from .skills import Skills
+    from .tool_search import ToolSearch
+
+    for name, kind, hint in (("skills", Skills, "load_skills(directory)"), ("tool_search", ToolSearch, "ToolSearch()")):
+        value = getattr(options, name)
+        if value is not None and not isinstance(value, kind):
+            raise ConfigurationError(
+                f"{name} must be a {kind.__name__} (from {hint}) or None, not {type(value).__name__}"
+            )
 
 
 _RULES: dict[str, str] = {f.name: f.metadata["merge"] for f in fields(GenerationOptions)}

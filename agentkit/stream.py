@@ -19,7 +19,6 @@ Event types, in the order a generation produces them::
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -285,12 +284,14 @@ def fan_out(*sinks: Emit | None) -> Emit | None:
 class _Buffer:
     """A bounded FIFO between the generation thread (producer) and the consumer. A full
     buffer makes the producer wait; closing it wakes both sides. Each side is woken only
-    when the other waits for it, so a consumer that keeps up costs no extra wake-ups."""
+    when the other waits for it, and the consumer takes everything buffered at once, so
+    a consumer that keeps up costs one lock round per batch, not per event."""
 
     def __init__(self, bound: int) -> None:
         self._items: deque[AgentEvent] = deque()
+        self._taken: deque[AgentEvent] = deque()  # the consumer's batch (its thread only)
         self._bound = bound
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
         self._closed = False  # the consumer went away: drop what the producer sends
         self._ended = False  # the producer sent its last event
         self._waiting = 0  # threads waiting on the condition
@@ -304,7 +305,9 @@ class _Buffer:
 
     def put(self, event: AgentEvent) -> None:
         with self._cond:
-            while len(self._items) >= self._bound and not self._closed:
+            # the consumer's batch counts: at most ``bound`` events wait in all (it
+            # takes the next batch, and wakes this thread, when it has used up this one)
+            while len(self._items) + len(self._taken) >= self._bound and not self._closed:
                 self._wait()
             if self._closed:
                 return
@@ -321,26 +324,28 @@ class _Buffer:
         with self._cond:
             self._closed = True
             self._items.clear()
+            self._taken.clear()
             self._cond.notify_all()
 
     def get(self, timeout: float | None = None) -> AgentEvent | None | Literal[False]:
         """The next event, None when there will be no more, or False when ``timeout``
         seconds passed without one."""
-        if not self._items and not self._ended:
-            # Let the producer run first (it holds the GIL until it blocks or the switch
-            # interval ends), so a fast generation hands over events in batches instead
-            # of one thread switch per event; a slow one is waited for below.
-            time.sleep(0)
+        taken = self._taken
+        if taken:
+            try:
+                return taken.popleft()
+            except IndexError:  # closed from another thread just now
+                pass
         with self._cond:
             while not self._items and not self._ended and not self._closed:
                 if not self._wait(timeout) and timeout is not None:
                     return False
             if not self._items:
                 return None
-            item = self._items.popleft()
+            self._items, self._taken = self._taken, self._items
             if self._waiting:
                 self._cond.notify_all()
-            return item
+        return self._taken.popleft()
 
 
 class _Slot:

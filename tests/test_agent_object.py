@@ -219,3 +219,13 @@ def test_copying_an_agent_gives_the_same_immutable_agent():
 
     agent = Agent(ScriptedModel(["x"]))
     assert copy.copy(agent) is agent and copy.deepcopy(agent) is agent
+
+
+def test_run_takes_only_generation_options():
+    agent = Agent(ScriptedModel(["x"]))
+    with pytest.raises(ConfigurationError, match="unknown option 'store'"):
+        agent.run("x", store=None)
+    with pytest.raises(ConfigurationError, match="Did you mean 'max_steps'"):
+        agent.run("x", max_step=2)
+    with pytest.raises(ConfigurationError, match="unknown option"):
+        agent.session(not_a_thing=1)

@@ -196,3 +196,25 @@ def test_restoring_an_event_takes_its_stored_data_as_it_is():
     assert ev.data is data
     with pytest.raises(ConfigurationError, match="not JSON-serialisable"):  # new events are checked
         RuntimeEvent(runtime_type="t", data=ev.data)
+
+
+def test_event_ids_are_128_random_bits_and_differ_in_a_forked_child():
+    import os
+    import re
+
+    from agentkit.events import new_id
+
+    ids = {new_id() for _ in range(10_000)}
+    assert len(ids) == 10_000 and all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
+    if not hasattr(os, "fork"):
+        return
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next id must not repeat the parent's
+        os.write(write, new_id().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert re.fullmatch(r"[0-9a-f]{32}", child) and child != new_id()

@@ -18,10 +18,12 @@ from agentkit import (
     Threshold,
     ToolCall,
     ToolResultClearing,
+    ToolSearch,
     build_model_messages,
     run_agent,
 )
 from agentkit.options import GenerationOptions, option_names
+from agentkit.skills import Skills
 
 
 def test_every_option_is_a_keyword_of_run_agent_session_and_generate():
@@ -38,6 +40,7 @@ def test_every_option_is_a_keyword_of_run_agent_session_and_generate():
         "auto_compact": Threshold(tokens=10**6), "context_builder": build_model_messages,
         "clear_tool_results": ToolResultClearing(), "max_tool_output_chars": 1000,
         "output_type": int,
+        "skills": Skills(), "tool_search": ToolSearch(),  # no skills, few tools: nothing added
     }
     assert set(values) == set(option_names())  # a new option needs a value here
     seen = []

@@ -79,11 +79,11 @@ PUBLIC_NAMESPACES = {
         'StoreLockTimeout', 'StoreUnavailableError', 'StoredJob', 'StoredSession', 'TextPart',
         'Threshold', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord', 'ToolContext',
         'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultClearing',
-        'ToolResultEvent', 'ToolResultPart', 'ToolSpec', 'TransactionError', 'Turn',
+        'ToolResultEvent', 'ToolResultPart', 'ToolSearch', 'ToolSpec', 'TransactionError', 'Turn',
         'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__', 'build_model_messages',
         'event_from_dict', 'events_from_messages', 'filesystem_tools', 'get_model', 'http_tools',
-        'json_tools', 'run_agent', 'run_agent_stream', 'shell_tools', 'subagent_tool',
-        'summarizing_compactor', 'tool',
+        'json_tools', 'load_skills', 'run_agent', 'run_agent_stream', 'shell_tools',
+        'subagent_tool', 'summarizing_compactor', 'tool',
     ],
     'agentkit.adapters.langchain': [
         'Injected', 'LangChainChatModel', 'LangChainHistory', 'events_from_langchain',
@@ -249,6 +249,9 @@ PUBLIC_NAMESPACES = {
     'agentkit.session': [
         'Session',
     ],
+    'agentkit.skills': [
+        'MAX_SKILL_FILE_BYTES', 'SKILL_FILE', 'Skill', 'Skills', 'load_skills',
+    ],
     'agentkit.stores': [
         'EventStore', 'FileEventStore', 'FileJobStore', 'InMemoryEventStore', 'InMemoryJobStore',
         'JobStore', 'SCHEMA_VERSION', 'StoredJob', 'StoredSession', 'validate_session_id',
@@ -280,6 +283,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.summarize': [
         'DEFAULT_INSTRUCTIONS', 'summarizing_compactor',
+    ],
+    'agentkit.tool_search': [
+        'SearchableTool', 'ToolSearch', 'search_tools',
     ],
     'agentkit.tools': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobNotFoundError',

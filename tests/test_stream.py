@@ -108,6 +108,24 @@ def test_the_buffer_bound_makes_the_generation_wait_for_the_consumer():
         assert len(list(stream)) > 50 and stream.done
 
 
+def test_events_the_consumer_took_but_has_not_read_count_against_the_bound():
+    # the consumer takes buffered events in batches; the bound covers its batch too
+    emitted: list[str] = []
+    model = ScriptedModel(["y" * 60], chunk_size=1)
+    with Session(model, on_token=emitted.append) as s:
+        s.push_user_message("talk")
+        stream = s.stream(max_buffer=5)
+        read = 0
+        for _ in range(12):
+            next(stream)
+            read += 1
+            time.sleep(0.05)  # the producer runs ahead as far as it may
+            # events made and not yet read: at most the bound, plus one waiting to go in
+            # (the callbacks see an event just before the buffer does)
+            assert len(emitted) - (read - 2) <= 5 + 1  # read includes generation/step start
+        assert len(list(stream)) > 40 and stream.result.text == "y" * 60
+
+
 def test_closing_the_stream_mid_tool_cancels_the_generation_and_keeps_what_was_committed():
     started, stopped = threading.Event(), threading.Event()
 

@@ -590,3 +590,43 @@ def test_the_output_tool_writes_no_intent_and_spends_no_tool_call_budget(tmp_pat
         assert session.uncertain_tool_executions() == []
     assert result.output == 1 and result.finish_reason == "stop"
     assert intents == ["ping"]  # the user tool's intent only
+
+
+def test_a_validator_that_raises_any_exception_is_an_error_the_model_reads():
+    from pydantic import field_validator
+
+    class Code(BaseModel):
+        code: str
+
+        @field_validator("code")
+        @classmethod
+        def known(cls, value: str) -> str:
+            return {"a": "alpha"}[value]  # KeyError for anything else
+
+    model = ScriptedModel([answer({"code": "zz"}), answer({"code": "a"})])
+    result = run_agent(model, "go", output_type=Code)
+    assert result.output.code == "alpha"
+    assert "KeyError" in result.tool_calls[0].output.as_text()
+
+
+def test_a_bare_value_for_a_wrapped_type_is_accepted_and_a_wrong_object_is_explained():
+    plan = plan_for(list[int])
+    assert plan.parse_text("[1, 2]") == ([1, 2], None)
+    assert plan.parse_input({"numbers": [1]})[1] == "- the answer must be a JSON object with the key 'response'"
+
+
+def test_the_output_tool_stays_visible_under_tool_search():
+    from agentkit import Tool, ToolSearch
+
+    catalogue = [Tool(name=f"tool_{i}", description=f"Tool number {i}.", input_schema={"type": "object"},
+                      fn=lambda: "ok") for i in range(6)]
+    model = ScriptedModel([
+        ToolCall(name="find_tools", input={"query": "tool number 3"}),
+        answer({"response": 3}),
+    ])
+    result = run_agent(model, "go", tools=catalogue, tool_search=ToolSearch(threshold=2), output_type=int)
+    assert result.output == 3
+    for request in model.requests:  # before and after find_tools changed the visible set
+        names = [t.name for t in request.tools]
+        assert "find_tools" in names and names[-1] == "final_answer"
+    assert len(model.requests[1].tools) > len(model.requests[0].tools)

@@ -259,6 +259,13 @@ class ToolRegistry(Mapping[str, Tool]):
     def __getitem__(self, name: str) -> Tool:
         return self._tools[name]
 
+    def get(self, name: str, default: Any = None) -> Any:  # the loop asks per tool call
+        """The tool named ``name``, or ``default``."""
+        return self._tools.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._tools)
 

@@ -100,9 +100,13 @@ def _recordable(tool: Tool, out: ToolOutput) -> ToolOutput:
         if out.kind == "content":
             content_to_dict(out.value)
         elif out.kind in ("json", "error-json"):
-            out = replace(out, value=_plain_json(out.value))
+            plain = _plain_json(out.value)
+            if plain is not out.value:
+                out = replace(out, value=plain)
         if out.metadata is not None:
-            out = replace(out, metadata=_plain_json(out.metadata))
+            plain = _plain_json(out.metadata)
+            if plain is not out.metadata:
+                out = replace(out, metadata=plain)
     except (TypeError, ValueError, AgentkitError) as exc:
         return ToolOutput.error(
             f"tool {tool.name!r} returned an output that cannot be recorded: {exc}. "
