@@ -245,6 +245,8 @@ def test_a_planning_run_killed_mid_plan_resumes_without_replanning_or_rerunning_
         if child.poll() is None:
             child.kill()
             child.wait()
+        child.stdout.close()  # now, not when the collector gets to it (another test counts fds)
+        child.stderr.close()
     assert marker.read_text().splitlines() == ["collect alpha", "collect beta"]
 
     store = FileEventStore(root)
