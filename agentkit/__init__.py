@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging as _logging
 
 from .agent import run_agent, run_agent_stream
+from .agents import Agent
 from .approval import ApprovalDecision, ApprovalPolicy, ApprovalRequest
 from .budget import Limits
 from .cancel import CancelToken
@@ -36,6 +37,7 @@ from .errors import (
     McpError,
     MissingDependencyError,
     ModelError,
+    OutputValidationError,
     ProviderError,
     ProviderUnavailableError,
     RateLimitError,
@@ -97,6 +99,7 @@ from .models import (
     Turn,
     get_model,
 )
+from .planning import PlanningAgent, PlanResult
 from .pool import SessionPool
 from .projection import build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
@@ -113,6 +116,7 @@ from .stores import (
     StoredSession,
 )
 from .stream import AgentEvent, AgentStream
+from .subagents import subagent_tool
 from .summarize import summarizing_compactor
 from .tool_search import ToolSearch
 from .tools import Tool, ToolContext, ToolDecision, filesystem_tools, json_tools, shell_tools, tool
@@ -154,6 +158,7 @@ __all__ = [
     "ApprovalError",
     "ApprovalPolicy",
     "ApprovalRequest",
+    "Agent",
     "AgentEvent",
     "AgentStream",
     "HookError",
@@ -207,6 +212,7 @@ __all__ = [
     "Message",
     "MissingDependencyError",
     "ModelError",
+    "OutputValidationError",
     "ModelRequest",
     "ModelSettings",
     "PermissionRequest",
@@ -258,5 +264,8 @@ __all__ = [
     "run_agent",
     "shell_tools",
     "tool",
+    "subagent_tool",
+    "PlanningAgent",
+    "PlanResult",
     "__version__",
 ]

@@ -20,11 +20,18 @@ from ._compact import ContextShaper
 from ._generation_tools import GenerationTools, check_generation_tools, needed
 from ._intents import Intents
 from ._json import json_problem
+from ._output import OUTPUT_TOOL, OutputRun, output_plan
 from ._tracing import start_run
 from .approval import ApprovalState
 from .budget import Budget, BudgetBreach
 from .cancel import CancelToken
-from .errors import CancelledError, CompletionValidationError, ConfigurationError, ContextOverflowError, HookError
+from .errors import (
+    CancelledError,
+    CompletionValidationError,
+    ConfigurationError,
+    ContextOverflowError,
+    HookError,
+)
 from .events import (
     AssistantMessageEvent,
     ContextReplacedEvent,
@@ -52,6 +59,7 @@ from .models.base import (
     ReasoningDone,
     TextDelta,
     ToolCallEvent,
+    ToolSpec,
     UsageEvent,
     tool_choice_problem,
 )
@@ -93,6 +101,11 @@ class LoopHost(Protocol):
         """True when commits are durable (tool calls are then preceded by execution intents)."""
         ...
 
+    @property
+    def store(self) -> Any:
+        """The session's event store (None in memory): tools see it as ``ToolContext.store``."""
+        ...
+
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number, persist and publish ``events``; returns them with their ``seq``."""
         ...
@@ -125,13 +138,15 @@ class LoopOptions(GenerationOptions):
     execution_context: Any = None
     emit: Emit | None = None
     """Where agent events go besides the callbacks (an AgentStream's buffer)."""
+    deps: Any = None
+    """This generation's dependencies, handed to tools and hooks as ``ToolContext.deps``."""
 
     @classmethod
     def of(cls, options: GenerationOptions, *, model: ChatModel, tools: ToolRegistry,
-           execution_context: Any = None, emit: Emit | None = None) -> LoopOptions:
+           execution_context: Any = None, emit: Emit | None = None, deps: Any = None) -> LoopOptions:
         """``options`` with the session's parts."""
         values = {name: getattr(options, name) for name in _OPTION_NAMES}
-        return cls(**values, model=model, tools=tools, execution_context=execution_context, emit=emit)
+        return cls(**values, model=model, tools=tools, execution_context=execution_context, emit=emit, deps=deps)
 
     def event_sink(self) -> Emit | None:
         """The one event path: the callbacks and ``emit`` fed by the same events."""
@@ -160,6 +175,11 @@ class LoopOptions(GenerationOptions):
         problem = tool_choice_problem(self.tool_choice, names)
         if problem is not None:
             raise ConfigurationError(problem)
+        if self.output_type is not None and OUTPUT_TOOL in self.tools and output_plan(self).spec.mode == "tool":
+            raise ConfigurationError(
+                f"a tool is named {OUTPUT_TOOL!r}, the name of the tool a model calls to give its "
+                f"output_type answer; rename the tool"
+            )
 
 
 _OPTION_NAMES = tuple(f.name for f in fields(GenerationOptions))
@@ -313,8 +333,26 @@ class _Loop:
         self.steps: list[Step] = []
         self.records: list[ToolCallRecord] = []
         self.usage = Usage()
+        self.tool_usage = Usage()
+        """Tokens tools reported spending on this generation's behalf (child agents)."""
+        self.tally = threading.Lock()  # tool threads report usage while the loop adds its own
+        self.store = host.store  # what ToolContext.store shows tools (looked up once)
+        self.report_usage = self._report_usage
         self.specs = opts.tools.specs() if self.extra is None else self.extra.specs()
         self.tool_names = tuple(opts.tools) if self.extra is None else self.extra.names()
+        self.output: OutputRun | None = None
+        self.output_tool: str | None = None  # the output tool's name (tool mode), else None
+        self.output_specs: tuple[ToolSpec, ...] = ()  # always visible, also under tool search
+        self.tool_choice = opts.tool_choice
+        if opts.output_type is not None:
+            self.output = OutputRun(output_plan(opts))
+            self.output_tool = self.output.tool
+            if self.output_tool is not None:
+                self.output_specs = (self.output.plan.tool_spec(),)
+                self.specs = (*self.specs, *self.output_specs)
+                self.tool_names = (*self.tool_names, self.output_tool)
+                if self.tool_choice == "none":  # no user tools: the answer is the output tool's
+                    self.tool_choice = self.output_tool
         self.model_name = getattr(opts.model, "model_name", None)
         self.emit = opts.event_sink()
         self.hooks = opts.hooks
@@ -342,6 +380,7 @@ class _Loop:
         overflow_attempts = 0
         finish = "stop"
         last_text = ""
+        output: Any = None
         while True:
             breach = self.budget.before_model_call() if self.budget is not None else None
             if breach is not None:
@@ -361,18 +400,19 @@ class _Loop:
                     break
                 messages, _, request_seq = self.host.project()
             if self.extra is not None:  # find_tools may have changed what the model sees
-                self.specs = self.extra.specs()
+                self.specs = (*self.extra.specs(), *self.output_specs)
             messages, request_seq = self._shape(messages, request_seq)
             request = ModelRequest(
                 messages=tuple(messages),
                 system=opts.system,
                 tools=self.specs,
-                tool_choice=opts.tool_choice,
+                tool_choice=self.tool_choice,
                 settings=opts.settings,
                 provider_options=opts.provider_options,
                 cancel=self.cancel,
                 session_id=self.host.session_id,
                 cache=opts.cache,
+                output=None if self.output is None else self.output.plan.spec,
             )
             if self.hooks.before_model_request:
                 request = self.hooks.model_request(request)
@@ -392,9 +432,10 @@ class _Loop:
                 replacement = opts.on_context_overflow(conversation, self.cancel)
                 self._replace_context(replacement)
                 continue
-            self.usage = self.usage + inference.usage
-            if self.budget is not None:
-                self.budget.add_model_call(inference.usage)
+            with self.tally:
+                self.usage = self.usage + inference.usage
+                if self.budget is not None:
+                    self.budget.add_model_call(inference.usage)
             self.host.commit(
                 [
                     AssistantMessageEvent(
@@ -428,11 +469,22 @@ class _Loop:
             if suspended:
                 finish = "approval-required"  # the answers come in a later generation
                 break
-            if calls or self.host.follow_up_waiting():
+            answered = False
+            if self.output is not None and (calls or not self.host.follow_up_waiting()):
+                answered, output, problem = self.output.outcome(calls, last_text)
+                if problem is not None:  # send the model back, or give up
+                    if validation_attempts >= opts.max_validation_retries:
+                        raise self.output.exhausted(problem, validation_attempts + 1, opts.max_validation_retries)
+                    validation_attempts += 1
+                    feedback = self.output.feedback(problem, calls)
+                    if feedback is not None:
+                        self.host.commit([UserMessageEvent(content=(TextPart(text=feedback),))])
+                    continue
+            if not answered and (calls or self.host.follow_up_waiting()):
                 continue  # tool results, or a follow-up pushed while the model answered
-            finish = inference.finish_reason
+            finish = "stop" if answered else inference.finish_reason
             if opts.validate_completion is not None:
-                feedback = opts.validate_completion(self._result(last_text, finish))
+                feedback = opts.validate_completion(self._result(last_text, finish, output))
                 if feedback is not None and not isinstance(feedback, str):
                     raise ConfigurationError(
                         f"validate_completion must return None (accept) or a str (feedback for "
@@ -447,10 +499,11 @@ class _Loop:
                             attempts=validation_attempts + 1,
                         )
                     validation_attempts += 1
+                    output = None
                     self.host.commit([UserMessageEvent(content=(TextPart(text=feedback),))])
                     continue
             break
-        return self._result(last_text, finish)
+        return self._result(last_text, finish, output)
 
     def _infer(self, request: ModelRequest) -> _Inference:
         """One model call (under its ``chat`` span when tracing)."""
@@ -461,15 +514,16 @@ class _Loop:
             self._recorded_content,
         )
 
-    def _result(self, text: str, finish: str) -> RunResult:
+    def _result(self, text: str, finish: str, output: Any = None) -> RunResult:
         messages = self.host.project(for_model=False)[0]
         return RunResult(
             text=text,
             finish_reason=finish,
             steps=tuple(self.steps),
             messages=tuple(messages),
-            usage=self.usage,
+            usage=self.usage + self.tool_usage,
             tool_calls=tuple(self.records),
+            output=output,
         )
 
     def _shape(self, messages: list[Message], request_seq: int) -> tuple[list[Message], int]:
@@ -495,7 +549,8 @@ class _Loop:
                 plan.append((call, "answered", answered[call.tool_call_id]))
                 continue
             action, ready = self.ledger.check(call)
-            if action == "run" and self.budget is not None and not self.budget.take_tool_call():
+            if (action == "run" and self.budget is not None and call.tool_name != self.output_tool
+                    and not self.budget.take_tool_call()):
                 action, ready = "reject", ToolOutput.error(self.budget.refusal_message())
             plan.append((call, action, ready))
         return plan
@@ -558,8 +613,22 @@ class _Loop:
             execution_context=self.opts.execution_context,
             idempotency_key=self.intents.key(cid),
             model=self.opts.model,
+            store=self.store,
+            deps=self.opts.deps,
             _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
+            _emit=emit,
+            _usage=self.report_usage,
         )
+
+    def _report_usage(self, usage: Usage) -> bool:
+        """``ToolContext.report_usage``: tokens a tool spent for this generation (on its
+        thread); False once a token limit is reached."""
+        with self.tally:
+            self.tool_usage = self.tool_usage + usage
+            if self.budget is None:
+                return True
+            self.budget.add_usage(usage)
+            return self.budget.tokens_exceeded() is None
 
     def _decide(self, call: ToolCallPart, ctx: ToolContext) -> ToolDecision | None:
         """``before_tool_call`` hooks as one decision (a rewrite comes back as one)."""
@@ -569,7 +638,11 @@ class _Loop:
         return decision
 
     def _execute(self, call: ToolCallPart) -> ToolOutput:
-        """Run one tool call (under its ``execute_tool`` span when tracing)."""
+        """Run one tool call (under its ``execute_tool`` span when tracing; the output
+        tool of structured output is not a tool call of the user's and gets no span)."""
+        if call.tool_name == self.output_tool:
+            assert self.output is not None
+            return self.output.take(call)  # not a user tool: no hooks, no gate
         if self.trace is None:
             return self._execute_call(call)
         return self.trace.tool(call, lambda: self._execute_call(call), self._recorded_output,
@@ -594,7 +667,8 @@ class _Loop:
         answered = answered or {}
         plan = self._plan(calls, answered)
         # intents record the input as it is committed (redacted, like the assistant message)
-        self.intents.declare([self._recorded_call(call) for call, action, _ in plan if action == "run"])
+        self.intents.declare([self._recorded_call(call) for call, action, _ in plan
+                              if action == "run" and call.tool_name != self.output_tool])
         futures: dict[int, Future[ToolOutput]] = {}
         records: list[ToolCallRecord] = []
         stopped: CancelledError | None = None

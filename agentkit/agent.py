@@ -5,15 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._foreign import history_from
+from .agents import Agent
 from .cancel import CancelToken
 from .errors import ConfigurationError
-from .invariants import check_messages
 from .messages import Message, Prompt
 from .models.base import ChatModel
-from .projection import events_from_messages
 from .results import RunResult
-from .session import Session
 from .stream import AgentStream, Emit
 
 __all__ = ["run_agent", "run_agent_stream"]
@@ -26,6 +23,8 @@ def run_agent(
     messages: Sequence[Message] | None = None,
     execution_context: Any = None,
     cancel: CancelToken | None = None,
+    deps: Any = None,
+    deps_type: Any = None,
     _emit: Emit | None = None,
     **options: Any,
 ) -> RunResult:
@@ -35,24 +34,12 @@ def run_agent(
     ``"openai:gpt-4.1-mini"``. ``messages`` continues an earlier conversation (pass a
     previous ``result.messages``); system messages in it become the system prompt.
     ``options`` are the per-generation options (:class:`~agentkit.options.GenerationOptions`:
-    ``system``, ``max_steps``, ``hooks``, callbacks...). Returns a :class:`RunResult`; a
-    thin wrapper over :class:`Session`.
+    ``system``, ``max_steps``, ``hooks``, ``output_type``, callbacks...); ``deps`` reach
+    tools and hooks as ``ToolContext.deps``. Returns a :class:`RunResult`. The one-call
+    form of :class:`~agentkit.Agent`: ``Agent(model, tools=..., **options).run(prompt)``.
     """
-    history = history_from(messages)
-    system_texts = [m.text for m in history if isinstance(m, Message) and m.role == "system"]
-    if system_texts:
-        given = options.get("system")
-        options["system"] = "\n\n".join(([given] if given else []) + system_texts)
-        history = [m for m in history if not (isinstance(m, Message) and m.role == "system")]
-    check_messages(history, what="messages")
-    if not isinstance(prompt, str) and isinstance(prompt, Message):
-        raise ConfigurationError("prompt must be text or content parts; pass Message history as messages=")
-    with Session(
-        model, tools=tools, events=events_from_messages(history), execution_context=execution_context, **options
-    ) as session:
-        session.push_user_message(prompt)
-        result = session.generate(cancel=cancel, _emit=_emit)
-        return RunResult(**{f: getattr(result, f) for f in RunResult.__dataclass_fields__})
+    agent = Agent(model, tools=tools, execution_context=execution_context, deps_type=deps_type, **options)
+    return agent.run(prompt, messages=messages, cancel=cancel, deps=deps, _emit=_emit)
 
 
 def run_agent_stream(

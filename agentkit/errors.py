@@ -17,6 +17,7 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     │       └── ProviderUnavailableError        5xx / overloaded / connection failures
     ├── ToolDefinitionError (ValueError)        a tool is defined wrongly (duplicate name, bad schema)
     ├── CompletionValidationError               validate_completion retries were exhausted
+    ├── OutputValidationError                   the structured output stayed invalid after all retries
     ├── HookError                               a hook raised or returned something unusable
     ├── SessionError
     │   ├── SessionClosedError                  the session was closed or aborted
@@ -37,6 +38,8 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AccessDenied",
     "AgentkitError",
@@ -52,6 +55,7 @@ __all__ = [
     "McpError",
     "MissingDependencyError",
     "ModelError",
+    "OutputValidationError",
     "ProviderError",
     "ProviderUnavailableError",
     "RateLimitError",
@@ -159,6 +163,18 @@ class CompletionValidationError(AgentkitError):
     def __init__(self, message: str, *, feedback: str, attempts: int) -> None:
         super().__init__(message)
         self.feedback = feedback
+        self.attempts = attempts
+
+
+class OutputValidationError(AgentkitError):
+    """The model's structured output (``output_type=``) was still invalid after
+    ``max_validation_retries`` retries. ``raw`` is the last output as the model gave it
+    (the JSON text, or the output tool's input), ``errors`` what was wrong with it."""
+
+    def __init__(self, message: str, *, raw: Any, errors: str, attempts: int) -> None:
+        super().__init__(message)
+        self.raw = raw
+        self.errors = errors
         self.attempts = attempts
 
 

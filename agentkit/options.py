@@ -79,8 +79,13 @@ class GenerationOptions:
     """Called with each tool call's record once its result is committed."""
     validate_completion: Callable[[RunResult], str | None] | None = _opt()
     """Return feedback (str) to make the model try again, or None to accept."""
-    max_validation_retries: int = _opt(0)
-    """How often ``validate_completion`` may send the model back."""
+    max_validation_retries: int = _opt(1)
+    """How often the model may be sent back with what was wrong: a structured output
+    that did not validate, or ``validate_completion`` feedback (one count for both)."""
+    output_type: Any = _opt()
+    """The type of the generation's structured output (a pydantic model, a dataclass, a
+    TypedDict, ``int``, ``list[str]``...): the result's ``output`` is a validated
+    instance. See docs/structured-output.md."""
     on_context_overflow: Callable[[list[Message], CancelToken], Sequence[Message]] | None = _opt()
     """Return a shorter history when the provider says the context is too long."""
     max_context_overflow_retries: int = _opt(3)
@@ -173,6 +178,10 @@ class GenerationOptions:
             )
         redactor_of(self.redact)
         _check_kinds(self)
+        if self.output_type is not None:
+            from ._output import plan_for
+
+            plan_for(self.output_type)  # compiled once per type (cached): a bad type fails here
         self._check_context()
         for name in ("max_validation_retries", "max_context_overflow_retries"):
             value = getattr(self, name)

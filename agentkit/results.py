@@ -62,6 +62,10 @@ class RunResult:
     usage: Usage
     """Summed over every step of this run."""
     tool_calls: tuple[ToolCallRecord, ...]
+    output: Any = None
+    """The structured output, a validated instance of ``output_type``; None without an
+    ``output_type`` (or when the run ended before the model gave one: ``max-steps``,
+    ``budget-exceeded``, ``approval-required``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

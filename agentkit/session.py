@@ -100,7 +100,10 @@ class Session:
         listener_queue_size: int = 10_000,
         listener_timeout: float = 30.0,
         retention: Retention | None = None,
+        deps: Any = None,
+        deps_type: Any = None,
         _seed_if_new: bool = False,
+        _options: GenerationOptions | None = None,
         **options: Any,
     ) -> None:
         """``options`` are the per-generation options (:class:`~agentkit.options.GenerationOptions`:
@@ -110,7 +113,12 @@ class Session:
         ``retention`` (:class:`~agentkit.Retention`, needs a ``store``) bounds the active
         log: after a generation that leaves more than ``max_events`` events in it, the
         session compacts, archives the covered events under the compaction event's id and
-        removes them from the active log (see docs/context.md)."""
+        removes them from the active log (see docs/context.md).
+
+        ``deps`` are the default dependencies of every generation (tools and hooks read
+        them as ``ToolContext.deps``; ``generate(deps=...)`` gives others for one call).
+        They are never written to the log. With ``deps_type`` (a class), deps of another
+        type, or none, are a :class:`ConfigurationError` before the generation starts."""
         if session_id is not None:
             validate_session_id(session_id)
         if not isinstance(max_tool_workers, int) or max_tool_workers < 1:
@@ -127,10 +135,15 @@ class Session:
                 "FileEventStore(path)) with retention="
             )
         self._retention = retention
+        self._deps_type = deps_type
+        self._deps = deps
+        if deps is not None:
+            check_deps(deps, deps_type)
         self.session_id: str | None = session_id or (uuid.uuid4().hex if store else None)
         self._model = model_from(model)
         self._registry = ToolRegistry(tools_from(tools))
-        self._options = GenerationOptions.build(options)
+        # an Agent hands over its options already built and checked
+        self._options = _options.merged(options) if _options is not None else GenerationOptions.build(options)
         self._redactor = redactor_of(self._options.redact)
         self.execution_context = execution_context
         # a placeholder stands in for a missing model: check the rest now
@@ -195,6 +208,11 @@ class Session:
     def revision(self) -> int:
         """The store revision of the last commit (0 without a store)."""
         return self._log.revision
+
+    @property
+    def store(self) -> EventStore | None:
+        """The store the session is durable in, or None for an in-memory session."""
+        return self._log.store
 
     @property
     def closed(self) -> bool:
@@ -326,6 +344,7 @@ class Session:
         model: ChatModel | str | None = None,
         cancel: CancelToken | None = None,
         transaction: GenerationTransaction | None = None,
+        deps: Any = None,
         _emit: Emit | None = None,
         _prompt: UserMessageEvent | None = None,
         **options: Any,
@@ -346,11 +365,18 @@ class Session:
         model requests until :meth:`finalize_generation` accepts them; a wrong or stale
         token or a second claim raises :class:`~agentkit.errors.TransactionError` without
         any model call, and a generation that fails or is cancelled interrupts it.
+
+        ``deps`` (for this call; the session's ``deps`` otherwise) reach tools and hooks
+        as ``ToolContext.deps``.
         """
         resolved = model_from(model) if model is not None else self._model
         if resolved is None:
             raise ConfigurationError("this session has no model: pass model= to Session or generate()")
-        opts = self._loop_options(resolved, self._options.merged(options), emit=_emit)
+        if deps is None:
+            deps = self._deps
+        if self._deps_type is not None:
+            check_deps(deps, self._deps_type)
+        opts = self._loop_options(resolved, self._options.merged(options), emit=_emit, deps=deps)
         opts.check()
         if self in _GENERATING.get():
             raise SessionError(
@@ -588,9 +614,10 @@ class Session:
                 stacklevel=3,
             )
 
-    def _loop_options(self, model: Any, options: GenerationOptions, *, emit: Emit | None = None) -> LoopOptions:
+    def _loop_options(self, model: Any, options: GenerationOptions, *, emit: Emit | None = None,
+                      deps: Any = None) -> LoopOptions:
         return LoopOptions.of(options, model=model, tools=self._registry,
-                              execution_context=self.execution_context, emit=emit)
+                              execution_context=self.execution_context, emit=emit, deps=deps)
 
     def abort_current_generation(self, reason: str = "aborted by the host") -> bool:
         """Cancel the running generation's model call and foreground tools. Returns True
@@ -695,6 +722,22 @@ def _stored_session(
             f"new, or pick a new session_id."
         )
     return stored
+
+
+def check_deps(deps: Any, deps_type: Any) -> None:
+    """Raise ConfigurationError when ``deps`` is not of ``deps_type`` (when that is a class
+    ``isinstance`` can check; other annotations are not checked)."""
+    if deps_type is None:
+        return
+    name = getattr(deps_type, "__name__", repr(deps_type))
+    if deps is None:
+        raise ConfigurationError(f"deps_type is {name}, but no deps were given: pass deps= (a {name})")
+    try:
+        ok = isinstance(deps, deps_type)
+    except TypeError:  # a generic alias, a non-runtime Protocol...: not checkable
+        return
+    if not ok:
+        raise ConfigurationError(f"deps must be a {name} (deps_type), not {type(deps).__name__}")
 
 
 def _prompt_event(prompt: Prompt) -> UserMessageEvent:

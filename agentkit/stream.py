@@ -57,6 +57,16 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _output_json(value: Any) -> Any:
+    """A structured output as JSON (pydantic serialises models, dataclasses...)."""
+    from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+    try:
+        return to_jsonable_python(value)
+    except PydanticSerializationError:
+        return _json_safe(value)
+
+
 def _call_dict(call: ToolCallPart) -> dict[str, Any]:
     return {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name, "input": _json_safe(call.input)}
 
@@ -217,6 +227,7 @@ class GenerationEndEvent(AgentEvent):
                 "steps": len(r.steps),
                 "tool_calls": [_record_dict(t) for t in r.tool_calls],
                 "messages": [{"role": m.role, "content": content_to_dict(m.content)} for m in r.messages],
+                **({} if r.output is None else {"output": _output_json(r.output)}),
             }
         }
 

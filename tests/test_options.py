@@ -16,6 +16,7 @@ from agentkit import (
     ScriptedModel,
     Session,
     Threshold,
+    ToolCall,
     ToolResultClearing,
     ToolSearch,
     build_model_messages,
@@ -38,11 +39,12 @@ def test_every_option_is_a_keyword_of_run_agent_session_and_generate():
         "limits": Limits(model_calls=5), "compactor": lambda m, *, reason, cancel: "s",
         "auto_compact": Threshold(tokens=10**6), "context_builder": build_model_messages,
         "clear_tool_results": ToolResultClearing(), "max_tool_output_chars": 1000,
+        "output_type": int,
         "skills": Skills(), "tool_search": ToolSearch(),  # no skills, few tools: nothing added
     }
     assert set(values) == set(option_names())  # a new option needs a value here
     seen = []
-    model = FunctionModel(lambda r: (seen.append(r), "ok")[1])
+    model = FunctionModel(lambda r: (seen.append(r), ToolCall(name="final_answer", input={"response": 7}))[1])
     run_agent(model, "hi", **values)
     with Session(model, **values) as s:
         s.push_user_message("hi")
@@ -51,7 +53,9 @@ def test_every_option_is_a_keyword_of_run_agent_session_and_generate():
         s.push_user_message("hi")
         s.generate(**values)
     for request in seen:
-        assert (request.system, request.tool_choice, request.cache) == ("be brief", "none", False)
+        # tool_choice "none" with an output_type: the model may call only the output tool
+        assert (request.system, request.tool_choice, request.cache) == ("be brief", "final_answer", False)
+        assert request.output is not None and request.output.name == "final_answer"
         assert request.settings.temperature == 0.5 and request.provider_options == {"x": 1}
 
 

@@ -63,30 +63,29 @@ def test_every_public_name_is_documented():
 
 PUBLIC_NAMESPACES = {
     'agentkit': [
-        'AccessDenied', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
+        'AccessDenied', 'Agent', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
         'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AssistantMessageEvent',
-        'AuthenticationError', 'BrowserError', 'CancelToken', 'CancelledError', 'ChatModel', 'CompactionEvent',
-        'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
-        'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event', 'EventStore',
-        'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart', 'FileSystem',
-        'FunctionModel', 'GenerateResult', 'GenerationTransaction', 'HookError', 'Hooks',
-        'ImagePart', 'InMemoryEventStore', 'InMemoryJobStore', 'JobControl', 'JobEvent',
+        'AuthenticationError', 'BrowserError', 'CancelToken', 'CancelledError', 'ChatModel',
+        'CompactionEvent', 'CompletionValidationError', 'ConfigurationError',
+        'ContextOverflowError', 'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event',
+        'EventStore', 'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart',
+        'FileSystem', 'FunctionModel', 'GenerateResult', 'GenerationTransaction', 'HookError',
+        'Hooks', 'ImagePart', 'InMemoryEventStore', 'InMemoryJobStore', 'JobControl', 'JobEvent',
         'JobNotFoundError', 'JobState', 'JobStore', 'Limits', 'LocalExecutionContext', 'McpError',
         'Message', 'MissingDependencyError', 'ModelError', 'ModelRequest', 'ModelSettings',
-        'PermissionRequest', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError',
-        'ReasoningPart', 'Retention', 'RunResult', 'RuntimeEvent', 'SchemaVersionError',
-        'ScriptExhaustedError', 'ScriptedModel', 'Session', 'SessionClosedError', 'SessionError',
-        'SessionFailedError', 'SessionPool', 'Shell', 'ShellResult', 'Step', 'StoreConflictError',
-        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
-        'StoredJob', 'StoredSession', 'TextPart', 'Threshold', 'Tool', 'ToolCall', 'ToolCallPart',
-        'ToolCallRecord', 'ToolContext', 'ToolDecision', 'ToolDefinitionError', 'ToolOutput',
-        'ToolResultClearing', 'ToolResultEvent', 'ToolResultPart', 'ToolSearch', 'ToolSpec',
-        'TransactionError',
-        'Turn', 'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__',
-        'build_model_messages', 'event_from_dict', 'events_from_messages', 'filesystem_tools',
-        'get_model', 'http_tools', 'json_tools', 'load_skills', 'run_agent', 'run_agent_stream',
-        'shell_tools',
-        'summarizing_compactor', 'tool',
+        'OutputValidationError', 'PermissionRequest', 'PlanResult', 'PlanningAgent',
+        'ProviderError', 'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'Retention',
+        'RunResult', 'RuntimeEvent', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel',
+        'Session', 'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool',
+        'Shell', 'ShellResult', 'Step', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
+        'StoreLockTimeout', 'StoreUnavailableError', 'StoredJob', 'StoredSession', 'TextPart',
+        'Threshold', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord', 'ToolContext',
+        'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultClearing',
+        'ToolResultEvent', 'ToolResultPart', 'ToolSearch', 'ToolSpec', 'TransactionError', 'Turn',
+        'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__', 'build_model_messages',
+        'event_from_dict', 'events_from_messages', 'filesystem_tools', 'get_model', 'http_tools',
+        'json_tools', 'load_skills', 'run_agent', 'run_agent_stream', 'shell_tools',
+        'subagent_tool', 'summarizing_compactor', 'tool',
     ],
     'agentkit.adapters.langchain': [
         'Injected', 'LangChainChatModel', 'LangChainHistory', 'events_from_langchain',
@@ -105,6 +104,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.agent': [
         'run_agent', 'run_agent_stream',
+    ],
+    'agentkit.agents': [
+        'Agent',
     ],
     'agentkit.approval': [
         'APPROVAL_DECIDED', 'APPROVAL_REMEMBERED', 'APPROVAL_REQUESTED', 'ApprovalDecision',
@@ -138,12 +140,12 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.errors': [
         'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'BrowserError',
-        'CancelledError', 'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError', 'HookError',
-        'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError', 'ProviderError',
-        'ProviderUnavailableError', 'RateLimitError', 'SchemaVersionError', 'ScriptExhaustedError',
-        'SessionClosedError', 'SessionError', 'SessionFailedError', 'StoreConflictError',
-        'StoreCorruptionError', 'StoreError', 'StoreLockTimeout', 'StoreUnavailableError',
-        'ToolDefinitionError', 'TransactionError',
+        'CancelledError', 'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
+        'HookError', 'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError',
+        'OutputValidationError', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError',
+        'SchemaVersionError', 'ScriptExhaustedError', 'SessionClosedError', 'SessionError',
+        'SessionFailedError', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
+        'StoreLockTimeout', 'StoreUnavailableError', 'ToolDefinitionError', 'TransactionError',
     ],
     'agentkit.events': [
         'AssistantMessageEvent', 'CompactionEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event',
@@ -218,9 +220,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.models': [
         'ChatModel', 'EchoModel', 'FinishEvent', 'FinishReason', 'FunctionModel', 'ModelRequest',
-        'ModelSettings', 'ReasoningDelta', 'ReasoningDone', 'RetryInfo', 'RetryPolicy',
-        'ScriptedModel', 'StreamEvent', 'TextDelta', 'ToolCall', 'ToolCallEvent', 'ToolChoice',
-        'ToolSpec', 'Turn', 'UsageEvent', 'get_model',
+        'ModelSettings', 'OutputMode', 'OutputSpec', 'ReasoningDelta', 'ReasoningDone', 'RetryInfo',
+        'RetryPolicy', 'ScriptedModel', 'StreamEvent', 'TextDelta', 'ToolCall', 'ToolCallEvent',
+        'ToolChoice', 'ToolSpec', 'Turn', 'UsageEvent', 'get_model',
     ],
     'agentkit.models.adapter': [
         'ProviderModel', 'RetryInfo', 'RetryPolicy', 'TranslatedError', 'check_tool_choice',
@@ -231,9 +233,9 @@ PUBLIC_NAMESPACES = {
         'AnthropicModel',
     ],
     'agentkit.models.base': [
-        'ChatModel', 'FinishEvent', 'FinishReason', 'ModelRequest', 'ModelSettings',
-        'ReasoningDelta', 'ReasoningDone', 'ReasoningEffort', 'StreamEvent', 'TextDelta', 'ToolCallEvent',
-        'ToolChoice', 'ToolSpec', 'UsageEvent',
+        'ChatModel', 'FinishEvent', 'FinishReason', 'ModelRequest', 'ModelSettings', 'OutputMode',
+        'OutputSpec', 'ReasoningDelta', 'ReasoningDone', 'ReasoningEffort', 'StreamEvent', 'TextDelta',
+        'ToolCallEvent', 'ToolChoice', 'ToolSpec', 'UsageEvent',
     ],
     'agentkit.models.echo': [
         'EchoModel',
@@ -252,6 +254,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.options': [
         'GenerationOptions',
+    ],
+    'agentkit.planning': [
+        'Plan', 'PlanResult', 'PlanStep', 'PlanningAgent', 'Stage', 'StepResult',
     ],
     'agentkit.pool': [
         'SessionPool',
@@ -297,6 +302,10 @@ PUBLIC_NAMESPACES = {
         'ReasoningDeltaEvent', 'StepEndEvent', 'StepStartEvent', 'TextDeltaEvent',
         'ToolCallRequestedEvent', 'ToolEndEvent', 'ToolStartEvent', 'ToolUpdateEvent',
     ],
+    'agentkit.subagents': [
+        'SubagentEndEvent', 'SubagentEvent', 'SubagentStartEvent', 'child_session_id',
+        'subagent_tool',
+    ],
     'agentkit.summarize': [
         'DEFAULT_INSTRUCTIONS', 'summarizing_compactor',
     ],
@@ -307,8 +316,8 @@ PUBLIC_NAMESPACES = {
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobNotFoundError',
         'JobState', 'LocalExecutionContext', 'PermissionRequest', 'Shell', 'ShellResult', 'Tool',
         'ToolContext', 'ToolDecision', 'ToolRegistry', 'TruncatedOutput', 'browser_tools',
-        'filesystem_tools', 'format_shell_result', 'http_tools', 'json_path', 'json_tools', 'shell_tools',
-        'to_tool_output', 'tool', 'truncate_output',
+        'filesystem_tools', 'format_shell_result', 'http_tools', 'json_path', 'json_tools',
+        'shell_tools', 'to_tool_output', 'tool', 'truncate_output',
     ],
     'agentkit.tools.base': [
         'Tool', 'ToolContext', 'ToolDecision', 'ToolRegistry', 'to_tool_output',

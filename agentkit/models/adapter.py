@@ -26,7 +26,7 @@ from typing import Any
 
 from ._common import check_tool_choice, data_url, function_tools, parse_tool_arguments, tool_result_text
 from ._retry import RetryInfo, RetryPolicy, TranslatedError, stream_with_retries
-from .base import ModelRequest, StreamEvent
+from .base import ModelRequest, OutputMode, StreamEvent
 
 __all__ = [
     "ProviderModel",
@@ -59,6 +59,10 @@ class ProviderModel(ABC):
     """How transient failures are retried; ``RetryPolicy(max_retries=0)`` never retries."""
     on_retry: Callable[[RetryInfo], Any] | None = None
     """Called before each wait between attempts."""
+    output_mode: OutputMode = "tool"
+    """How the adapter gives a structured output (``output_type=``): ``tool`` (a
+    final-answer tool, ``ModelRequest.output`` names it) or ``json-schema`` (the provider
+    constrains the final text to ``ModelRequest.output.schema``)."""
 
     @abstractmethod
     def prepare(self, request: ModelRequest) -> Callable[[], Iterator[StreamEvent]]:

@@ -41,6 +41,7 @@ from .base import (
     FinishEvent,
     FinishReason,
     ModelRequest,
+    OutputMode,
     ReasoningDelta,
     ReasoningDone,
     StreamEvent,
@@ -85,9 +86,15 @@ class AnthropicModel(SDKModel):
     ``cache_messages`` user turns, at most four per request; ``cache=False`` or
     ``ModelRequest.cache=False`` turns it off, ``cache_ttl="1h"`` lengthens it, and
     ``provider_options={"cache_control": {...}}`` tunes one run (``None`` turns it off).
+
+    A structured output (``output_type=``) is the input of a tool the model is forced to
+    call (``tool_choice`` names it, or ``any`` when the model has other tools to call
+    first); with extended thinking, which forbids forced tool use, the choice stays
+    ``auto`` and agentkit sends the model back if it answers in text.
     """
 
     provider = "anthropic"
+    output_mode: OutputMode = "tool"
 
     def __init__(
         self,
@@ -218,8 +225,21 @@ class AnthropicModel(SDKModel):
         if s.reasoning_effort is not None:  # merged: output_config may carry other settings
             params["output_config"] = {**params.get("output_config", {}), "effort": s.reasoning_effort}
         params.update(options)
+        if request.output is not None and request.tool_choice == "auto" and "tool_choice" not in options:
+            _force_output(params, request.output.name)
         _check_thinking(params)
         return params
+
+
+def _force_output(params: dict[str, Any], name: str) -> None:
+    """Force the output tool (``any`` when other tools may come first), unless extended
+    thinking is on: the API refuses forced tool use with it."""
+    thinking = params.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") not in (None, "disabled"):
+        return
+    tools = params.get("tools") or []
+    only = len(tools) == 1 and tools[0].get("name") == name
+    params["tool_choice"] = {"type": "tool", "name": name} if only else {"type": "any"}
 
 
 def _check_thinking(params: Mapping[str, Any]) -> None:

@@ -22,9 +22,11 @@ __all__ = [
     "FinishReason",
     "ModelRequest",
     "ModelSettings",
-    "ReasoningEffort",
+    "OutputMode",
+    "OutputSpec",
     "ReasoningDelta",
     "ReasoningDone",
+    "ReasoningEffort",
     "StreamEvent",
     "TextDelta",
     "ToolCallEvent",
@@ -39,6 +41,11 @@ ReasoningEffort = Literal["low", "medium", "high"]
 _EFFORTS = ("low", "medium", "high")
 ToolChoice = Union[Literal["auto", "none", "required"], str]
 """``auto``, ``none``, ``required``, or the name of one tool the model must call."""
+OutputMode = Literal["json-schema", "tool"]
+"""How a model gives a structured output (``output_type=``): ``json-schema`` (the
+provider constrains the final text to the schema, e.g. OpenAI ``response_format``) or
+``tool`` (the output is the input of a tool the model calls to finish). A ChatModel
+declares it as its ``output_mode`` attribute; a model without one uses ``tool``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +55,26 @@ class ToolSpec:
     name: str
     description: str
     input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputSpec:
+    """The structured output a request asks for (``output_type=``), in JSON Schema.
+
+    In ``tool`` mode the request's ``tools`` also hold a tool named ``name`` with this
+    schema as its input: a model that knows nothing of outputs just sees one more tool,
+    and an adapter that can force a tool call (Anthropic) forces this one. In
+    ``json-schema`` mode the adapter asks the provider to constrain the final text."""
+
+    name: str
+    """The output's name (the tool's name in ``tool`` mode); ``[A-Za-z0-9_-]{1,64}``."""
+    schema: Mapping[str, Any]
+    """A JSON Schema of ``"type": "object"`` (other types are wrapped in one)."""
+    description: str = ""
+    mode: OutputMode = "tool"
+    strict: bool = False
+    """True when the schema follows the strict-mode rules (every object closed with
+    ``additionalProperties: false`` and all its properties required)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,6 +122,8 @@ class ModelRequest:
     """The session this request belongs to (used e.g. as OpenAI ``prompt_cache_key``)."""
     cache: bool = True
     """Whether to use provider prompt caching."""
+    output: OutputSpec | None = None
+    """The structured output the generation must end with (``output_type=``), or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +182,9 @@ class ChatModel(Protocol):
     """A model that streams a reply to a :class:`ModelRequest`.
 
     Adapters translate provider errors into :mod:`agentkit.errors` types, in particular
-    :class:`~agentkit.errors.ContextOverflowError` for context-window errors.
+    :class:`~agentkit.errors.ContextOverflowError` for context-window errors. An adapter
+    may declare ``output_mode`` (:data:`OutputMode`), how it gives structured output;
+    the default is ``tool``.
     """
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:

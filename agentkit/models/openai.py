@@ -42,6 +42,8 @@ from .base import (
     FinishEvent,
     FinishReason,
     ModelRequest,
+    OutputMode,
+    OutputSpec,
     ReasoningDelta,
     ReasoningDone,
     StreamEvent,
@@ -84,9 +86,15 @@ class OpenAIChatModel(SDKModel):
     ``base_url``). ``prompt_cache_key`` (the session id) goes to OpenAI's own API; with a
     ``base_url`` it is sent only with ``cache=True``, because several compatible servers
     (Groq, Cerebras, NVIDIA) reject fields they do not know. ``cache=False`` never sends it.
+
+    A structured output (``output_type=``) is asked for as a ``json_schema`` response
+    format (``strict`` when the schema meets strict mode's rules); pass
+    ``output_mode="tool"`` for a compatible server without response formats, to get it
+    through a final-answer tool instead.
     """
 
     provider = "openai"
+    output_mode: OutputMode = "json-schema"
 
     def __init__(
         self,
@@ -105,6 +113,7 @@ class OpenAIChatModel(SDKModel):
         include_usage: bool = True,
         max_tokens_param: Literal["max_completion_tokens", "max_tokens"] | None = None,
         system_role: Literal["system", "developer"] = "system",
+        output_mode: OutputMode = "json-schema",
     ) -> None:
         if _openai is None:
             raise MissingDependencyError("openai", "openai", "OpenAIChatModel")
@@ -116,6 +125,9 @@ class OpenAIChatModel(SDKModel):
             raise ConfigurationError("system_role must be 'system' or 'developer'")
         if max_tokens_param not in (None, "max_completion_tokens", "max_tokens"):
             raise ConfigurationError("max_tokens_param must be 'max_completion_tokens' or 'max_tokens'")
+        if output_mode not in ("json-schema", "tool"):
+            raise ConfigurationError(f"output_mode must be 'json-schema' or 'tool', got {output_mode!r}")
+        self.output_mode = output_mode
         self.model_name = model
         self._api_key = api_key if callable(api_key) else None
         server = str(client.base_url) if client is not None and base_url is None else base_url
@@ -194,6 +206,9 @@ class OpenAIChatModel(SDKModel):
             params["reasoning_effort"] = s.reasoning_effort
         if self._stream:
             params["stream"] = True
+        output = request.output
+        if output is not None and output.mode == "json-schema":
+            params["response_format"] = _response_format(output)
         if request.cache and self._cache and request.session_id:
             params["prompt_cache_key"] = request.session_id
         params.update(request.provider_options)
@@ -316,6 +331,14 @@ class _StreamState:
                 provider="openai",
             )
         yield FinishEvent(_finish(self.finish_reason, bool(self.calls)), self.finish_reason)
+
+
+def _response_format(output: OutputSpec) -> dict[str, Any]:
+    """A structured output as a Chat Completions ``json_schema`` response format."""
+    spec: dict[str, Any] = {"name": output.name, "schema": dict(output.schema), "strict": output.strict}
+    if output.description:
+        spec["description"] = output.description
+    return {"type": "json_schema", "json_schema": spec}
 
 
 def _reasoning_of(obj: Any) -> str | None:

@@ -153,6 +153,9 @@ def validate(rec: Recorded) -> Reply | None:
     rejected = _check_thinking(body) or _check_effort(body)
     if rejected is not None:
         return rejected
+    rejected = _check_tools(body)
+    if rejected is not None:
+        return rejected
     breakpoints = 1 if body.get("cache_control") else 0  # top-level automatic caching counts
     if isinstance(body.get("system"), list):
         for b in body["system"]:
@@ -199,6 +202,28 @@ def validate(rec: Recorded) -> Reply | None:
         )
     if breakpoints > 4:
         return _bad(f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}.")
+    return None
+
+
+def _check_tools(body: dict[str, Any]) -> Reply | None:
+    """Tool definitions and the tool choice: names match ``^[a-zA-Z0-9_-]{1,64}$``, every
+    ``input_schema`` is an object schema, and a forced tool is one of the tools."""
+    names = []
+    for i, t in enumerate(body.get("tools") or []):
+        if not re.match(r"^[a-zA-Z0-9_-]{1,64}$", str(t.get("name", ""))):
+            return _bad(f"tools.{i}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'")
+        if (t.get("input_schema") or {}).get("type") != "object":
+            return _bad(f"tools.{i}.custom.input_schema.type: Input should be 'object'")
+        names.append(t["name"])
+    choice = body.get("tool_choice")
+    if choice is None:
+        return None
+    if choice.get("type") not in ("auto", "any", "tool", "none"):
+        return _bad("tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'")
+    if choice["type"] in ("any", "tool") and not names:
+        return _bad("tool_choice: tool_choice may only be specified while providing tools.")
+    if choice["type"] == "tool" and choice.get("name") not in names:
+        return _bad(f"Tool '{choice.get('name')}' not found in provided tools")
     return None
 
 

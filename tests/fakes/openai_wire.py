@@ -7,6 +7,7 @@ streams (ending in ``data: [DONE]``) and error bodies, to queue on a FakeServer.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -214,6 +215,9 @@ def validate(rec: Recorded) -> Reply | None:
         return error(400, "The 'stream_options' parameter is only allowed when 'stream' is set to true.")
     if "tool_choice" in body and not body.get("tools"):
         return error(400, "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.")
+    rejected = _check_response_format(body.get("response_format"))
+    if rejected is not None:
+        return rejected
     pending: list[str] = []
     for m in body.get("messages") or []:
         role = m.get("role")
@@ -234,6 +238,65 @@ def validate(rec: Recorded) -> Reply | None:
             pending = [c["id"] for c in m.get("tool_calls") or []]
     if pending:
         return _unanswered(pending)
+    return None
+
+
+_SCHEMA_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _check_response_format(fmt: Any) -> Reply | None:
+    """The ``response_format`` rules of Structured Outputs: a known type; for
+    ``json_schema`` a valid name and an object schema; with ``strict: true`` every object
+    closed (``additionalProperties: false``) with all its properties required."""
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind not in ("text", "json_object", "json_schema"):
+        return error(400, f"Invalid value: {kind!r}. Supported values are: 'text', 'json_object', and 'json_schema'.")
+    if kind != "json_schema":
+        return None
+    spec = fmt.get("json_schema")
+    if not isinstance(spec, dict) or not _SCHEMA_NAME.match(str(spec.get("name", ""))):
+        return error(400, "Invalid 'response_format.json_schema.name': string does not match pattern "
+                          "'^[a-zA-Z0-9_-]+$' (at most 64 characters).")
+    schema = spec.get("schema")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return error(400, f"Invalid schema for response_format '{spec['name']}': schema must be a JSON Schema "
+                          f"of 'type: \"object\"', got 'type: \"{(schema or {}).get('type')}\"'.")
+    if spec.get("strict"):
+        return _check_strict(spec["name"], schema, ())
+    return None
+
+
+def _check_strict(name: str, node: Any, context: tuple[str, ...]) -> Reply | None:
+    if isinstance(node, list):
+        for item in node:
+            rejected = _check_strict(name, item, context)
+            if rejected is not None:
+                return rejected
+        return None
+    if not isinstance(node, dict):
+        return None
+    if node.get("type") == "object":
+        if node.get("additionalProperties") is not False:
+            return error(400, f"Invalid schema for response_format '{name}': In context={context}, "
+                              f"'additionalProperties' is required to be supplied and to be false.")
+        props = list(node.get("properties") or {})
+        missing = [p for p in props if p not in (node.get("required") or [])]
+        if missing:
+            return error(400, f"Invalid schema for response_format '{name}': In context={context}, 'required' is "
+                              f"required to be supplied and to be an array including every key in properties. "
+                              f"Missing '{missing[0]}'.")
+    for key in ("properties", "$defs"):
+        for sub, value in (node.get(key) or {}).items():
+            rejected = _check_strict(name, value, (*context, key, sub))
+            if rejected is not None:
+                return rejected
+    for key in ("items", "anyOf"):
+        if key in node:
+            rejected = _check_strict(name, node[key], (*context, key))
+            if rejected is not None:
+                return rejected
     return None
 
 

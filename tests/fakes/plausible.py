@@ -12,6 +12,8 @@ wire formats (streamed or not) and behave like a cooperative model:
   token from the text for path-like string properties; the user text for other strings;
   nested objects, arrays, ``$ref`` and unions followed);
 * a ``json_schema`` response format (structured output) gets an object of that schema;
+  with ``tool_choice`` ``any`` after tool results (Anthropic), the ``final_answer`` tool is
+  called;
 * otherwise answer in text: the tool results it was given, or a short reply to the user.
 
 With extended thinking requested (Anthropic), the answer starts with a signed thinking
@@ -189,6 +191,9 @@ def anthropic_responder(rec: Recorded) -> Reply:
     tools = [(t["name"], t.get("input_schema") or {}) for t in body.get("tools") or [] if "name" in t]
     choice = (body.get("tool_choice") or {}).get("type")
     forced = (body.get("tool_choice") or {}).get("name") if choice == "tool" else None
+    if choice == "any" and results and tools:  # a tool call is required: finish with the answer tool
+        names = [n for n, _ in tools]
+        forced = "final_answer" if "final_answer" in names else names[0]
     if tools and ((not results and choice != "none") or forced):
         name, schema = _pick_tool(tools, prompt, forced)
         args = json.dumps(_arguments(schema, prompt))
