@@ -32,7 +32,8 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     │   └── StoreUnavailableError               the database server could not be reached
     ├── AccessDenied (PermissionError)          an execution context refused an operation
     ├── JobNotFoundError (LookupError)          no background job has this execution id
-    └── McpError                                an MCP server could not be connected or used
+    ├── McpError                                an MCP server could not be connected or used
+    └── BrowserError                            a browser could not be started or could not do an action
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "AgentkitError",
     "ApprovalError",
     "AuthenticationError",
+    "BrowserError",
     "CancelledError",
     "CompletionValidationError",
     "HookError",
@@ -272,3 +274,11 @@ class HookError(AgentkitError):
     def __init__(self, message: str, *, hook: str) -> None:
         super().__init__(message)
         self.hook = hook
+
+
+class BrowserError(AgentkitError):
+    """A browser could not be started, or could not do what was asked (a page that did
+    not load in time, an element reference that matches nothing, a browser that exited).
+
+    The browser tools report it to the model as an error result; it reaches the host only
+    from :class:`~agentkit.browser.ChromiumBrowser` itself (start-up, use after close)."""

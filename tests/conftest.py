@@ -103,3 +103,21 @@ def pg_store(pg_cluster):
         yield store
     finally:
         store.close()
+
+
+# -- Chromium: the browser the browser tests drive ---------------------------------------
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The Chromium binary the browser tests drive (tests/_browser.py). Without one the
+    tests skip saying how to install it; in CI (AGENTKIT_CI=1) they fail."""
+    from _browser import HOW_TO, find_chromium
+
+    found = find_chromium()
+    if found is None:
+        message = f"no Chromium found: {HOW_TO}"
+        if os.environ.get("AGENTKIT_CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return found

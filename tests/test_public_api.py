@@ -63,7 +63,7 @@ PUBLIC_NAMESPACES = {
     'agentkit': [
         'AccessDenied', 'Agent', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
         'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AssistantMessageEvent',
-        'AuthenticationError', 'CancelToken', 'CancelledError', 'ChatModel', 'CompactionEvent',
+        'AuthenticationError', 'BrowserError', 'CancelToken', 'CancelledError', 'ChatModel', 'CompactionEvent',
         'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
         'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event', 'EventStore',
         'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart', 'FileSystem',
@@ -110,6 +110,18 @@ PUBLIC_NAMESPACES = {
         'APPROVAL_DECIDED', 'APPROVAL_REMEMBERED', 'APPROVAL_REQUESTED', 'ApprovalDecision',
         'ApprovalMode', 'ApprovalPolicy', 'ApprovalRequest', 'ApprovalState', 'Verdict',
     ],
+    'agentkit.browser': [
+        'BrowserContext', 'ChromiumBrowser', 'PageSnapshot', 'SnapshotFormat', 'browser_tools',
+    ],
+    'agentkit.browser.base': [
+        'BrowserContext', 'PageSnapshot', 'SnapshotFormat',
+    ],
+    'agentkit.browser.chromium': [
+        'ChromiumBrowser',
+    ],
+    'agentkit.browser.tools': [
+        'browser_tools',
+    ],
     'agentkit.budget': [
         'Budget', 'BudgetBreach', 'Limits',
     ],
@@ -125,9 +137,9 @@ PUBLIC_NAMESPACES = {
         'summary_messages',
     ],
     'agentkit.errors': [
-        'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'CancelledError',
-        'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError', 'HookError',
-        'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError',
+        'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'BrowserError',
+        'CancelledError', 'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
+        'HookError', 'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError',
         'OutputValidationError', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError',
         'SchemaVersionError', 'ScriptExhaustedError', 'SessionClosedError', 'SessionError',
         'SessionFailedError', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
@@ -283,8 +295,8 @@ PUBLIC_NAMESPACES = {
     'agentkit.tools': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobNotFoundError',
         'JobState', 'LocalExecutionContext', 'PermissionRequest', 'Shell', 'ShellResult', 'Tool',
-        'ToolContext', 'ToolDecision', 'ToolRegistry', 'TruncatedOutput', 'filesystem_tools',
-        'format_shell_result', 'http_tools', 'json_path', 'json_tools', 'shell_tools',
+        'ToolContext', 'ToolDecision', 'ToolRegistry', 'TruncatedOutput', 'browser_tools',
+        'filesystem_tools', 'format_shell_result', 'http_tools', 'json_path', 'json_tools', 'shell_tools',
         'to_tool_output', 'tool', 'truncate_output',
     ],
     'agentkit.tools.base': [

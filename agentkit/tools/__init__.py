@@ -1,5 +1,6 @@
 """Tools: the Tool type, ``@tool``, the registry, the tool-call runner and the built-in
-tool families (filesystem, shell, http, json).
+tool families (filesystem, shell, http, json; browser, whose home is
+:mod:`agentkit.browser`).
 
 The execution-context names below are re-exported from :mod:`agentkit.execution`, their
 home, so imports written for 0.1.0 keep working.
@@ -34,6 +35,10 @@ def __getattr__(name: str) -> object:
         from .http import http_tools
 
         return http_tools
+    if name == "browser_tools":  # its home is agentkit.browser, which imports this package
+        from ..browser.tools import browser_tools
+
+        return browser_tools
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -54,6 +59,7 @@ __all__ = [
     "ToolDecision",
     "ToolRegistry",
     "TruncatedOutput",
+    "browser_tools",
     "filesystem_tools",
     "format_shell_result",
     "http_tools",

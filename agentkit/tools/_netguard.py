@@ -1,5 +1,6 @@
-"""Which network addresses a tool may reach (private; shared by the HTTP tools and, later,
-the browser tools).
+"""Which network addresses a tool may reach (private; the HTTP tools' policy, and the URL
+and host forms the browser tools' origin check shares: ``check_http_url``,
+``canonical_host``).
 
 By default a tool driven by a model may reach public addresses only: loopback, private
 (RFC 1918, unique local IPv6), link-local (where cloud metadata services such as
@@ -160,7 +161,7 @@ class _HostPattern:
         return host if self.port is None else f"{host}:{self.port}"
 
 
-def _canonical_host(host: str) -> str:
+def canonical_host(host: str) -> str:
     """Lower case, no brackets or trailing dot, IP addresses in standard form, and
     international names in their ASCII (punycode) form, as HTTP clients send them."""
     host = host.strip().strip("[]").lower().rstrip(".")
@@ -173,6 +174,23 @@ def _canonical_host(host: str) -> str:
         except UnicodeError:
             pass
     return host
+
+
+def check_http_url(url: str) -> None:
+    """Raise ConfigurationError unless ``url`` is an absolute http(s) URL whose host every
+    parser reads the same way."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigurationError(
+            f"invalid URL {url!r}: give an absolute http:// or https:// URL"
+        )
+    if any(c == "\\" or ord(c) <= 32 or c == "\x7f" for c in parts.netloc):
+        # parsers disagree on these (a backslash ends the host for some), so the host
+        # checked could differ from the host connected to
+        raise ConfigurationError(
+            f"invalid URL {url!r}: a backslash, space or control character before the path makes "
+            f"the host ambiguous; percent-encode it"
+        )
 
 
 def _parse_pattern(text: Any, option: str) -> _HostPattern:
@@ -205,7 +223,7 @@ def _parse_pattern(text: Any, option: str) -> _HostPattern:
         raise bad
     if ":" in host and parse_ip(host) is None:
         raise bad
-    return _HostPattern(_canonical_host(host), port_number)
+    return _HostPattern(canonical_host(host), port_number)
 
 
 def _patterns(value: Any, option: str) -> tuple[_HostPattern, ...]:
@@ -248,7 +266,7 @@ class NetworkPolicy:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
             return f"{url!r} has an invalid port"
-        host = _canonical_host(parts.hostname or "")
+        host = canonical_host(parts.hostname or "")
         refused = self.check_host(host, port)
         if refused is not None:
             return refused
@@ -259,7 +277,7 @@ class NetworkPolicy:
 
     def check_host(self, host: str, port: int) -> str | None:
         """Why ``host:port`` is refused by ``allowed_hosts``, or None."""
-        host = _canonical_host(host)
+        host = canonical_host(host)
         if self.allowed_hosts is None or any(p.matches(host, port) for p in self.allowed_hosts):
             return None
         listed = ", ".join(str(p) for p in self.allowed_hosts) or "nothing"
@@ -270,7 +288,7 @@ class NetworkPolicy:
                       written: str | None = None) -> str | None:
         """Why connecting to ``ip`` for ``host:port`` is refused, or None. ``written`` is
         how the URL spelled the host, when it is an IP address (named in the message)."""
-        host = _canonical_host(host)
+        host = canonical_host(host)
         address = parse_ip(ip) if isinstance(ip, str) else ip
         if address is None:
             return f"{ip!r} is not an IP address"

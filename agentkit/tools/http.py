@@ -31,7 +31,7 @@ from ..redaction import REDACTED
 from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ._common import ask, check_limits, guarded, visible
 from ._http_transport import GuardedAdapter
-from ._netguard import AddressRefused, NetworkPolicy
+from ._netguard import AddressRefused, NetworkPolicy, check_http_url
 from .base import Tool, ToolContext
 
 __all__ = ["http_tools"]
@@ -49,21 +49,6 @@ def _hide_secret_headers(data: Any) -> Any:
         return data
     hidden = {k: REDACTED if str(k).lower() in _SECRET_HEADERS else v for k, v in headers.items()}
     return {**data, "headers": hidden}
-
-
-def _check_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigurationError(
-            f"invalid URL {url!r}: give an absolute http:// or https:// URL"
-        )
-    if any(c == "\\" or ord(c) <= 32 or c == "\x7f" for c in parts.netloc):
-        # parsers disagree on these (a backslash ends the host for some), so the host
-        # checked could differ from the host connected to
-        raise ConfigurationError(
-            f"invalid URL {url!r}: a backslash, space or control character before the path makes "
-            f"the host ambiguous; percent-encode it"
-        )
 
 
 def _check_headers(headers: Any) -> dict[str, str]:
@@ -161,7 +146,7 @@ def http_tools(
                  **kwargs: Any) -> ToolOutput:
         first_url = url
         for _ in range(max_redirects + 1):
-            _check_url(url)
+            check_http_url(url)
             refused = policy.check_url(url)
             if refused is not None:
                 return ToolOutput.error(f"{method} {url} refused: {refused}")
