@@ -97,6 +97,7 @@ from .models import (
     Turn,
     get_model,
 )
+from .planning import PlanningAgent, PlanResult
 from .pool import SessionPool
 from .projection import build_model_messages, events_from_messages
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
@@ -113,6 +114,7 @@ from .stores import (
     StoredSession,
 )
 from .stream import AgentEvent, AgentStream
+from .subagents import subagent_tool
 from .summarize import summarizing_compactor
 from .tool_search import ToolSearch
 from .tools import Tool, ToolContext, ToolDecision, filesystem_tools, json_tools, shell_tools, tool
@@ -257,5 +259,8 @@ __all__ = [
     "run_agent",
     "shell_tools",
     "tool",
+    "subagent_tool",
+    "PlanningAgent",
+    "PlanResult",
     "__version__",
 ]

@@ -100,6 +100,11 @@ class LoopHost(Protocol):
         """True when commits are durable (tool calls are then preceded by execution intents)."""
         ...
 
+    @property
+    def store(self) -> Any:
+        """The session's event store (None in memory): tools see it as ``ToolContext.store``."""
+        ...
+
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number, persist and publish ``events``; returns them with their ``seq``."""
         ...
@@ -324,6 +329,11 @@ class _Loop:
         self.steps: list[Step] = []
         self.records: list[ToolCallRecord] = []
         self.usage = Usage()
+        self.tool_usage = Usage()
+        """Tokens tools reported spending on this generation's behalf (child agents)."""
+        self.tally = threading.Lock()  # tool threads report usage while the loop adds its own
+        self.store = host.store  # what ToolContext.store shows tools (looked up once)
+        self.report_usage = self._report_usage
         self.specs = opts.tools.specs() if self.extra is None else self.extra.specs()
         self.tool_names = tuple(opts.tools) if self.extra is None else self.extra.names()
         self.output: OutputRun | None = None
@@ -415,9 +425,10 @@ class _Loop:
                 replacement = opts.on_context_overflow(conversation, self.cancel)
                 self._replace_context(replacement)
                 continue
-            self.usage = self.usage + inference.usage
-            if self.budget is not None:
-                self.budget.add_model_call(inference.usage)
+            with self.tally:
+                self.usage = self.usage + inference.usage
+                if self.budget is not None:
+                    self.budget.add_model_call(inference.usage)
             self.host.commit(
                 [
                     AssistantMessageEvent(
@@ -494,7 +505,7 @@ class _Loop:
             finish_reason=finish,
             steps=tuple(self.steps),
             messages=tuple(messages),
-            usage=self.usage,
+            usage=self.usage + self.tool_usage,
             tool_calls=tuple(self.records),
             output=output,
         )
@@ -586,9 +597,22 @@ class _Loop:
             execution_context=self.opts.execution_context,
             idempotency_key=self.intents.key(cid),
             model=self.opts.model,
+            store=self.store,
             deps=self.opts.deps,
             _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
+            _emit=emit,
+            _usage=self.report_usage,
         )
+
+    def _report_usage(self, usage: Usage) -> bool:
+        """``ToolContext.report_usage``: tokens a tool spent for this generation (on its
+        thread); False once a token limit is reached."""
+        with self.tally:
+            self.tool_usage = self.tool_usage + usage
+            if self.budget is None:
+                return True
+            self.budget.add_usage(usage)
+            return self.budget.tokens_exceeded() is None
 
     def _decide(self, call: ToolCallPart, ctx: ToolContext) -> ToolDecision | None:
         """``before_tool_call`` hooks as one decision (a rewrite comes back as one)."""

@@ -17,6 +17,7 @@ from .approval import ApprovalState
 from .errors import ConfigurationError, SessionError, StoreError, TransactionError
 from .events import ControlEvent, Event, RuntimeEvent, ToolResultEvent, UserMessageEvent, new_id
 from .messages import Message, Prompt, ToolOutput, _output_from_dict, _output_to_dict, normalize_prompt
+from .stores.base import EventStore
 from .tools.base import to_tool_output
 from .transactions import (
     ACTION_OF,
@@ -50,6 +51,10 @@ class TaggedLog:
     @property
     def events(self) -> tuple[Event, ...]:
         return self._log.events
+
+    @property
+    def store(self) -> EventStore | None:
+        return self._log.store
 
     def projection_of(self, events: Sequence[Event]) -> list[Message]:
         return self._log.projection_of(events)

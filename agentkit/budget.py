@@ -74,15 +74,27 @@ class Budget:
         self.model_calls += 1
         self.usage = self.usage + usage
 
-    def before_model_call(self) -> BudgetBreach | None:
-        """The limit that forbids another model call, or None."""
-        if self.refused is not None:
-            return self.refused
+    def add_usage(self, usage: Usage) -> None:
+        """Add tokens spent outside the generation's own model calls (a tool's child
+        agent, ``ToolContext.report_usage``): they count against the token limits."""
+        self.usage = self.usage + usage
+
+    def tokens_exceeded(self) -> BudgetBreach | None:
+        """The token limit the usage so far has reached, or None."""
         for name in _TOKEN_LIMITS:
             maximum = getattr(self.limits, name)
             used = getattr(self.usage, name)
             if maximum is not None and used >= maximum:
                 return BudgetBreach(limit=name, maximum=maximum, used=used)
+        return None
+
+    def before_model_call(self) -> BudgetBreach | None:
+        """The limit that forbids another model call, or None."""
+        if self.refused is not None:
+            return self.refused
+        breach = self.tokens_exceeded()
+        if breach is not None:
+            return breach
         maximum = self.limits.model_calls
         if maximum is not None and self.model_calls >= maximum:
             return BudgetBreach(limit="model_calls", maximum=maximum, used=self.model_calls)

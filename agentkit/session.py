@@ -211,6 +211,11 @@ class Session:
         return self._log.revision
 
     @property
+    def store(self) -> EventStore | None:
+        """The store the session is durable in, or None for an in-memory session."""
+        return self._log.store
+
+    @property
     def closed(self) -> bool:
         """True after :meth:`close`."""
         return self._log.closed

@@ -1,4 +1,5 @@
-"""examples/mcp_stdio.py runs against its shipped stdio server and leaves nothing behind."""
+"""examples/mcp_stdio.py and examples/mcp_oauth.py run against their shipped servers and
+leave nothing behind."""
 
 from __future__ import annotations
 
@@ -51,3 +52,19 @@ def test_mcp_stdio_example_runs_as_documented(tmp_path):
     assert lines[-1].startswith(
         "answer: Done: groceries | tool call blocked: the call to tool 'delete_all_notes' was denied"
     )
+
+
+def test_mcp_oauth_example_authorizes_once_and_reuses_the_saved_tokens(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTKIT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "mcp_oauth.py")],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["authorize at", "first connect", "second connect"]
+    assert lines[1].split(": ")[1] == lines[2].split(": ")[1]  # the same registered client
+    assert "Traceback" not in out.stderr
+    wait_for(lambda: not _processes_running(str(ROOT / "examples" / "mcp_oauth_server.py")),
+             what="the example's server to exit")

@@ -249,7 +249,8 @@ def test_a_server_crashing_mid_call_gives_an_error_result_and_the_session_goes_o
         ToolCall("other__add", {"a": 5, "b": 5}),
         "carried on",
     ])
-    with no_leaks(), connect_mcp({"demo": stdio(DEMO), "other": stdio(DEMO)}) as toolset:
+    # (reconnect=None: without reconnecting, a lost server stays failed; see test_mcp_reconnect.py)
+    with no_leaks(), connect_mcp({"demo": stdio(DEMO), "other": stdio(DEMO)}, reconnect=None) as toolset:
         pid = int(by_name(toolset)["demo__pid"]().as_text())
         with Session(model, tools=toolset.tools) as session:
             session.push_user_message("crash it")
@@ -269,7 +270,7 @@ def test_a_server_crashing_mid_call_gives_an_error_result_and_the_session_goes_o
 def test_a_server_that_dies_while_idle_is_reported_and_its_tools_leave():
     import signal
 
-    with no_leaks(), connect_mcp({"demo": stdio(DEMO), "other": stdio(DEMO)}) as toolset:
+    with no_leaks(), connect_mcp({"demo": stdio(DEMO), "other": stdio(DEMO)}, reconnect=None) as toolset:
         pid = int(by_name(toolset)["demo__pid"]().as_text())
         demo_add = by_name(toolset)["demo__add"]
         os.kill(pid, signal.SIGKILL)

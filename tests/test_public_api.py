@@ -63,19 +63,19 @@ PUBLIC_NAMESPACES = {
     'agentkit': [
         'AccessDenied', 'Agent', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
         'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AssistantMessageEvent',
-        'AuthenticationError', 'BrowserError', 'CancelToken', 'CancelledError', 'ChatModel', 'CompactionEvent',
-        'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
-        'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event', 'EventStore',
-        'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart', 'FileSystem',
-        'FunctionModel', 'GenerateResult', 'GenerationTransaction', 'HookError', 'Hooks',
-        'ImagePart', 'InMemoryEventStore', 'InMemoryJobStore', 'JobControl', 'JobEvent',
+        'AuthenticationError', 'BrowserError', 'CancelToken', 'CancelledError', 'ChatModel',
+        'CompactionEvent', 'CompletionValidationError', 'ConfigurationError',
+        'ContextOverflowError', 'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event',
+        'EventStore', 'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart',
+        'FileSystem', 'FunctionModel', 'GenerateResult', 'GenerationTransaction', 'HookError',
+        'Hooks', 'ImagePart', 'InMemoryEventStore', 'InMemoryJobStore', 'JobControl', 'JobEvent',
         'JobNotFoundError', 'JobState', 'JobStore', 'Limits', 'LocalExecutionContext', 'McpError',
         'Message', 'MissingDependencyError', 'ModelError', 'ModelRequest', 'ModelSettings',
-        'OutputValidationError', 'PermissionRequest', 'ProviderError', 'ProviderUnavailableError',
-        'RateLimitError', 'ReasoningPart', 'Retention', 'RunResult', 'RuntimeEvent',
-        'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
-        'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool', 'Shell',
-        'ShellResult', 'Step', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
+        'OutputValidationError', 'PermissionRequest', 'PlanResult', 'PlanningAgent',
+        'ProviderError', 'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'Retention',
+        'RunResult', 'RuntimeEvent', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel',
+        'Session', 'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool',
+        'Shell', 'ShellResult', 'Step', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
         'StoreLockTimeout', 'StoreUnavailableError', 'StoredJob', 'StoredSession', 'TextPart',
         'Threshold', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord', 'ToolContext',
         'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultClearing',
@@ -83,7 +83,7 @@ PUBLIC_NAMESPACES = {
         'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__', 'build_model_messages',
         'event_from_dict', 'events_from_messages', 'filesystem_tools', 'get_model', 'http_tools',
         'json_tools', 'load_skills', 'run_agent', 'run_agent_stream', 'shell_tools',
-        'summarizing_compactor', 'tool',
+        'subagent_tool', 'summarizing_compactor', 'tool',
     ],
     'agentkit.adapters.langchain': [
         'Injected', 'LangChainChatModel', 'LangChainHistory', 'events_from_langchain',
@@ -177,11 +177,13 @@ PUBLIC_NAMESPACES = {
         'JobRunner',
     ],
     'agentkit.mcp': [
-        'ApproveSampling', 'AuthorizeToolCall', 'ElicitationHandler', 'ElicitationRequest',
-        'ElicitationResult', 'HttpServer', 'LogLevel', 'MAX_TOOL_NAME_LENGTH', 'McpPrompt',
-        'McpPromptArgument', 'McpResource', 'McpServerStatus', 'McpToolRef', 'McpToolset',
-        'SamplingHandler', 'SamplingRequest', 'SamplingResult', 'ServerSpec', 'StdioServer',
-        'connect_mcp', 'exposed_names', 'sanitize_name', 'tool_result_to_output',
+        'ApproveSampling', 'AuthorizationResponse', 'AuthorizeToolCall', 'ElicitationHandler',
+        'ElicitationRequest', 'ElicitationResult', 'FileTokenStore', 'HttpServer', 'LogLevel',
+        'MAX_TOOL_NAME_LENGTH', 'McpOAuth', 'McpPrompt', 'McpPromptArgument', 'McpResource',
+        'McpServerStatus', 'McpToolRef', 'McpToolset', 'MemoryTokenStore', 'OnAuthorize',
+        'PendingAuthorizations', 'SamplingHandler', 'SamplingRequest', 'SamplingResult',
+        'ServerSpec', 'StdioServer', 'TokenStore', 'connect_mcp', 'exposed_names', 'sanitize_name',
+        'tool_result_to_output',
     ],
     'agentkit.mcp.config': [
         'HttpServer', 'LogLevel', 'ServerSpec', 'StdioServer', 'validate_servers',
@@ -197,8 +199,14 @@ PUBLIC_NAMESPACES = {
     'agentkit.mcp.naming': [
         'MAX_TOOL_NAME_LENGTH', 'exposed_names', 'sanitize_name',
     ],
+    'agentkit.mcp.oauth': [
+        'AuthorizationResponse', 'McpOAuth', 'OnAuthorize', 'PendingAuthorizations',
+    ],
     'agentkit.mcp.results': [
         'content_block_to_parts', 'resource_contents_to_parts', 'tool_result_to_output',
+    ],
+    'agentkit.mcp.tokens': [
+        'FileTokenStore', 'MemoryTokenStore', 'TokenStore',
     ],
     'agentkit.mcp.toolset': [
         'AuthorizeToolCall', 'McpServerStatus', 'McpToolRef', 'McpToolset',
@@ -241,6 +249,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.options': [
         'GenerationOptions',
+    ],
+    'agentkit.planning': [
+        'Plan', 'PlanResult', 'PlanStep', 'PlanningAgent', 'Stage', 'StepResult',
     ],
     'agentkit.pool': [
         'SessionPool',
@@ -286,6 +297,10 @@ PUBLIC_NAMESPACES = {
         'ReasoningDeltaEvent', 'StepEndEvent', 'StepStartEvent', 'TextDeltaEvent',
         'ToolCallRequestedEvent', 'ToolEndEvent', 'ToolStartEvent', 'ToolUpdateEvent',
     ],
+    'agentkit.subagents': [
+        'SubagentEndEvent', 'SubagentEvent', 'SubagentStartEvent', 'child_session_id',
+        'subagent_tool',
+    ],
     'agentkit.summarize': [
         'DEFAULT_INSTRUCTIONS', 'summarizing_compactor',
     ],
@@ -296,8 +311,8 @@ PUBLIC_NAMESPACES = {
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobNotFoundError',
         'JobState', 'LocalExecutionContext', 'PermissionRequest', 'Shell', 'ShellResult', 'Tool',
         'ToolContext', 'ToolDecision', 'ToolRegistry', 'TruncatedOutput', 'browser_tools',
-        'filesystem_tools', 'format_shell_result', 'http_tools', 'json_path', 'json_tools', 'shell_tools',
-        'to_tool_output', 'tool', 'truncate_output',
+        'filesystem_tools', 'format_shell_result', 'http_tools', 'json_path', 'json_tools',
+        'shell_tools', 'to_tool_output', 'tool', 'truncate_output',
     ],
     'agentkit.tools.base': [
         'Tool', 'ToolContext', 'ToolDecision', 'ToolRegistry', 'to_tool_output',

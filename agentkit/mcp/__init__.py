@@ -30,29 +30,38 @@ from .host import (
     SamplingResult,
 )
 from .naming import MAX_TOOL_NAME_LENGTH, exposed_names, sanitize_name
+from .oauth import AuthorizationResponse, McpOAuth, OnAuthorize, PendingAuthorizations
 from .results import tool_result_to_output
+from .tokens import FileTokenStore, MemoryTokenStore, TokenStore
 from .toolset import AuthorizeToolCall, McpServerStatus, McpToolRef, McpToolset
 
 __all__ = [
     "MAX_TOOL_NAME_LENGTH",
     "ApproveSampling",
+    "AuthorizationResponse",
     "AuthorizeToolCall",
     "ElicitationHandler",
     "ElicitationRequest",
     "ElicitationResult",
+    "FileTokenStore",
     "HttpServer",
     "LogLevel",
+    "McpOAuth",
     "McpPrompt",
     "McpPromptArgument",
     "McpResource",
     "McpServerStatus",
     "McpToolRef",
     "McpToolset",
+    "MemoryTokenStore",
+    "OnAuthorize",
+    "PendingAuthorizations",
     "SamplingHandler",
     "SamplingRequest",
     "SamplingResult",
     "ServerSpec",
     "StdioServer",
+    "TokenStore",
     "connect_mcp",
     "exposed_names",
     "sanitize_name",

@@ -44,8 +44,8 @@ def _run(rt: Runtime, server: str, what: str, feature: str, fn: Callable[..., An
          timeout: float | None) -> Any:
     """Run ``fn(conn, *args)`` on the loop; every failure becomes an McpError naming
     ``server`` and ``what``."""
+    from ._failures import NotConnected, describe_error
     from ._portal import CallTimeout
-    from ._server import NotConnected, describe_error
 
     conn = _conn(rt, server)
     if conn.status != "connected":
@@ -67,25 +67,25 @@ def _run(rt: Runtime, server: str, what: str, feature: str, fn: Callable[..., An
 
 
 async def _list_resources(conn: Any) -> list[Any]:
-    client = conn.connected_client()
+    client = await conn.usable_client()
     return list(await conn.paginate(
         "resources/list", lambda c: client.list_resources(cursor=c, cache_mode="bypass"),
         lambda page: page.resources, key=lambda r: str(r.uri), noun="resource"))
 
 
 async def _read_resource(conn: Any, uri: str) -> Any:
-    return await conn.connected_client().read_resource(uri)
+    return await (await conn.usable_client()).read_resource(uri)
 
 
 async def _list_prompts(conn: Any) -> list[Any]:
-    client = conn.connected_client()
+    client = await conn.usable_client()
     return list(await conn.paginate(
         "prompts/list", lambda c: client.list_prompts(cursor=c, cache_mode="bypass"),
         lambda page: page.prompts, key=lambda p: p.name, noun="prompt"))
 
 
 async def _get_prompt(conn: Any, name: str, arguments: dict[str, str] | None) -> Any:
-    return await conn.connected_client().get_prompt(name, arguments)
+    return await (await conn.usable_client()).get_prompt(name, arguments)
 
 
 def list_resources(rt: Runtime, server: str, timeout: float | None) -> list[McpResource]:

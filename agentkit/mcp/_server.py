@@ -2,8 +2,11 @@
 
 ``ServerConnection.run()`` is a long-lived task: it opens the transport and the client
 (inside a deadline), lists the tools page by page, then serves until asked to stop,
-refreshing the listing on ``tools/list_changed``. Everything here runs on the loop
-thread except the read-only snapshot properties, which take a lock.
+refreshing the listing on ``tools/list_changed``. When a connection is lost the server
+is ``disconnected``; the next call (:meth:`ServerConnection.usable_client`) wakes
+``run()`` for a reconnect round: up to ``max_retries`` connects with exponential backoff,
+each one a fresh session (tools listed again, subscriptions renewed). Everything here
+runs on the loop thread except the read-only snapshot properties, which take a lock.
 """
 
 from __future__ import annotations
@@ -12,13 +15,25 @@ import logging
 import math
 import threading
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
 import anyio.abc
 
+from ..models._retry import RetryPolicy
 from ._callbacks import HostCallbacks, Roots
+from ._failures import (
+    NotConnected,
+    OutcomeUnknown,
+    ResourceSubscriptionUnsupported,
+    answered,
+    connect_hint,
+    describe_error,
+    is_connection_loss,
+    offending_line,
+)
+from ._reconnect import ATTEMPT, Attempt, session_closed
 from .config import HttpServer, LogLevel, StdioServer
 
 __all__: list[str] = []
@@ -33,29 +48,13 @@ _MAX_QUICK_RELISTENS = 5
 """Streams that drop soon after opening, in a row, before agentkit stops re-listening."""
 
 
-def error_leaves(exc: BaseException) -> list[BaseException]:
-    """``exc`` itself, or the leaf exceptions of an exception group, in order."""
-    subs = getattr(exc, "exceptions", None)
-    if isinstance(subs, tuple) and subs:
-        return [leaf for sub in subs for leaf in error_leaves(sub)]
-    return [exc]
-
-
-def describe_error(exc: BaseException) -> str:
-    """A one-line description of ``exc``; exception groups are unwrapped to their leaves."""
-    texts = []
-    for leaf in error_leaves(exc)[:3]:
-        msg = str(leaf).strip()
-        texts.append(f"{type(leaf).__name__}: {msg}" if msg else type(leaf).__name__)
-    return "; ".join(texts) or type(exc).__name__
-
-
 class ServerConnection:
     """Connection state and async lifecycle of one named MCP server."""
 
     def __init__(self, name: str, spec: Any, *, connect_timeout: float, max_list_pages: int,
                  log_level: LogLevel | None, notify: Notify, tools_changed: Callable[[str], None],
-                 host: HostCallbacks | None = None, roots: Roots | None = None) -> None:
+                 host: HostCallbacks | None = None, roots: Roots | None = None,
+                 reconnect: RetryPolicy | None = None) -> None:
         self.name = name
         self._host = host
         self.roots = roots
@@ -85,6 +84,19 @@ class ServerConnection:
         self._dirty: anyio.Event | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._resource_uris: set[str] = set()
+        self._wanted_uris: set[str] = set()
+        """Resources subscribed to; renewed after a reconnect."""
+        self._reconnect = reconnect
+        self._ever_connected = False
+        self._session_end: anyio.Event | None = None
+        self._wake: anyio.Event | None = None
+        self._next_round: anyio.Event | None = None
+        self._this_round: anyio.Event | None = None
+        self.tracked = False
+        """True while HTTP deliveries of this connection are tracked (calls that never
+        reached the server can be told apart)."""
+        self.holding = 0
+        """How many authorizations are waiting for a person (the connect deadline is paused)."""
         self._stop_requested = False
         self._invalid_output_seen = False
 
@@ -116,21 +128,85 @@ class ServerConnection:
     def request_stop(self) -> None:
         """Ask :meth:`run` to disconnect (loop thread only)."""
         self._stop_requested = True
-        if self._stop is not None:
-            self._stop.set()
+        for event in (self._stop, self._session_end, self._wake):
+            if event is not None:
+                event.set()
         if self._scope is not None and self.status != "connected":
             self._scope.cancel()
 
+    def _can_reconnect(self) -> bool:
+        return (self._reconnect is not None and self._reconnect.max_retries > 0 and self._ever_connected
+                and not self._stop_requested and isinstance(self.spec, (StdioServer, HttpServer)))
+
     async def run(self) -> None:
-        """Connect, list tools, serve until :meth:`request_stop`. Never raises."""
+        """Connect, list tools, serve until :meth:`request_stop`; after a lost connection,
+        reconnect whenever a call asks (:meth:`usable_client`). Never raises."""
         self._stop = anyio.Event()
-        self._dirty = anyio.Event()
+        self._wake = anyio.Event()
         if self._stop_requested:
             self.fail("the toolset was closed before the server connected")
             return
+        try:
+            await self._session(None)
+            while self._can_reconnect():
+                await self._wake.wait()
+                self._wake = anyio.Event()
+                if self._stop_requested:
+                    break
+                await self._reconnect_round()
+        finally:
+            for event in (self._next_round, self._this_round):
+                if event is not None:
+                    event.set()
+            with self._lock:
+                if self.status in ("connected", "disconnected", "reconnecting"):
+                    self.status = "closed"
+            self.ready.set()
+
+    async def _reconnect_round(self) -> None:
+        """Up to ``max_retries`` connects with exponential backoff between them, within
+        ``max_elapsed`` seconds; the calls waiting for this round hear its outcome as soon
+        as it is known."""
+        policy = self._reconnect
+        assert policy is not None
+        outcome = self._next_round or anyio.Event()
+        self._next_round, self._this_round = None, outcome
+        self._set(status="reconnecting")
+        attempts = 0
+        started = anyio.current_time()
+        for attempts in range(1, policy.max_retries + 1):
+            if attempts > 1:
+                delay = policy.backoff(attempts - 2)
+                if anyio.current_time() + delay - started > policy.max_elapsed:
+                    attempts -= 1
+                    break  # the round's time budget (max_elapsed) is spent
+                with anyio.move_on_after(delay):
+                    assert self._stop is not None
+                    await self._stop.wait()
+            if self._stop_requested:
+                break
+            log.info("MCP server %r: reconnecting (attempt %d of %d)", self.name, attempts, policy.max_retries)
+            if await self._session(outcome):
+                return  # connected, served, and lost again (or stopped)
+        with self._lock:
+            if self.status == "reconnecting":
+                self.status = "failed"
+                self.error = f"reconnecting failed after {attempts} attempt(s): {self.error}"
+        log.warning("MCP server %r: %s", self.name, self.error)
+        self._announce_tools_changed()  # a failed server's tools leave the toolset
+        self._this_round = None
+        outcome.set()
+
+    async def _session(self, outcome: anyio.Event | None) -> bool:
+        """One connection: connect and list the tools within ``connect_timeout``, then serve
+        until stopped or lost. True when it connected. ``outcome`` (a reconnect round's) is
+        set once connected."""
         scope = anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout)
         self._scope = scope
+        self._session_end = anyio.Event()
+        self._dirty = anyio.Event()
         connected = False
+        reconnect = outcome is not None
         try:
             with scope:
                 async with self._open() as client:
@@ -141,84 +217,114 @@ class ServerConnection:
                     tools = await self._list_tools()
                     scope.deadline = math.inf
                     with self._lock:
-                        if self.status != "connecting":  # timed out meanwhile, or stopped
-                            return
+                        if self.status not in ("connecting", "reconnecting"):  # timed out meanwhile, or stopped
+                            return False
                         self.tools = tools
                         self.status = "connected"
-                    connected = True
+                        self.error = None
+                    connected = self._ever_connected = True
                     self.ready.set()
+                    if reconnect:
+                        self._announce_tools_changed()
+                        assert outcome is not None
+                        self._this_round = None
+                        outcome.set()
                     async with anyio.create_task_group() as tg:
                         self._tg = tg
                         tg.start_soon(self._refresher)
                         tg.start_soon(self._listen)
-                        await self._stop.wait()
+                        for uri in sorted(self._wanted_uris):
+                            tg.start_soon(self._resubscribe, uri)
+                        await self._session_end.wait()
                         tg.cancel_scope.cancel()
             if scope.cancelled_caught and not connected:
                 if self._stop_requested:
                     self.fail("the toolset was closed before the server connected")
                 else:
-                    self.fail(f"did not connect and list its tools within {self._connect_timeout:g}s "
-                              f"(connect_timeout)")
+                    self._connect_failed(f"did not connect and list its tools within {self._connect_timeout:g}s "
+                                         f"(connect_timeout)", reconnect)
         except Exception as exc:  # noqa: BLE001 - reported in the server's status
             if connected and self._stop_requested:  # a hiccup while disconnecting on purpose
                 log.debug("MCP server %r: error while disconnecting", self.name, exc_info=True)
-                return
-            what = "lost its connection" if connected else "failed to connect"
-            log.debug("MCP server %r %s", self.name, what, exc_info=True)
-            hint = "" if connected else _connect_hint(self.spec, exc)
-            self.fail(f"{what}: {describe_error(exc)}{hint}")
+                return True
+            log.debug("MCP server %r %s", self.name, "lost its connection" if connected else "failed to connect",
+                      exc_info=True)
             if connected:
-                self._announce_tools_changed()  # its tools leave the toolset
+                self.lost(exc)
+            else:
+                self._connect_failed(f"failed to connect: {describe_error(exc)}{connect_hint(self.spec, exc)}",
+                                     reconnect)
         finally:
             self._tg = None
             self.client = None
-            with self._lock:
-                if self.status == "connected":
-                    self.status = "closed"
-            self.ready.set()
+            self._resource_uris.clear()
+        return connected
+
+    def _connect_failed(self, error: str, reconnect: bool) -> None:
+        if reconnect:
+            self._set(error=error)
+        else:
+            self.fail(error)
+
+    def lost(self, exc: BaseException) -> None:
+        """The connection is gone (loop thread): with reconnecting enabled the server is
+        ``disconnected`` and the next call reconnects; otherwise it failed. Its session ends."""
+        with self._lock:
+            if self.status != "connected":
+                return
+            self.status = "disconnected" if self._can_reconnect() else "failed"
+            self.error = f"lost its connection: {describe_error(exc)}"
+        log.warning("MCP server %r %s", self.name, self.error)
+        self._announce_tools_changed()
+        if self._session_end is not None:
+            self._session_end.set()
+
+    async def usable_client(self) -> Any:
+        """The live client, after reconnecting when the connection is known to be gone
+        (loop thread). Raises :class:`NotConnected` when there is none to be had."""
+        client = self.client
+        if self.status == "connected" and client is not None:
+            if not session_closed(client):
+                return client
+            self.lost(ConnectionError("the server closed the connection"))
+        if not self._can_reconnect() or self.status == "connecting":
+            raise NotConnected(self.error or f"status is {self.status!r}")
+        if self.status == "reconnecting" and self._this_round is not None:
+            outcome = self._this_round
+        else:
+            if self._next_round is None:
+                self._next_round = anyio.Event()
+            outcome = self._next_round
+            if self._wake is not None:
+                self._wake.set()
+        await outcome.wait()
+        client = self.client
+        if self.status != "connected" or client is None:
+            raise NotConnected(self.error or f"status is {self.status!r}")
+        return client
 
     @asynccontextmanager
-    async def _open(self) -> AsyncIterator[Any]:
-        from mcp import Client, StdioServerParameters
+    async def hold_deadline(self) -> AsyncIterator[None]:
+        """Pause the connect deadline (a person is authorizing)."""
+        scope = self._scope
+        if scope is None or scope.deadline == math.inf:
+            yield
+            return
+        remaining = scope.deadline - anyio.current_time()
+        scope.deadline = math.inf
+        with self._lock:
+            self.holding += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.holding -= 1
+            scope.deadline = anyio.current_time() + max(remaining, 1.0)
 
-        spec = self.spec
-        callbacks = (self._host or HostCallbacks()).for_server(self.name, lambda: self.roots,
-                                                                    self._roots_listed)
-        async with AsyncExitStack() as stack:
-            if isinstance(spec, StdioServer):
-                params = StdioServerParameters(
-                    command=spec.command, args=list(spec.args),
-                    env=None if spec.env is None else dict(spec.env), cwd=spec.cwd,
-                )
-                client = Client(params, message_handler=self._on_message, log_level=self._log_level,
-                                cache=None, **callbacks)
-            elif isinstance(spec, HttpServer):
-                import httpx2
-                from mcp.client.streamable_http import streamable_http_client
+    def _open(self) -> AbstractAsyncContextManager[Any]:
+        from ._transport import open_client
 
-                http = httpx2.AsyncClient(headers=dict(spec.headers),
-                                          timeout=httpx2.Timeout(30.0, read=300.0))
-                await stack.enter_async_context(http)
-                client = Client(streamable_http_client(spec.url, http_client=http),
-                                message_handler=self._on_message, log_level=self._log_level, cache=None,
-                                **callbacks)
-            else:  # an un-entered mcp.Client built by the caller: chain its own handler
-                client = spec
-                client.message_handler = self._chain(client.message_handler)
-                if client.log_level is None:
-                    client.log_level = self._log_level
-                for key, callback in callbacks.items():  # the caller's own callbacks win
-                    if getattr(client, key, None) is None:
-                        setattr(client, key, callback)
-            yield await stack.enter_async_context(client)
-
-    def _chain(self, user_handler: Any) -> Any:
-        async def handler(message: Any) -> None:
-            await self._on_message(message)
-            if user_handler is not None:
-                await user_handler(message)
-
-        return handler
+        return open_client(self, self.spec, self._host or HostCallbacks())
 
     async def _list_tools(self) -> list[Any]:
         """Every tool of the server, following ``nextCursor`` page by page."""
@@ -312,11 +418,11 @@ class ServerConnection:
             try:
                 await self.refresh()
             except Exception as exc:  # noqa: BLE001 - decided here
-                if _answered(exc):
+                if answered(exc):
                     self.warn(f"refreshing the tool list failed: {describe_error(exc)}")
                 else:
                     if not self._stop_requested:
-                        self._connection_lost(exc)
+                        self.lost(exc)
                     return
             quick_failures = quick_failures + 1 if anyio.current_time() - opened < _RELISTEN_AFTER * 5 else 0
             if quick_failures > _MAX_QUICK_RELISTENS:
@@ -324,19 +430,13 @@ class ServerConnection:
                           "longer followed (call refresh() to list the tools again)")
                 return
 
-    def _connection_lost(self, exc: BaseException) -> None:
-        """The server went away while idle: fail it, drop its tools, disconnect."""
-        self.fail(f"lost its connection: {describe_error(exc)}")
-        self._announce_tools_changed()
-        if self._stop is not None:
-            self._stop.set()
-
     async def subscribe_resource(self, uri: str) -> None:
         """Ask the server for ``notifications/resources/updated`` about ``uri`` (loop
         thread): a ``subscriptions/listen`` stream on 2026-era connections,
         ``resources/subscribe`` on handshake-era ones. Subscribing twice is a no-op."""
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+        await self.usable_client()
         client, tg = self.client, self._tg
         if client is None or tg is None or self.status != "connected":
             raise NotConnected(self.error or f"status is {self.status!r}")
@@ -349,6 +449,7 @@ class ServerConnection:
                 f"(no resources.subscribe capability)"
             )
         self._resource_uris.add(uri)  # before awaiting: a concurrent subscribe is a no-op
+        self._wanted_uris.add(uri)  # renewed after every reconnect
         try:
             if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 await tg.start(self._listen_resource, uri)
@@ -360,7 +461,16 @@ class ServerConnection:
                 )
         except BaseException:
             self._resource_uris.discard(uri)
+            self._wanted_uris.discard(uri)
             raise
+
+    async def _resubscribe(self, uri: str) -> None:
+        """After a reconnect: subscribe to ``uri`` again."""
+        try:
+            await self.subscribe_resource(uri)
+        except Exception as exc:  # noqa: BLE001 - reported as a warning
+            self.warn(f"renewing the subscription to resource {uri!r} after reconnecting failed: "
+                      f"{describe_error(exc)}")
 
     async def _listen_resource(self, uri: str, *, task_status: Any) -> None:
         """Hold one listen stream for ``uri``; its events reach :meth:`_on_message`."""
@@ -374,8 +484,9 @@ class ServerConnection:
         except Exception as exc:
             if not started:
                 raise  # to the subscriber, through tg.start()
-            self.warn(f"the subscription to resource {uri!r} ended: {describe_error(exc)}; "
-                      f"subscribe again to keep receiving its updates")
+            if self.status == "connected":
+                self.warn(f"the subscription to resource {uri!r} ended: {describe_error(exc)}; "
+                          f"subscribe again to keep receiving its updates")
         self._resource_uris.discard(uri)  # the stream ended: a new subscribe opens another
 
     def _invalid_output(self, exc: ValueError) -> None:
@@ -383,7 +494,7 @@ class ServerConnection:
         that ends the connect at once (it would otherwise wait out ``connect_timeout``);
         once connected, it is a warning, given once (the messages around it still work).
         A blank line is let pass."""
-        line = _offending_line(exc)
+        line = offending_line(exc)
         if line is not None and not line.strip():
             return
         shown = describe_error(exc)[:200] if line is None else repr(line[:120]) + (" ..." if len(line) > 120 else "")
@@ -428,25 +539,37 @@ class ServerConnection:
         except Exception:  # noqa: BLE001 - a sink must not break the connection
             log.exception("forwarding an MCP notification failed")
 
-    def connected_client(self) -> Any:
-        """The live client; raises :class:`NotConnected` when there is none."""
-        client = self.client
-        if client is None or self.status != "connected":
-            raise NotConnected(self.error or f"status is {self.status!r}")
-        return client
-
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         progress: Callable[[float, float | None, str | None], None] | None = None) -> Any:
         """Send ``tools/call`` with the server's original tool name (loop thread). The
         request always carries a progress token; ``progress(progress, total, message)``
-        hears the server's ``notifications/progress`` for it (it must not block)."""
-        client = self.connected_client()
+        hears the server's ``notifications/progress`` for it (it must not block).
+
+        A connection known to be gone is reconnected first. A call whose connection is lost
+        on the way is sent again after reconnecting only when it provably never reached the
+        server; otherwise :class:`OutcomeUnknown` is raised and it is not repeated."""
 
         async def on_progress(value: float, total: float | None, message: str | None) -> None:
             if progress is not None:
                 progress(value, total, message)
 
-        return await client.call_tool(name, arguments, progress_callback=on_progress)
+        for _ in range(2):
+            client = await self.usable_client()
+            attempt = Attempt(tracked=self.tracked)
+            token = ATTEMPT.set(attempt)
+            try:
+                return await client.call_tool(name, arguments, progress_callback=on_progress)
+            except Exception as exc:
+                if not is_connection_loss(exc):
+                    raise
+                self.lost(exc)
+                if attempt.reached or not self._can_reconnect():
+                    raise OutcomeUnknown(describe_error(exc), sent=attempt.reached) from exc
+                log.info("MCP server %r: tools/call %r never reached the server; sending it again after "
+                         "reconnecting", self.name, name)
+            finally:
+                ATTEMPT.reset(token)
+        raise NotConnected(self.error or "the connection was lost again right after reconnecting")
 
     def _roots_listed(self) -> None:
         """On the loop: the server asked ``roots/list`` (and is about to get the answer)."""
@@ -475,71 +598,3 @@ class ServerConnection:
         if asked is not None:
             with anyio.move_on_after(await_ask):
                 await asked.wait()
-
-
-def _connect_hint(spec: Any, exc: BaseException) -> str:
-    """What to check after a failed connect, when the error makes it clear."""
-    leaves = error_leaves(exc)
-    if isinstance(spec, StdioServer):
-        if any(isinstance(e, (FileNotFoundError, PermissionError)) for e in leaves):
-            return (f" (check that 'command' {spec.command!r} is an installed executable: an absolute "
-                    f"path, or a name on PATH)")
-        if any(getattr(e, "code", None) == -32000 for e in leaves):  # CONNECTION_CLOSED
-            return (" (the server process exited or closed its stdout before answering; its stderr "
-                    "usually says why)")
-    if isinstance(spec, HttpServer) and any(isinstance(e, (ConnectionError, OSError)) or
-                                            type(e).__name__ == "ConnectError" for e in leaves):
-        return f" (check that the server is running and that 'url' {spec.url!r} is right)"
-    return ""
-
-
-def _offending_line(exc: ValueError) -> str | None:
-    """The line the server wrote, as pydantic's validation error keeps it (None when the
-    error does not say)."""
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        try:
-            found = errors()
-        except Exception:  # noqa: BLE001 - not a pydantic error after all
-            found = []
-        for error in found:
-            if isinstance(error.get("input"), str):
-                return str(error["input"])
-    return None
-
-
-class _QuietParseErrors(logging.Filter):
-    """The mcp SDK logs a full traceback for every stdout line that is not JSON-RPC; a
-    server printing garbage floods stderr with them. On agentkit's loop threads the
-    connection reports the problem itself (its status, or one warning), so those
-    records are dropped; other users of the SDK in the process keep them."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.msg == "Failed to parse JSONRPC message from server"
-                    and record.threadName is not None and record.threadName.startswith("agentkit-mcp"))
-
-
-def _install_log_filter() -> None:
-    stdio_log = logging.getLogger("mcp.client.stdio")
-    if not any(isinstance(f, _QuietParseErrors) for f in stdio_log.filters):
-        stdio_log.addFilter(_QuietParseErrors())
-
-
-_install_log_filter()
-
-
-def _answered(exc: BaseException) -> bool:
-    """True when ``exc`` is an error the server sent back (so it is still there), not a
-    closed connection, a transport failure or a timeout."""
-    from mcp import MCPError
-
-    leaves = error_leaves(exc)
-    return all(isinstance(e, MCPError) and e.error.code != -32000 for e in leaves)  # CONNECTION_CLOSED
-
-
-class NotConnected(Exception):
-    """The server is not connected (failed, lost or closed)."""
-
-
-class ResourceSubscriptionUnsupported(Exception):
-    """The server does not offer resource subscriptions."""

@@ -1,7 +1,7 @@
 """MCP server configurations, validated before anything is started.
 
 A server is described by a plain dict (``{"command": ..., "args": [...]}`` for a stdio
-subprocess, ``{"url": ..., "headers": {...}}`` for Streamable HTTP), by the frozen
+subprocess, ``{"url": ..., "headers": {...}, "auth": McpOAuth(...)}`` for Streamable HTTP), by the frozen
 dataclasses :class:`StdioServer` / :class:`HttpServer`, or by an ``mcp.Client`` that was
 built but not entered yet. Validation is pure: it starts no process and opens no socket.
 """
@@ -9,12 +9,13 @@ built but not entered yet. Validation is pure: it starts no process and opens no
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args
 from urllib.parse import urlparse
 
 from ..errors import ConfigurationError
+from .oauth import McpOAuth
 
 __all__ = ["HttpServer", "LogLevel", "ServerSpec", "StdioServer", "validate_servers"]
 
@@ -51,10 +52,14 @@ class HttpServer:
 
     url: str
     """The MCP endpoint, e.g. ``http://127.0.0.1:8000/mcp``."""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    """Headers sent with every request (for example ``Authorization``)."""
+    headers: Mapping[str, str] | Callable[[], Mapping[str, str]] = field(default_factory=dict)
+    """Headers sent with every request (for example ``Authorization``), or a callable
+    returning them: it is called (in a worker thread) at every connect and reconnect, so
+    a rotating token is read fresh each time; requests of one connection share its result."""
     roots: Sequence[str | os.PathLike[str]] | None = None
     """Directories announced to this server as its roots (overrides ``connect_mcp(roots=)``)."""
+    auth: McpOAuth | None = None
+    """OAuth 2.1 for this server (see :class:`~agentkit.mcp.McpOAuth`)."""
 
     @property
     def transport(self) -> str:
@@ -67,7 +72,7 @@ ServerSpec = Union[StdioServer, HttpServer, Mapping[str, Any], Any]
 :class:`HttpServer`, or an un-entered ``mcp.Client``."""
 
 _STDIO_KEYS = ("command", "args", "env", "cwd", "roots")
-_HTTP_KEYS = ("url", "headers", "roots")
+_HTTP_KEYS = ("url", "headers", "roots", "auth")
 _TRANSPORT_NAMES = {"stdio": "stdio", "http": "streamable-http", "streamable-http": "streamable-http",
                     "streamable_http": "streamable-http", "streamableHttp": "streamable-http"}
 
@@ -122,8 +127,14 @@ def _http_from_dict(name: str, cfg: Mapping[str, Any]) -> HttpServer:
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise _fail(name, f"'url' must be an http:// or https:// URL with a host, not {url!r}")
     headers = cfg.get("headers")
-    return HttpServer(url=url, headers={} if headers is None else _str_map(name, "headers", headers),
-                      roots=_roots(name, cfg.get("roots")))
+    if headers is None:
+        headers = {}
+    elif not callable(headers):
+        headers = _str_map(name, "headers", headers)
+    auth = cfg.get("auth")
+    if auth is not None and not isinstance(auth, McpOAuth):
+        raise _fail(name, f"'auth' must be an agentkit.mcp.McpOAuth, not {type(auth).__name__}")
+    return HttpServer(url=url, headers=headers, roots=_roots(name, cfg.get("roots")), auth=auth)
 
 
 def _roots(name: str, value: Any) -> Any:
@@ -208,4 +219,5 @@ def _as_dict(spec: StdioServer | HttpServer) -> dict[str, Any]:
     if isinstance(spec, StdioServer):
         return {"command": spec.command, "args": list(spec.args), "env": spec.env, "cwd": spec.cwd,
                 "roots": spec.roots}
-    return {"url": spec.url, "headers": dict(spec.headers), "roots": spec.roots}
+    headers = spec.headers if callable(spec.headers) else dict(spec.headers)
+    return {"url": spec.url, "headers": headers, "roots": spec.roots, "auth": spec.auth}

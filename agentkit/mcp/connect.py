@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigurationError, McpError, MissingDependencyError
+from ..models._retry import RetryPolicy
 from .config import _LOG_LEVELS, LogLevel, ServerSpec, validate_servers
 from .host import ApproveSampling, ElicitationHandler
 from .toolset import AuthorizeToolCall, McpToolset
@@ -16,6 +17,9 @@ from .toolset import AuthorizeToolCall, McpToolset
 __all__ = ["connect_mcp"]
 
 log = logging.getLogger("agentkit.mcp")
+
+_RECONNECT = RetryPolicy(max_retries=3, initial_delay=0.2, max_delay=2.0, max_elapsed=30.0, jitter=0.25)
+"""The default reconnect policy: three attempts within 30 s."""
 
 
 def connect_mcp(
@@ -33,11 +37,13 @@ def connect_mcp(
     approve_sampling: ApproveSampling | None = None,
     elicitation: ElicitationHandler | None = None,
     expose_resources: bool = False,
+    reconnect: RetryPolicy | None = _RECONNECT,
 ) -> McpToolset:
     """Connect MCP servers and return their tools as an :class:`McpToolset`.
 
     ``servers`` maps a name to a stdio config (``{"command", "args", "env", "cwd"}``), a
-    Streamable HTTP config (``{"url", "headers"}``), a :class:`~agentkit.mcp.StdioServer`
+    Streamable HTTP config (``{"url", "headers", "auth"}``: ``headers`` a dict or a
+    callable read at every connect, ``auth`` an :class:`~agentkit.mcp.McpOAuth`), a :class:`~agentkit.mcp.StdioServer`
     / :class:`~agentkit.mcp.HttpServer`, or an un-entered ``mcp.Client``. Configs are
     checked before anything starts.
 
@@ -75,6 +81,15 @@ def connect_mcp(
     * ``elicitation``: a handler ``(ElicitationRequest) -> ElicitationResult | dict | None``
       (a dict accepts with that content, None declines).
 
+    A server that drops (an HTTP server gone for a while, a stdio process that died) is
+    ``disconnected``, keeps its tools listed, and is reconnected at its next call, with
+    up to ``reconnect.max_retries`` attempts, exponential backoff between them
+    (``initial_delay`` doubling up to ``max_delay``, with ``jitter``) and at most
+    ``max_elapsed`` seconds per round; the tool list is refreshed and resource
+    subscriptions renewed. A call that met the dead connection is sent again only when it
+    provably never reached the server; otherwise it gets an error result saying its
+    outcome is unknown. ``reconnect=None``: a lost server stays failed.
+
     ``expose_resources=True`` adds two tools that let the model list and read the
     servers' resources (``mcp_list_resources``, ``mcp_read_resource``).
     """
@@ -98,6 +113,9 @@ def connect_mcp(
                                  f"several servers), not {prefix_tool_names!r}")
     if log_level is not None and log_level not in _LOG_LEVELS:
         raise ConfigurationError(f"log_level must be one of {', '.join(_LOG_LEVELS)} or None, not {log_level!r}")
+    if reconnect is not None and not isinstance(reconnect, RetryPolicy):
+        raise ConfigurationError(f"reconnect must be an agentkit.models.RetryPolicy or None (never "
+                                 f"reconnect), not {reconnect!r}")
     if not isinstance(expose_resources, bool):
         raise ConfigurationError(f"expose_resources must be True or False, not {expose_resources!r}")
     specs = validate_servers(servers)
@@ -129,7 +147,7 @@ def connect_mcp(
         name: ServerConnection(name, spec, connect_timeout=float(connect_timeout),
                                max_list_pages=max_list_pages, log_level=log_level,
                                notify=notifier.put, tools_changed=tools_changed, host=host,
-                               roots=server_roots[name])
+                               roots=server_roots[name], reconnect=reconnect)
         for name, spec in specs.items()
     }
     for name, spec in specs.items():
@@ -142,8 +160,13 @@ def connect_mcp(
         runtime.supervisor = runtime.loop.submit(supervise, list(conns.values()))
         deadline = time.monotonic() + float(connect_timeout) + 1.0
         for conn in conns.values():
-            if not conn.ready.wait(max(0.0, deadline - time.monotonic())):
-                conn.fail(f"did not connect and list its tools within {connect_timeout:g}s (connect_timeout)")
+            while not conn.ready.wait(max(0.0, min(0.5, deadline - time.monotonic()))):
+                if conn.holding:  # a person is authorizing: McpOAuth.authorize_timeout applies
+                    deadline = max(deadline, time.monotonic() + 1.0)
+                elif time.monotonic() >= deadline:
+                    conn.fail(f"did not connect and list its tools within {connect_timeout:g}s "
+                              f"(connect_timeout)")
+                    break
         holder.append(weakref.ref(toolset))
         toolset._rebuild()
         if fail_on_no_tools and not toolset.tools:

@@ -32,6 +32,7 @@ AuthorizeToolCall = Callable[[str, str, dict[str, Any], "str | None"], Any]
 deny a call; it runs in the calling thread before anything is sent to the server."""
 
 _CTX = "_agentkit_mcp_context"
+_LIVE = frozenset({"connected", "disconnected", "reconnecting"})
 _MAX_PENDING_PROGRESS = 1000
 """Progress updates of one call waiting for its thread; beyond this, new ones are dropped."""
 
@@ -54,7 +55,8 @@ class McpServerStatus:
     transport: str
     """``stdio``, ``streamable-http`` or ``client`` (a caller-built ``mcp.Client``)."""
     status: str
-    """``connecting``, ``connected``, ``failed`` or ``closed``."""
+    """``connecting``, ``connected``, ``disconnected`` (the connection was lost; the next call
+    reconnects, and the tools stay listed meanwhile), ``reconnecting``, ``failed`` or ``closed``."""
     error: str | None = None
     """Why the server failed (connect error, timeout, lost connection)."""
     tool_count: int = 0
@@ -125,7 +127,8 @@ class McpToolset:
     def _live_servers(self) -> set[str]:
         # a server marked failed loses its tools at once, even before the rebuild that
         # follows its failure has run
-        return {name for name, conn in self._rt.conns.items() if conn.status == "connected"}
+        # (a lost server that reconnects at its next call keeps its tools meanwhile)
+        return {name for name, conn in self._rt.conns.items() if conn.status in _LIVE}
 
     @property
     def servers(self) -> Mapping[str, McpServerStatus]:
@@ -163,7 +166,7 @@ class McpToolset:
         entries: list[tuple[Any, Any]] = []
         for conn in conns:
             with conn._lock:
-                if conn.status != "connected":
+                if conn.status not in _LIVE:
                     continue
                 entries.extend((conn, t) for t in conn.tools)
         prefix = self._prefix if self._prefix is not None else len(self._rt.conns) > 1
@@ -237,18 +240,13 @@ class McpToolset:
 
     def _call(self, server: str, tool: str, exposed: str, arguments: dict[str, Any],
               ctx: ToolContext | None) -> ToolOutput:
+        from ._failures import NotConnected, OutcomeUnknown, describe_error
         from ._portal import CallTimeout
-        from ._server import NotConnected, describe_error
 
         cancel = ctx.cancel if ctx is not None else CancelToken()
         if self._rt.closed:
             return ToolOutput.error(f"tool {exposed!r} cannot run: the MCP toolset was closed")
         conn = self._rt.conns[server]
-        if conn.status != "connected":
-            return ToolOutput.error(
-                f"tool {exposed!r} cannot run: MCP server {server!r} is not connected "
-                f"({conn.error or conn.status})"
-            )
         updates: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
 
         def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -284,6 +282,16 @@ class McpToolset:
         except NotConnected as exc:
             return ToolOutput.error(f"tool {exposed!r} cannot run: MCP server {server!r} is not "
                                     f"connected ({exc})")
+        except OutcomeUnknown as exc:
+            self._rebuild()
+            if not exc.sent:
+                return ToolOutput.error(f"tool {exposed!r} cannot run: MCP server {server!r} is not "
+                                        f"connected ({exc}); the call did not reach it")
+            return ToolOutput.error(
+                f"MCP server {server!r} stopped responding while running tool {exposed!r} ({exc}). "
+                f"The call may or may not have taken effect, so it was not repeated: check before "
+                f"calling it again. The server is reconnected at the next call."
+            )
         except McpError as exc:
             return ToolOutput.error(f"tool {exposed!r} cannot run: {exc}")
         except Exception as exc:  # noqa: BLE001 - any failure becomes an error result
@@ -291,13 +299,6 @@ class McpToolset:
                 return ToolOutput.error(f"tool {exposed!r} was stopped: the MCP toolset was closed "
                                         f"during the call")
             text = describe_error(exc)
-            if _is_connection_loss(exc):
-                conn.fail(f"lost its connection: {text}")
-                self._rebuild()
-                return ToolOutput.error(
-                    f"MCP server {server!r} stopped responding while running tool {exposed!r} "
-                    f"({text}); its tools are unavailable for now"
-                )
             return ToolOutput.error(f"MCP tool {exposed!r} (server {server!r}) failed: {text}")
         return tool_result_to_output(result)
 
@@ -367,8 +368,8 @@ class McpToolset:
         connect it with ``roots=``."""
         from ._callbacks import normalize_roots
         from ._catalog import _conn
+        from ._failures import describe_error
         from ._portal import CallTimeout
-        from ._server import describe_error
 
         normalized = normalize_roots(roots, "set_roots(roots)")
         names = [server] if server is not None else [n for n, c in self._rt.conns.items() if c.roots is not None]
@@ -401,8 +402,8 @@ class McpToolset:
         ``timeout`` seconds (default: the ``connect_timeout``). Raises
         :class:`~agentkit.errors.McpError` naming the first server that failed to answer;
         its previous listing stays."""
+        from ._failures import describe_error
         from ._portal import CallTimeout
-        from ._server import describe_error
 
         if self._rt.closed:
             raise McpError("the MCP toolset is closed; connect again with connect_mcp()")
@@ -428,8 +429,8 @@ class McpToolset:
         on older ones. Subscribing to the same URI again does nothing. Raises
         :class:`~agentkit.errors.McpError` when the server is not connected, does not
         offer subscriptions, refuses, or does not answer within ``timeout`` seconds."""
+        from ._failures import NotConnected, ResourceSubscriptionUnsupported, describe_error
         from ._portal import CallTimeout
-        from ._server import NotConnected, ResourceSubscriptionUnsupported, describe_error
 
         if server not in self._rt.conns:
             raise ConfigurationError(f"no MCP server named {server!r}; the servers are "
@@ -508,17 +509,3 @@ class McpToolset:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{len(self.tools)} tools"
         return f"<McpToolset {', '.join(self._rt.conns)}: {state}>"
-
-
-def _is_connection_loss(exc: BaseException) -> bool:
-    import anyio
-
-    from ._server import error_leaves
-
-    for e in error_leaves(exc):
-        if isinstance(e, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
-                          ConnectionError, EOFError)):
-            return True
-        if getattr(e, "code", None) == -32000:  # CONNECTION_CLOSED
-            return True
-    return False

@@ -80,14 +80,16 @@ def read_range(fd: int, size: int, offset: int) -> bytes:
     return b"".join(chunks)
 
 
-def atomic_write(path: str, data: bytes, *, sync: bool, tmp_prefix: str = ".tmp-", tmp_suffix: str = "") -> None:
+def atomic_write(path: str, data: bytes, *, sync: bool, tmp_prefix: str = ".tmp-", tmp_suffix: str = "",
+                 mode: int = 0o644) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, atomic rename, directory fsync.
 
     A crash leaves either the old file or the new one, never a mix (plus, at worst, the
-    temp file ``tmp_prefix + <32 hex digits> + tmp_suffix`` beside it). Raises OSError."""
+    temp file ``tmp_prefix + <32 hex digits> + tmp_suffix`` beside it). The new file is
+    created with permission bits ``mode`` (before the umask). Raises OSError."""
     directory = os.path.dirname(path)
     tmp = os.path.join(directory, f"{tmp_prefix}{uuid.uuid4().hex}{tmp_suffix}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
     try:
         try:
             write_all(fd, data)

@@ -16,6 +16,7 @@ from ..cancel import CancelToken
 from ..errors import ConfigurationError, ToolDefinitionError
 from ..messages import FilePart, ImagePart, TextPart, ToolCallPart, ToolOutput
 from ..models.base import ToolSpec
+from ..usage import Usage
 
 __all__ = ["Tool", "ToolContext", "ToolDecision", "ToolRegistry", "to_tool_output"]
 
@@ -40,15 +41,46 @@ class ToolContext:
     model: Any = None
     """The ChatModel of the generation making this call (None outside the loop): a tool
     that needs a completion on the caller's behalf (MCP sampling) asks it."""
+    store: Any = None
+    """The session's :class:`~agentkit.EventStore` when the session is durable (None
+    otherwise): a tool that runs a child session (``subagent_tool``) stores it there."""
     deps: Any = None
     """The generation's dependencies (``deps=`` of ``Agent.run``, ``generate``, ``ask``...):
     a database handle, the current user, an HTTP client... None when none were given."""
     _progress: Callable[[Any], None] | None = field(default=None, repr=False)
+    _emit: Callable[[Any], None] | None = field(default=None, repr=False)
+    _usage: Callable[[Usage], bool] | None = field(default=None, repr=False)
 
     def report_progress(self, update: Any) -> None:
         """Send a progress update to ``on_tool_call_update`` listeners."""
         if self._progress is not None:
             self._progress(update)
+
+    @property
+    def streaming(self) -> bool:
+        """True when someone consumes the generation's agent events (an
+        :class:`~agentkit.AgentStream` or a callback): only then is :meth:`emit` worth
+        calling."""
+        return self._emit is not None
+
+    def emit(self, event: Any) -> None:
+        """Send an :class:`~agentkit.AgentEvent` to the generation's stream and
+        callbacks, between its own events (``subagent_tool`` forwards its child's
+        events this way). A no-op when nobody consumes them."""
+        if self._emit is not None:
+            self._emit(event)
+
+    def report_usage(self, usage: Usage) -> bool:
+        """Add ``usage`` (tokens spent on this call's behalf, e.g. by a child agent) to
+        the generation's: it is part of the result's ``usage`` and counts against its
+        ``limits``. Returns False once a token limit of the generation is reached (stop
+        spending), True otherwise (and always outside the loop)."""
+        if not isinstance(usage, Usage):
+            raise ConfigurationError(f"report_usage takes a Usage, not {type(usage).__name__}")
+        negative = [name for name, value in usage.to_dict().items() if value < 0]
+        if negative:
+            raise ConfigurationError(f"report_usage takes token counts >= 0; {', '.join(negative)} is negative")
+        return True if self._usage is None else self._usage(usage)
 
 
 @dataclass(frozen=True, kw_only=True)
