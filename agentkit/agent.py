@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .agents import Agent
+from .agents import run_once
 from .cancel import CancelToken
 from .errors import ConfigurationError
 from .messages import Message, Prompt
 from .models.base import ChatModel
+from .options import GenerationOptions, option_names
 from .results import RunResult
 from .stream import AgentStream, Emit
 
@@ -38,8 +39,11 @@ def run_agent(
     tools and hooks as ``ToolContext.deps``. Returns a :class:`RunResult`. The one-call
     form of :class:`~agentkit.Agent`: ``Agent(model, tools=..., **options).run(prompt)``.
     """
-    agent = Agent(model, tools=tools, execution_context=execution_context, deps_type=deps_type, **options)
-    return agent.run(prompt, messages=messages, cancel=cancel, deps=deps, _emit=_emit)
+    names = option_names()
+    session_kwargs = {k: options.pop(k) for k in list(options) if k not in names}  # store=, retention=...
+    return run_once(model, prompt, tools=tools, options=GenerationOptions.build(options), messages=messages,
+                    execution_context=execution_context, deps=deps, deps_type=deps_type, cancel=cancel, emit=_emit,
+                    session_kwargs=session_kwargs)
 
 
 def run_agent_stream(

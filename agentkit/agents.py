@@ -20,7 +20,7 @@ from .models.base import ChatModel
 from .options import GenerationOptions, option_names
 from .projection import events_from_messages
 from .results import RunResult
-from .session import Session, check_deps
+from .session import Session, check_deps, check_deps_type
 from .stream import AgentStream, Emit
 from .tools.base import Tool, ToolRegistry
 
@@ -71,8 +71,7 @@ class Agent:
         converted = tuple(tools_from(tools))
         registry = ToolRegistry(converted)  # duplicate names fail here
         LoopOptions.of(options, model=resolved, tools=registry, execution_context=execution_context).check()
-        if deps_type is not None and not isinstance(deps_type, type) and not hasattr(deps_type, "__origin__"):
-            raise ConfigurationError(f"deps_type must be a type (e.g. a dataclass), not {deps_type!r}")
+        check_deps_type(deps_type)
         object.__setattr__(self, "_model", resolved)
         object.__setattr__(self, "_tools", converted)
         object.__setattr__(self, "_options", options)
@@ -155,22 +154,11 @@ class Agent:
         ``output_type``). ``messages`` continues an earlier conversation (a previous
         ``result.messages``, or a LangChain history); system messages in it are added to
         the system prompt. ``overrides`` are generation options for this run only."""
-        history = history_from(messages)
-        system_texts = [m.text for m in history if m.role == "system"]
-        if system_texts:
-            given = overrides.get("system", self._options.system)
-            overrides["system"] = "\n\n".join(([given] if given else []) + system_texts)
-            history = [m for m in history if m.role != "system"]
-        check_messages(history, what="messages")
-        if not isinstance(prompt, str) and isinstance(prompt, Message):
-            raise ConfigurationError("prompt must be text or content parts; pass Message history as messages=")
-        options = self._options.merged(overrides)  # an unknown option fails here
-        if self._deps_type is not None:
-            check_deps(deps, self._deps_type)
-        with self._open(options, events=events_from_messages(history)) as session:
-            session.push_user_message(prompt)
-            result = session.generate(cancel=cancel, deps=deps, _emit=_emit)
-        return RunResult(**{f.name: getattr(result, f.name) for f in fields(RunResult)})
+        return run_once(
+            self._model, prompt, tools=self._tools, options=self._options.merged(overrides), messages=messages,
+            execution_context=self._execution_context, deps=deps, deps_type=self._deps_type, cancel=cancel,
+            emit=_emit,
+        )
 
     def stream(
         self,
@@ -217,3 +205,36 @@ class Agent:
             **session_kwargs,
         )
 
+
+def run_once(
+    model: ChatModel | str,
+    prompt: Prompt,
+    *,
+    tools: Iterable[Any],
+    options: GenerationOptions,
+    messages: Sequence[Any] | None,
+    execution_context: Any,
+    deps: Any,
+    deps_type: Any,
+    cancel: CancelToken | None,
+    emit: Emit | None,
+    session_kwargs: dict[str, Any] | None = None,
+) -> RunResult:
+    """One conversation to its answer over a fresh Session: ``Agent.run`` and
+    ``run_agent`` (which checks its arguments once, in the Session, not in an Agent)."""
+    history = history_from(messages)
+    system_texts = [m.text for m in history if m.role == "system"]
+    if system_texts:
+        given = options.system
+        options = options.merged({"system": "\n\n".join(([given] if given else []) + system_texts)})
+        history = [m for m in history if m.role != "system"]
+    check_messages(history, what="messages")
+    if not isinstance(prompt, str) and isinstance(prompt, Message):
+        raise ConfigurationError("prompt must be text or content parts; pass Message history as messages=")
+    if deps_type is not None:
+        check_deps(deps, deps_type)
+    with Session(model, tools=tools, events=events_from_messages(history), execution_context=execution_context,
+                 deps_type=deps_type, _options=options, **(session_kwargs or {})) as session:
+        session.push_user_message(prompt)
+        result = session.generate(cancel=cancel, deps=deps, _emit=emit)
+    return RunResult(**{f.name: getattr(result, f.name) for f in fields(RunResult)})

@@ -135,6 +135,7 @@ class Session:
                 "FileEventStore(path)) with retention="
             )
         self._retention = retention
+        check_deps_type(deps_type)
         self._deps_type = deps_type
         self._deps = deps
         if deps is not None:
@@ -724,11 +725,18 @@ def _stored_session(
     return stored
 
 
+def check_deps_type(deps_type: Any) -> None:
+    """Raise ConfigurationError unless ``deps_type`` is None, a class or a generic alias."""
+    if deps_type is not None and not isinstance(deps_type, type) and not hasattr(deps_type, "__origin__"):
+        raise ConfigurationError(f"deps_type must be a type (e.g. a dataclass), not {deps_type!r}")
+
+
 def check_deps(deps: Any, deps_type: Any) -> None:
     """Raise ConfigurationError when ``deps`` is not of ``deps_type`` (when that is a class
     ``isinstance`` can check; other annotations are not checked)."""
     if deps_type is None:
         return
+    check_deps_type(deps_type)
     name = getattr(deps_type, "__name__", repr(deps_type))
     if deps is None:
         raise ConfigurationError(f"deps_type is {name}, but no deps were given: pass deps= (a {name})")

@@ -229,3 +229,14 @@ def test_run_takes_only_generation_options():
         agent.run("x", max_step=2)
     with pytest.raises(ConfigurationError, match="unknown option"):
         agent.session(not_a_thing=1)
+
+
+def test_run_agent_checks_deps_type_and_passes_session_arguments_on(tmp_path):
+    with pytest.raises(ConfigurationError, match="deps_type must be a type"):
+        run_agent(ScriptedModel(["x"]), "x", deps_type="Db", deps=1)
+    with pytest.raises(ConfigurationError, match="deps must be a Db"):
+        run_agent(ScriptedModel(["x"]), "x", deps_type=Db, deps=1)
+    store = FileEventStore(tmp_path)
+    run_agent(ScriptedModel(["stored"]), "x", store=store, session_id="kept")
+    with Session.open("kept", store=store) as session:
+        assert session.model_messages()[-1].text == "stored"
