@@ -284,28 +284,36 @@ def fan_out(*sinks: Emit | None) -> Emit | None:
 
 class _Buffer:
     """A bounded FIFO between the generation thread (producer) and the consumer. A full
-    buffer makes the producer wait; closing it wakes both sides. Each side is woken only
-    when the other waits for it, and the consumer takes everything buffered at once, so
-    a consumer that keeps up costs one lock round per batch, not per event."""
+    buffer makes the producer wait; closing it wakes both sides. A side is woken once
+    when the other starts waiting for it (not once per event), and the consumer takes
+    everything buffered at once, so a consumer that keeps up costs one lock round per
+    batch and the producer one uncontended lock per event."""
 
     def __init__(self, bound: int) -> None:
         self._items: deque[AgentEvent] = deque()
         self._taken: deque[AgentEvent] = deque()  # the consumer's batch (its thread only)
         self._bound = bound
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._closed = False  # the consumer went away: drop what the producer sends
         self._ended = False  # the producer sent its last event
-        self._waiting = 0  # threads waiting on the condition
+        self._sleepers = 0  # threads waiting on the condition and not yet woken
 
     def _wait(self, timeout: float | None = None) -> bool:
-        self._waiting += 1
-        try:
-            return self._cond.wait(timeout)
-        finally:
-            self._waiting -= 1
+        """Wait (the lock held) until woken or ``timeout``; the waker clears the count."""
+        self._sleepers += 1
+        woken = self._cond.wait(timeout)
+        if not woken:
+            self._sleepers = max(0, self._sleepers - 1)
+        return woken
+
+    def _wake(self) -> None:
+        if self._sleepers:
+            self._sleepers = 0
+            self._cond.notify_all()
 
     def put(self, event: AgentEvent) -> None:
-        with self._cond:
+        with self._lock:
             # the consumer's batch counts: at most ``bound`` events wait in all (it
             # takes the next batch, and wakes this thread, when it has used up this one)
             while len(self._items) + len(self._taken) >= self._bound and not self._closed:
@@ -313,19 +321,21 @@ class _Buffer:
             if self._closed:
                 return
             self._items.append(event)
-            if self._waiting:
-                self._cond.notify_all()
+            if self._sleepers:
+                self._wake()
 
     def end(self) -> None:
-        with self._cond:
+        with self._lock:
             self._ended = True
+            self._sleepers = 0
             self._cond.notify_all()
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._items.clear()
             self._taken.clear()
+            self._sleepers = 0
             self._cond.notify_all()
 
     def get(self, timeout: float | None = None) -> AgentEvent | None | Literal[False]:
@@ -337,15 +347,15 @@ class _Buffer:
                 return taken.popleft()
             except IndexError:  # closed from another thread just now
                 pass
-        with self._cond:
+        with self._lock:
             while not self._items and not self._ended and not self._closed:
                 if not self._wait(timeout) and timeout is not None:
                     return False
             if not self._items:
                 return None
             self._items, self._taken = self._taken, self._items
-            if self._waiting:
-                self._cond.notify_all()
+            if self._sleepers:
+                self._wake()
         return self._taken.popleft()
 
 
@@ -436,12 +446,13 @@ class AgentStream(Iterator[AgentEvent]):
 
     def _work(self, run: Callable[[Emit, CancelToken], RunResult]) -> None:
         ended = False
+        put = self._buffer.put
 
         def emit(event: AgentEvent) -> None:
             nonlocal ended
-            if isinstance(event, GenerationEndEvent):
+            if type(event) is GenerationEndEvent:
                 ended = True
-            self._buffer.put(event)
+            put(event)
 
         try:
             self._result = run(emit, self._cancel)
@@ -457,6 +468,16 @@ class AgentStream(Iterator[AgentEvent]):
         return self
 
     def __next__(self) -> AgentEvent:
+        taken = self._buffer._taken  # the batch in hand: no lock, no wait
+        if taken and not self._finished:
+            try:
+                ready = taken.popleft()
+            except IndexError:  # closed from another thread just now
+                pass
+            else:
+                if type(ready) is GenerationEndEvent:
+                    self._finished = True
+                return ready
         event = self._next_within(None)
         if event is None:
             raise StopIteration

@@ -17,6 +17,7 @@ from ..errors import ConfigurationError, ToolDefinitionError
 from ..messages import FilePart, ImagePart, TextPart, ToolCallPart, ToolOutput
 from ..models.base import ToolSpec
 from ..usage import Usage
+from ._fastschema import compile_simple
 
 __all__ = ["Tool", "ToolContext", "ToolDecision", "ToolRegistry", "to_tool_output"]
 
@@ -182,6 +183,7 @@ class Tool:
         if self.timeout is not None and self.timeout <= 0:
             raise ToolDefinitionError(f"tool {self.name!r}: timeout must be positive")
         object.__setattr__(self, "_validator", jsonschema.Draft202012Validator(schema))
+        object.__setattr__(self, "_certainly_valid", compile_simple(schema))
 
     @property
     def spec(self) -> ToolSpec:
@@ -191,6 +193,9 @@ class Tool:
     def validation_error(self, data: Any) -> str | None:
         """A readable message naming the path and rule of the first schema violation, or
         None when ``data`` is valid."""
+        fast = getattr(self, "_certainly_valid", None)  # a flat object of scalars: no jsonschema
+        if fast is not None and fast(data):
+            return None
         validator: jsonschema.Draft202012Validator = self._validator  # type: ignore[attr-defined]
         if validator.is_valid(data):
             return None
