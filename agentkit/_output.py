@@ -284,10 +284,17 @@ class OutputRun:
         """The error that ends a generation whose retries are spent."""
         raw, errors = problem
         return OutputValidationError(
-            f"the model's output did not match output_type {self.plan.spec.name!r} after {attempts} "
+            f"the model's output did not match output_type {_shown_type(self.plan.output_type)} after {attempts} "
             f"attempt(s) (max_validation_retries={limit}):\n{errors}",
             raw=raw, errors=errors, attempts=attempts,
         )
+
+
+def _shown_type(output_type: Any) -> str:
+    """``int``, ``list[str]``, ``Invoice``: how a user wrote the type."""
+    if isinstance(output_type, type) and not getattr(output_type, "__args__", None):
+        return output_type.__qualname__
+    return repr(output_type).replace("typing.", "")
 
 
 def retry_text(plan: OutputPlan, errors: str) -> str:

@@ -630,3 +630,10 @@ def test_the_output_tool_stays_visible_under_tool_search():
         names = [t.name for t in request.tools]
         assert "find_tools" in names and names[-1] == "final_answer"
     assert len(model.requests[1].tools) > len(model.requests[0].tools)
+
+
+def test_the_exhausted_error_names_the_output_type_as_written() -> None:
+    from agentkit import OutputValidationError, ScriptedModel, run_agent
+
+    with pytest.raises(OutputValidationError, match=r"did not match output_type list\[int\] after 2"):
+        run_agent(ScriptedModel(["not a list", "still not"]), "hi", output_type=list[int])
