@@ -66,6 +66,11 @@ class EventLog:
         self._render_runtime = render_runtime
         self.ledger = TransactionLedger()
         self.projector = Projector(render_runtime, hidden=self.ledger.hidden)
+        # transactional generations: where each generation id's events begin in the log,
+        # and a copy of the projection taken before the events of any transaction still
+        # open (see _fold)
+        self._first: dict[str, int] = {}
+        self._checkpoint: Projector | None = None
         self._approvals = ApprovalState()
         self.subs: list[Subscription] = []
         self._closing: list[Subscription] = []
@@ -244,14 +249,64 @@ class EventLog:
         self._events = events
         self._ids = {e.id for e in events}
         self._approvals.count = max(0, self._approvals.count - removed)
-        self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
+        self._reset_projection()
         self.projector.extend(events)
 
+    def _reset_projection(self) -> None:
+        """A new, empty projection of this log (and the generation index rebuilt)."""
+        self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
+        self._checkpoint = None
+        first: dict[str, int] = {}
+        for i, ev in enumerate(self._events):
+            gid = ev.generation_id
+            if gid is not None and gid not in first:
+                first[gid] = i
+        self._first = first
+
     def _fold(self, events: Sequence[Event], *, live: bool = False) -> None:
+        """Fold ``events`` (just added to the log) into the ledger. When a transaction
+        changed state, what the model may see changed: the projection is rebuilt from the
+        first event of the transactions that changed, not from the start of the log."""
+        start = len(self._events) - len(events)
+        first = self._first
+        for i, ev in enumerate(events):
+            gid = ev.generation_id
+            if gid is not None and gid not in first:
+                first[gid] = start + i
         before = self.ledger.version
         self.ledger.apply(events, live=live)
-        if self.ledger.version != before:  # what is hidden changed: project again
-            self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
+        if self.ledger.version == before:
+            return
+        changed = {ev.generation_id for ev in events if isinstance(ev, ControlEvent) and ev.generation_id}
+        since = min((first[g] for g in changed if g in first), default=0)
+        self._reproject_from(since)
+
+    def _reproject_from(self, since: int) -> None:
+        """Make the projection right after the visibility of events from index ``since``
+        on changed. A copy of the projection before the first event of any open
+        transaction (the checkpoint) is reused, so accepting a transaction replays its
+        own events, not the whole log. Events before a checkpoint belong to finished
+        transactions (or none), whose visibility never changes again."""
+        checkpoint = self._checkpoint
+        if checkpoint is not None and checkpoint.count > since:
+            checkpoint = self._checkpoint = None  # it showed events whose answer changed
+        projector = self.projector
+        if projector.count <= since:
+            # nothing it applied changed: it goes on, asking the ledger as it goes; the
+            # checkpoint moves up to here when no open transaction began earlier
+            stale = checkpoint is None or checkpoint.count < since
+            if stale and all(self._first.get(g, 0) >= since for g in self.ledger.open_generations()):
+                projector.extend(self._events[projector.count:since])
+                self._checkpoint = projector.copy()
+            return
+        if checkpoint is None:
+            rebuilt = Projector(self._render_runtime, hidden=self.ledger.hidden)
+            rebuilt.extend(self._events[:since])
+            if all(self._first.get(g, 0) >= since for g in self.ledger.open_generations()):
+                self._checkpoint = rebuilt.copy()
+            self.projector = rebuilt
+        else:
+            self.projector = checkpoint.copy()
 
     def refresh(self) -> list[Event]:
         """Load what other writers committed to the store since this log's revision;
@@ -278,7 +333,7 @@ class EventLog:
                 self._events = events
                 self._ids = {e.id for e in events}
                 self.ledger = TransactionLedger(events)
-                self.projector = Projector(self._render_runtime, hidden=self.ledger.hidden)
+                self._reset_projection()
                 self._approvals = ApprovalState()
             self._seq = max((e.seq for e in self._events), default=0)
             self._revision = stored.revision

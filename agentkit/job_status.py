@@ -9,7 +9,7 @@ tail of its output so far. Finished jobs are reported by their ``job-finished`` 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .events import RuntimeEvent
 from .messages import Message, TextPart
@@ -37,6 +37,12 @@ class RunningJobs:
 
     def __bool__(self) -> bool:
         return bool(self._jobs)
+
+    def copy(self) -> RunningJobs:
+        """An independent copy."""
+        new = RunningJobs()
+        new._jobs = {eid: replace(job) for eid, job in self._jobs.items()}
+        return new
 
     def observe(self, event: RuntimeEvent) -> None:
         """Update from one runtime event (non-job events are ignored)."""

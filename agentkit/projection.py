@@ -119,6 +119,24 @@ class Projector:
         # the default rendering hides job output; a status message stands in for it
         self._jobs = RunningJobs() if render_runtime is None else None
 
+    def copy(self) -> Projector:
+        """An independent copy of this state (the messages, immutable, are shared)."""
+        new = Projector.__new__(Projector)
+        new._messages = list(self._messages)
+        new._pending = Counter(self._pending)
+        new._pending_names = dict(self._pending_names)
+        new._order = dict(self._order)
+        new._deferred = list(self._deferred)
+        new._recent = list(self._recent)
+        new._waiting = self._waiting
+        new._last_seq = self._last_seq
+        new._count = self._count
+        new._hidden = self._hidden
+        new._since = list(self._since)
+        new._render = self._render
+        new._jobs = None if self._jobs is None else self._jobs.copy()
+        return new
+
     @property
     def count(self) -> int:
         """How many events have been applied."""
