@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from typing import Any
 
 import _chat
@@ -39,13 +40,19 @@ from agentkit import SessionPool  # noqa: E402
 from agentkit.web import SSE_HEADERS, sse  # noqa: E402
 
 POOL: SessionPool | None = None
+_POOL_LOCK = threading.Lock()
 
 
 def pool() -> SessionPool:
-    """The process's pool, made on first use (tests may set POOL first)."""
+    """The process's pool, made on first use (tests may set POOL first). The first
+    requests arrive together on the server's threads: without the lock, each could make
+    a pool of its own, and one conversation would have a Session in each (every answer
+    stored, but a request served by a stale one would not show the others' turns)."""
     global POOL
     if POOL is None:
-        POOL = _chat.make_pool()
+        with _POOL_LOCK:
+            if POOL is None:
+                POOL = _chat.make_pool()
     return POOL
 
 
