@@ -53,6 +53,7 @@ from .errors import (
     StoreUnavailableError,
     ToolDefinitionError,
     TransactionError,
+    TurnLockLostError,
 )
 from .events import (
     AssistantMessageEvent,
@@ -238,6 +239,7 @@ __all__ = [
     "StoreError",
     "StoreLockTimeout",
     "StoreUnavailableError",
+    "TurnLockLostError",
     "StoredJob",
     "StoredSession",
     "TextPart",

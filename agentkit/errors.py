@@ -29,7 +29,8 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     │   ├── StoreCorruptionError                a record in the middle of a log is damaged
     │   ├── SchemaVersionError                  a record was written by a newer agentkit
     │   ├── StoreLockTimeout (TimeoutError)     a store lock stayed held past the timeout
-    │   └── StoreUnavailableError               the database server could not be reached
+    │   ├── StoreUnavailableError               the database server could not be reached
+    │   └── TurnLockLostError                   a turn lock's holder lost it; its append was refused
     ├── AccessDenied (PermissionError)          an execution context refused an operation
     ├── JobNotFoundError (LookupError)          no background job has this execution id
     ├── McpError                                an MCP server could not be connected or used
@@ -69,6 +70,7 @@ __all__ = [
     "StoreError",
     "StoreLockTimeout",
     "StoreUnavailableError",
+    "TurnLockLostError",
     "ToolDefinitionError",
     "TransactionError",
 ]
@@ -245,6 +247,13 @@ class StoreUnavailableError(StoreError):
     def __init__(self, message: str, *, written: bool | None = False) -> None:
         super().__init__(message)
         self.written = written
+
+
+class TurnLockLostError(StoreError):
+    """An append made under a turn lock (:meth:`EventStore.turn_lock`) that its holder no
+    longer holds (its lock connection died, or another process was granted the lock since):
+    nothing was written. Another process may be running this conversation's turn now;
+    this one must stop. Reopen or refresh the session and start a new turn."""
 
 
 class AccessDenied(AgentkitError, PermissionError):

@@ -82,7 +82,7 @@ PUBLIC_NAMESPACES = {
         'Threshold', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord', 'ToolContext',
         'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultClearing',
         'ToolResultEvent', 'ToolResultPart', 'ToolSearch', 'ToolSpec', 'TransactionError', 'Turn',
-        'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__', 'build_model_messages',
+        'TurnLockLostError', 'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__', 'build_model_messages',
         'event_from_dict', 'events_from_messages', 'filesystem_tools', 'get_model', 'http_tools',
         'json_tools', 'load_skills', 'run_agent', 'run_agent_stream', 'shell_tools',
         'subagent_tool', 'summarizing_compactor', 'tool',
@@ -146,6 +146,7 @@ PUBLIC_NAMESPACES = {
         'SchemaVersionError', 'ScriptExhaustedError', 'SessionClosedError', 'SessionError',
         'SessionFailedError', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
         'StoreLockTimeout', 'StoreUnavailableError', 'ToolDefinitionError', 'TransactionError',
+        'TurnLockLostError',
     ],
     'agentkit.events': [
         'AssistantMessageEvent', 'CompactionEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event',
@@ -279,10 +280,10 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.stores': [
         'EventStore', 'FileEventStore', 'FileJobStore', 'InMemoryEventStore', 'InMemoryJobStore',
-        'JobStore', 'SCHEMA_VERSION', 'StoredJob', 'StoredSession', 'validate_session_id',
+        'JobStore', 'SCHEMA_VERSION', 'StoredJob', 'StoredSession', 'TurnLease', 'validate_session_id',
     ],
     'agentkit.stores.base': [
-        'EventStore', 'JobStore', 'SCHEMA_VERSION', 'StoredJob', 'StoredSession',
+        'EventStore', 'JobStore', 'SCHEMA_VERSION', 'StoredJob', 'StoredSession', 'TurnLease',
         'validate_session_id',
     ],
     'agentkit.stores.file': [

@@ -4,7 +4,7 @@ hosts in :mod:`agentkit.stores.postgres`, imported on its own: it needs the ``po
 
 from __future__ import annotations
 
-from .base import SCHEMA_VERSION, EventStore, JobStore, StoredJob, StoredSession, validate_session_id
+from .base import SCHEMA_VERSION, EventStore, JobStore, StoredJob, StoredSession, TurnLease, validate_session_id
 from .file import FileEventStore
 from .jobs import FileJobStore, InMemoryJobStore
 from .memory import InMemoryEventStore
@@ -19,5 +19,6 @@ __all__ = [
     "JobStore",
     "StoredJob",
     "StoredSession",
+    "TurnLease",
     "validate_session_id",
 ]

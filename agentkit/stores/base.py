@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -12,9 +13,18 @@ from ..errors import ConfigurationError
 from ..events import Event
 
 if TYPE_CHECKING:
+    from ..cancel import CancelToken
     from ..execution.base import JobState
 
-__all__ = ["SCHEMA_VERSION", "EventStore", "JobStore", "StoredJob", "StoredSession", "validate_session_id"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "EventStore",
+    "JobStore",
+    "StoredJob",
+    "StoredSession",
+    "TurnLease",
+    "validate_session_id",
+]
 
 SCHEMA_VERSION = 1
 """The version of the stored record format this agentkit writes and understands."""
@@ -45,6 +55,34 @@ class StoredSession:
     schema_version: int = SCHEMA_VERSION
 
 
+class TurnLease:
+    """A held turn lock of one session (what :meth:`EventStore.turn_lock` yields).
+
+    ``epoch`` is the fencing token: it grows every time any process is granted the turn
+    lock of this session. An append made with ``lease=`` is refused with
+    :class:`~agentkit.errors.TurnLockLostError` (nothing written) when the store knows the
+    lease is no longer held: a newer epoch was granted, or the connection that held the
+    lock is gone. Stores subclass it to keep their own handle."""
+
+    __slots__ = ("session_id", "epoch", "_lost")
+
+    def __init__(self, session_id: str, epoch: int) -> None:
+        self.session_id = session_id
+        self.epoch = epoch
+        self._lost = False
+
+    @property
+    def held(self) -> bool:
+        """False once the store knows this lease was lost or released."""
+        return not self._lost
+
+    def _mark_lost(self) -> None:
+        self._lost = True
+
+    def __repr__(self) -> str:
+        return f"TurnLease(session_id={self.session_id!r}, epoch={self.epoch}, held={self.held})"
+
+
 @runtime_checkable
 class EventStore(Protocol):
     """Durable storage for session event logs.
@@ -71,8 +109,27 @@ class EventStore(Protocol):
         """The stored session, or None when there is none."""
         ...
 
-    def append(self, session_id: str, events: Sequence[Event], *, expected_revision: int) -> int:
-        """Append events atomically; return the new revision."""
+    def append(
+        self, session_id: str, events: Sequence[Event], *, expected_revision: int, lease: TurnLease | None = None
+    ) -> int:
+        """Append events atomically; return the new revision. With ``lease`` (a held
+        :meth:`turn_lock`), refuse with :class:`~agentkit.errors.TurnLockLostError` and
+        write nothing when the lease is no longer held (fencing)."""
+        ...
+
+    def head(self, session_id: str) -> int | None:
+        """The session's current revision, or None when it does not exist: a cheap check
+        (no events are read) a Session makes before a read to know whether it is current."""
+        ...
+
+    def turn_lock(
+        self, session_id: str, *, timeout: float | None = None, cancel: CancelToken | None = None
+    ) -> AbstractContextManager[TurnLease]:
+        """Hold session ``session_id``'s turn lock for the block: one turn of a
+        conversation at a time across threads, processes and hosts. Released when the
+        block ends or its holder dies. Waits at most ``timeout`` seconds (None: no
+        bound), then raises :class:`~agentkit.errors.StoreUnavailableError`;
+        ``cancel`` ends the wait with :class:`~agentkit.errors.CancelledError`."""
         ...
 
     def archive(self, session_id: str, archive_id: str, events: Sequence[Event]) -> None:
