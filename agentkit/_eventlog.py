@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from ._subscriptions import Listener, Subscription
+from ._subscriptions import Listener, Subscription, Unsubscribe
 from .approval import ApprovalState
 from .errors import (
     ConfigurationError,
@@ -386,7 +386,7 @@ class EventLog:
 
     # -- listeners ---------------------------------------------------------------------
 
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
+    def subscribe(self, listener: Listener) -> Unsubscribe:
         """Deliver every event committed from now on to ``listener`` (see
         :meth:`agentkit.Session.subscribe`); returns the unsubscribe function."""
         if not callable(listener):
@@ -408,10 +408,12 @@ class EventLog:
             )
             self.subs.append(sub)
 
-        def unsubscribe() -> None:
+        def unsubscribe(*, drain: bool = False, timeout: float = self._join_seconds) -> None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+                raise ConfigurationError(f"unsubscribe(timeout=) must be a number of seconds >= 0, got {timeout!r}")
             remove(sub)
-            sub.close(drain=False)  # not called again, not even for events already queued
-            sub.join(time.monotonic() + self._join_seconds)  # let a call in flight end
+            sub.close(drain=bool(drain))  # drain=False: not called again, not even for events queued
+            sub.join(time.monotonic() + timeout)  # the queue delivered (drain) or a call in flight ended
 
         return unsubscribe
 

@@ -11,13 +11,24 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from ._workers import WorkerPool, delivery_pool
 from .events import Event
 
-__all__ = ["Listener", "Subscription"]
+__all__ = ["Listener", "Subscription", "Unsubscribe"]
 
 Listener = Callable[[Event], object]
+
+
+class Unsubscribe(Protocol):
+    """What ``subscribe()`` returns: call it to remove the listener."""
+
+    def __call__(self, *, drain: bool = False, timeout: float = 5.0) -> None:
+        """Remove the listener. ``drain=False``: it is never called again, not even for
+        events already queued (a call in flight may end, waited for up to ``timeout``
+        seconds). ``drain=True``: nothing new is queued, and this returns once every
+        event already queued for it has been delivered, or ``timeout`` seconds passed."""
 logger = logging.getLogger("agentkit.session")
 
 class Subscription:

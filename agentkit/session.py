@@ -14,7 +14,7 @@ import logging
 import uuid
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, Future
 from dataclasses import replace
 from typing import Any
@@ -28,7 +28,7 @@ from ._gate import GenerationGate
 from ._jobbridge import bridge_job_events
 from ._loop import LoopOptions, run_loop
 from ._scheduling import GenerationScheduler
-from ._subscriptions import Listener, Subscription
+from ._subscriptions import Listener, Subscription, Unsubscribe
 from ._workers import SessionExecutor
 from .approval import ApprovalDecision, ApprovalRequest, decision_events
 from .cancel import CancelToken
@@ -331,10 +331,12 @@ class Session:
 
     # -- listeners ---------------------------------------------------------------------
 
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
+    def subscribe(self, listener: Listener) -> Unsubscribe:
         """Call ``listener(event)`` for every event committed from now on, in commit
         order, on a delivery thread, after the event is durable. Returns a function
-        that unsubscribes. A listener that raises or stalls is removed with a warning."""
+        that unsubscribes, ``unsubscribe(*, drain=False, timeout=5.0)``: ``drain=True``
+        returns once every event already queued for the listener is delivered (or the
+        timeout passed). A listener that raises or stalls is removed with a warning."""
         return self._log.subscribe(listener)
 
     # -- generation --------------------------------------------------------------------

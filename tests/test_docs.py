@@ -309,6 +309,19 @@ def test_provider_specs_on_a_page_reach_the_loopback_fakes(
     assert sent_key == "sk-ant-docs-test"
 
 
+def test_the_sessions_listener_example_hears_every_event_of_the_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, providers: tuple[FakeServer, FakeServer],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/sessions.md, "Listeners": the listener prints the four events of the turn
+    (the question, the call of add, its result, the answer) before unsubscribe returns."""
+    shutil.copytree(ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    run_page(ROOT / "docs" / "sessions.md")
+    out = capsys.readouterr().out
+    assert "1 user-message\n2 assistant-message\n3 tool-result\n4 assistant-message\n" in out, out
+
+
 # -- the harness itself -------------------------------------------------------------------
 
 

@@ -242,6 +242,40 @@ def test_listeners_receive_events_in_commit_order_and_can_unsubscribe():
     s.close()
 
 
+def test_unsubscribe_with_drain_delivers_every_queued_event_before_it_returns():
+    s = Session(echo_model())
+    got, release = [], threading.Event()
+
+    def slow(event):
+        release.wait(20)  # events queue up behind the first call
+        got.append(event.seq)
+
+    unsubscribe = s.subscribe(slow)
+    for i in range(5):
+        s.push_user_message(str(i))
+    threading.Timer(0.2, release.set).start()
+    unsubscribe(drain=True, timeout=20)
+    assert got == [1, 2, 3, 4, 5]  # all queued, none dropped, in order
+    s.push_user_message("after")
+    time.sleep(0.05)
+    assert got == [1, 2, 3, 4, 5]  # and nothing after the unsubscribe
+    s.close()
+
+
+def test_unsubscribe_with_drain_gives_up_after_its_timeout_and_checks_it():
+    s = Session(echo_model())
+    release = threading.Event()
+    unsubscribe = s.subscribe(lambda event: release.wait(30))
+    s.push_user_message("x")
+    with pytest.raises(ConfigurationError, match="timeout"):
+        unsubscribe(drain=True, timeout=-1)
+    assert len(s._subs) == 1  # a bad call removed nothing
+    unsubscribe(drain=True, timeout=0.2)  # returns although the listener is stalled
+    release.set()
+    assert s._subs == []
+    s.close()
+
+
 def test_a_raising_listener_is_removed_with_a_warning_and_the_session_goes_on():
     s = Session(echo_model())
     good = []
