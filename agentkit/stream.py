@@ -21,13 +21,13 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from .cancel import CancelToken
 from .errors import ConfigurationError
-from .messages import ToolCallPart, _output_to_dict, content_to_dict
+from .messages import Message, ToolCallPart, _output_to_dict, content_to_dict
 from .results import RunResult, Step, ToolCallRecord
 
 __all__ = [
@@ -80,6 +80,11 @@ def _record_dict(record: ToolCallRecord) -> dict[str, Any]:
         "is_error": record.is_error,
         "reused": record.reused,
     }
+
+
+def _messages_json(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """A transcript as JSON: role and content of each message."""
+    return [{"role": m.role, "content": content_to_dict(m.content)} for m in messages]
 
 
 def _step_dict(step: Step) -> dict[str, Any]:
@@ -226,7 +231,7 @@ class GenerationEndEvent(AgentEvent):
                 "usage": r.usage.to_dict(),
                 "steps": len(r.steps),
                 "tool_calls": [_record_dict(t) for t in r.tool_calls],
-                "messages": [{"role": m.role, "content": content_to_dict(m.content)} for m in r.messages],
+                "messages": _messages_json(r.messages),
                 **({} if r.output is None else {"output": _output_json(r.output)}),
             }
         }

@@ -8,7 +8,7 @@ import threading
 
 from _procs import wait_for
 
-from agentkit import FunctionModel, Session
+from agentkit import FunctionModel, Session, ToolCall, tool
 from agentkit.web import ask_async, sse, sse_async
 
 
@@ -76,3 +76,61 @@ def test_sse_async_and_its_cancellation():
         asyncio.run(disconnect())
         wait_for(cancelled.is_set, what="the generation to be cancelled")
         assert any(e.type == "control" and e.action == "generation-aborted" for e in s.events)
+
+
+def _end_record(chunks):
+    (end,) = [r for c in chunks for r in _records(c) if r["type"] == "generation-end"]
+    return end
+
+
+def _lookup_model():
+    """Calls the tool once per question (a large output), then answers."""
+
+    def fn(request):
+        last = request.messages[-1]
+        if last.role == "user":
+            return ToolCall(name="lookup", input={"q": last.text})
+        return "found it"
+
+    return FunctionModel(fn)
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look a question up."""
+    return "a long internal record " * 40
+
+
+def test_generation_end_carries_the_answer_only_whatever_the_history():
+    with Session(_lookup_model(), tools=[lookup]) as s:
+        first = _end_record(list(sse(s.ask_stream("q0"))))
+        for i in range(1, 50):
+            s.ask(f"q{i}")
+        chunks = list(sse(s.ask_stream("q50")))
+        later = _end_record(chunks)
+        assert later == {"type": "generation-end", "result": {
+            "text": "found it", "output": None, "finish_reason": "stop", "usage": later["result"]["usage"]}}
+        assert set(later["result"]["usage"]) == set(first["result"]["usage"])
+        strip = lambda end: {**end["result"], "usage": None}  # noqa: E731 - token counts grow with history
+        assert strip(later) == strip(first)  # the same payload after 50 turns as after one: not O(history)
+        assert "internal record" not in chunks[-1]  # the tool's output stays on the server
+
+        full = _end_record(list(sse(s.ask_stream("q51"), include_messages=True)))
+        assert [m["role"] for m in full["result"]["messages"]] == ["user", "assistant", "tool", "assistant"] * 52
+
+        async def collect():
+            return [c async for c in sse_async(s.ask_stream("q52"), include_messages=True)]
+
+        assert len(_end_record(asyncio.run(collect()))["result"]["messages"]) == 4 * 53
+
+
+def test_generation_end_carries_a_structured_output_as_json():
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        value: int
+
+    model = FunctionModel(lambda request: ToolCall(name="final_answer", input={"value": 7}))
+    with Session(model) as s:
+        end = _end_record(list(sse(s.ask_stream("seven?", output_type=Answer))))
+    assert end["result"]["output"] == {"value": 7}

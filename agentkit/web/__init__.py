@@ -25,7 +25,7 @@ from ..errors import ConfigurationError
 from ..messages import Prompt
 from ..results import GenerateResult
 from ..session import Session
-from ..stream import AgentEvent, AgentStream
+from ..stream import AgentEvent, AgentStream, GenerationEndEvent, _messages_json, _output_json
 
 __all__ = ["KEEP_ALIVE", "SSE_HEADERS", "ask_async", "sse", "sse_async", "sse_record"]
 
@@ -33,9 +33,26 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 """Headers for an SSE response: no caching, no proxy buffering (nginx)."""
 
 
-def sse_record(event: AgentEvent) -> str:
-    """One Server-Sent Events record: ``data: <json of event.to_dict()>`` and a blank line."""
-    return f"data: {json.dumps(event.to_dict(), separators=(',', ':'))}\n\n"
+def sse_record(event: AgentEvent, *, include_messages: bool = False) -> str:
+    """One Server-Sent Events record: ``data: <json>`` and a blank line. The JSON is
+    ``event.to_dict()``, except for a ``generation-end`` with a result: its ``result``
+    holds ``text``, ``output``, ``finish_reason`` and ``usage`` only (a bounded payload,
+    whatever the history's length; no tool outputs), and ``include_messages=True`` adds
+    ``messages``, the transcript."""
+    if type(event) is GenerationEndEvent and event.result is not None:
+        r = event.result
+        result: dict[str, Any] = {
+            "text": r.text,
+            "output": None if r.output is None else _output_json(r.output),
+            "finish_reason": r.finish_reason,
+            "usage": r.usage.to_dict(),
+        }
+        if include_messages:
+            result["messages"] = _messages_json(r.messages)
+        data: dict[str, Any] = {"type": event.type, "result": result}
+    else:
+        data = event.to_dict()
+    return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
 KEEP_ALIVE = ": keep-alive\n\n"
@@ -43,9 +60,10 @@ KEEP_ALIVE = ": keep-alive\n\n"
 the client went away while the agent is quiet (a long tool call)."""
 
 
-def sse(stream: AgentStream, *, heartbeat: float | None = 15.0) -> Iterator[str]:
+def sse(stream: AgentStream, *, heartbeat: float | None = 15.0, include_messages: bool = False) -> Iterator[str]:
     """The events of ``stream`` as Server-Sent Events text, one record per event (see
-    :func:`sse_record`), and a :data:`KEEP_ALIVE` comment after ``heartbeat`` quiet
+    :func:`sse_record`; ``include_messages=True`` adds the transcript to
+    ``generation-end``), and a :data:`KEEP_ALIVE` comment after ``heartbeat`` quiet
     seconds. Closing this iterator early (WSGI servers do when the client disconnects)
     closes the stream and cancels its generation::
 
@@ -57,12 +75,14 @@ def sse(stream: AgentStream, *, heartbeat: float | None = 15.0) -> Iterator[str]
             event = stream._next_within(heartbeat)
             if event is None:
                 return
-            yield KEEP_ALIVE if event is False else sse_record(event)
+            yield KEEP_ALIVE if event is False else sse_record(event, include_messages=include_messages)
     finally:
         stream.close("the client went away")
 
 
-async def sse_async(stream: AgentStream, *, heartbeat: float | None = 15.0) -> AsyncIterator[str]:
+async def sse_async(
+    stream: AgentStream, *, heartbeat: float | None = 15.0, include_messages: bool = False
+) -> AsyncIterator[str]:
     """:func:`sse` for async frameworks (FastAPI/Starlette ``StreamingResponse``): each
     wait for an event runs on a worker thread. A client disconnect (the server cancels or
     closes this iterator) closes the stream and cancels its generation."""
@@ -72,7 +92,7 @@ async def sse_async(stream: AgentStream, *, heartbeat: float | None = 15.0) -> A
             event = await stream._anext_within(heartbeat)
             if event is None:
                 return
-            yield KEEP_ALIVE if event is False else sse_record(event)
+            yield KEEP_ALIVE if event is False else sse_record(event, include_messages=include_messages)
     finally:
         await stream.aclose("the client went away")
 
