@@ -19,7 +19,9 @@ Event types, in the order a generation produces them::
 from __future__ import annotations
 
 import contextvars
+import queue
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -419,15 +421,90 @@ class _Workers:
 _WORKERS = _Workers()
 
 
+class _Run:
+    """The generation's side of a stream: all the worker thread holds. It never refers
+    to the :class:`AgentStream`, so a stream its consumer dropped can be collected, and
+    collecting it cancels the generation (see :func:`_abandoned`)."""
+
+    __slots__ = ("buffer", "cancel", "done", "error", "result")
+
+    def __init__(self, buffer: _Buffer, cancel: CancelToken) -> None:
+        self.buffer = buffer
+        self.cancel = cancel
+        self.done = threading.Event()
+        self.result: RunResult | None = None
+        self.error: BaseException | None = None
+
+    def work(self, run: Callable[[Emit, CancelToken], RunResult]) -> None:
+        ended = False
+        put = self.buffer.put
+
+        def emit(event: AgentEvent) -> None:
+            nonlocal ended
+            if type(event) is GenerationEndEvent:
+                ended = True
+            put(event)
+
+        try:
+            self.result = run(emit, self.cancel)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            self.error = exc
+        finally:
+            if not ended:  # it failed before it started (closed session, bad option)
+                self.buffer.put(GenerationEndEvent(result=self.result, error=self.error))
+            self.done.set()
+            self.buffer.end()
+
+    def stop(self, reason: str) -> None:
+        """Cancel the generation if it still runs and drop what is buffered (a producer
+        waiting for room goes on at once), without waiting."""
+        if not self.done.is_set():
+            self.cancel.cancel(reason)
+        self.buffer.close()
+
+
+class _Reaper:
+    """Stops the generations of streams collected before their end, on its own daemon
+    thread: a weakref callback may run inside the cyclic garbage collector, on any
+    thread, while that thread holds any lock (a buffer's, a token's), so it only puts
+    the run on a queue (``SimpleQueue.put`` is safe there) and this thread stops it."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[_Run] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def ensure_running(self) -> None:
+        thread = self._thread
+        if thread is None or not thread.is_alive():  # not started yet, or lost in a fork
+            with self._lock:
+                if self._thread is thread:
+                    self._thread = threading.Thread(target=self._serve, name="agentkit-stream-reaper", daemon=True)
+                    self._thread.start()
+
+    def abandoned(self, run: _Run) -> None:
+        if not run.done.is_set():  # a flag read: no lock taken
+            self._queue.put(run)
+
+    def _serve(self) -> None:
+        while True:
+            self._queue.get().stop("the stream was dropped before its end, without close()")
+
+
+_REAPER = _Reaper()
+
+
 class AgentStream(Iterator[AgentEvent]):
     """A generation running on a worker thread, consumed as an iterator of events.
 
     Iterate it (on any one thread) to receive every :class:`AgentEvent` in order; the
     last is a ``generation-end``. ``.result`` waits for the end and returns the result
     or raises the generation's error. ``close()`` (or leaving a ``with`` block) before
-    the end cancels the generation; what it committed stays committed. Events wait in a
-    bounded buffer: when the consumer falls ``max_buffer`` events behind, the generation
-    waits for it, so a slow consumer loses nothing and memory stays bounded.
+    the end cancels the generation; what it committed stays committed. A stream dropped
+    before its end without ``close()`` cancels it too, once it is garbage collected.
+    Events wait in a bounded buffer: when the consumer falls ``max_buffer`` events
+    behind, the generation waits for it, so a slow consumer loses nothing and memory
+    stays bounded.
     """
 
     def __init__(
@@ -443,31 +520,12 @@ class AgentStream(Iterator[AgentEvent]):
         self._cancel = CancelToken()
         if cancel is not None:
             cancel.link(self._cancel)
-        self._done = threading.Event()
-        self._result: RunResult | None = None
-        self._error: BaseException | None = None
+        self._run = _Run(self._buffer, self._cancel)
+        self._done = self._run.done
         self._finished = False
-        _WORKERS.submit(self._work, run)
-
-    def _work(self, run: Callable[[Emit, CancelToken], RunResult]) -> None:
-        ended = False
-        put = self._buffer.put
-
-        def emit(event: AgentEvent) -> None:
-            nonlocal ended
-            if type(event) is GenerationEndEvent:
-                ended = True
-            put(event)
-
-        try:
-            self._result = run(emit, self._cancel)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            self._error = exc
-        finally:
-            if not ended:  # it failed before it started (closed session, bad option)
-                self._buffer.put(GenerationEndEvent(result=self._result, error=self._error))
-            self._done.set()
-            self._buffer.end()
+        _REAPER.ensure_running()
+        weakref.finalize(self, _REAPER.abandoned, self._run).atexit = False
+        _WORKERS.submit(self._run.work, run)
 
     def __iter__(self) -> AgentStream:
         return self
@@ -508,10 +566,10 @@ class AgentStream(Iterator[AgentEvent]):
         if not self._done.is_set():
             self._buffer.close()  # nobody will read them: the producer must not wait
             self._done.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
+        if self._run.error is not None:
+            raise self._run.error
+        assert self._run.result is not None
+        return self._run.result
 
     @property
     def done(self) -> bool:
@@ -527,9 +585,7 @@ class AgentStream(Iterator[AgentEvent]):
     def _stop(self, reason: str) -> None:
         """Cancel the generation and drop what is buffered, without waiting."""
         self._finished = True
-        if not self._done.is_set():
-            self._cancel.cancel(reason)
-        self._buffer.close()
+        self._run.stop(reason)
 
     def __enter__(self) -> AgentStream:
         return self

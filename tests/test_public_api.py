@@ -360,7 +360,8 @@ PUBLIC_NAMESPACES = {
         'ToolResultClearing', 'cap_output', 'cap_tool_outputs', 'clear_tool_results',
     ],
     'agentkit.web': [
-        'KEEP_ALIVE', 'SSE_HEADERS', 'ask_async', 'sse', 'sse_async', 'sse_record',
+        'AsyncSSEIterator', 'KEEP_ALIVE', 'SSEIterator', 'SSE_HEADERS', 'ask_async', 'sse', 'sse_async',
+        'sse_record',
     ],
 }
 

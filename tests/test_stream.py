@@ -214,3 +214,24 @@ def test_stream_worker_threads_are_reused_and_a_stream_may_start_another_inside_
     model = ScriptedModel([ToolCall("ask_a_helper", {"question": "why"}), "done"])
     with run_agent_stream(model, "go", tools=[ask_a_helper]) as outer:
         assert outer.result.tool_calls[0].output.value == "helper says: why"
+
+
+def test_a_stream_dropped_before_its_end_cancels_the_generation_and_frees_the_session():
+    import gc
+
+    model = ScriptedModel([Turn(text="x" * 200), Turn(text="again")], chunk_size=1)  # 200 text-deltas
+    with Session(model) as s:
+        s.push_user_message("talk")
+        stream = s.stream(max_buffer=4)
+        assert next(stream).type == "generation-start"
+        cycle = [stream]
+        cycle.append(cycle)  # only the cyclic garbage collector can free it
+        del stream, cycle  # dropped without close(), its generation waiting for room
+        gc.collect()
+        answered = []
+        asker = threading.Thread(target=lambda: answered.append(s.ask("still there?").text), daemon=True)
+        asker.start()
+        asker.join(60)
+        assert answered == ["again"]
+        assert [e.data["reason"] for e in s.events if e.type == "control" and e.action == "generation-aborted"] == [
+            "the stream was dropped before its end, without close()"]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 
+import pytest
 from _procs import wait_for
 
-from agentkit import FunctionModel, Session, ToolCall, tool
+from agentkit import FunctionModel, Session, ToolCall, ToolContext, tool
 from agentkit.web import ask_async, sse, sse_async
 
 
@@ -134,3 +136,67 @@ def test_generation_end_carries_a_structured_output_as_json():
     with Session(model) as s:
         end = _end_record(list(sse(s.ask_stream("seven?", output_type=Answer))))
     assert end["result"]["output"] == {"value": 7}
+
+
+class _SlowTool:
+    """A model that calls ``slow`` when asked "go", and answers; ``slow`` waits for
+    its cancel token, and records that it saw it."""
+
+    def __init__(self):
+        self.started, self.cancelled = threading.Event(), threading.Event()
+
+        @tool
+        def slow(ctx: ToolContext) -> str:
+            """Take a long time."""
+            self.started.set()
+            if ctx.cancel.wait(60):
+                self.cancelled.set()
+                return "stopped"
+            return "done"
+
+        self.tool = slow
+
+    def session(self):
+        def fn(request):
+            last = request.messages[-1]
+            return ToolCall(name="slow", input={}) if last.role == "user" and last.text == "go" else "answered"
+
+        return Session(FunctionModel(fn), tools=[self.tool])
+
+
+def _aborted(s):
+    return any(e.type == "control" and e.action == "generation-aborted" for e in s.events)
+
+
+def test_an_sse_iterator_closed_before_its_first_item_cancels_the_generation():
+    slow = _SlowTool()
+    with slow.session() as s:
+        events = sse(s.ask_stream("go"))
+        assert slow.started.wait(30)
+        events.close()  # a WSGI server whose client left before the first write
+        assert slow.cancelled.is_set() and _aborted(s)
+        assert list(events) == []
+        assert s.ask("again").text == "answered"  # the session is free
+
+
+def test_an_async_sse_iterator_closed_before_its_first_item_cancels_the_generation():
+    slow = _SlowTool()
+    with slow.session() as s:
+        events = sse_async(s.ask_stream("go"))
+        assert slow.started.wait(30)
+        asyncio.run(events.aclose())
+        assert slow.cancelled.is_set() and _aborted(s)
+        assert s.ask("again").text == "answered"
+
+
+@pytest.mark.parametrize("make", [sse, sse_async])
+def test_an_sse_response_dropped_before_it_starts_cancels_the_generation(make):
+    slow = _SlowTool()
+    with slow.session() as s:
+        events = make(s.ask_stream("go"))
+        assert slow.started.wait(30)
+        del events  # the server never iterated it, nor closed it
+        gc.collect()
+        assert slow.cancelled.wait(30)
+        wait_for(lambda: _aborted(s), what="generation-aborted to be committed")
+        assert s.ask("again").text == "answered"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import ConfigurationError
 from ..messages import Prompt
@@ -27,7 +27,9 @@ from ..results import GenerateResult
 from ..session import Session
 from ..stream import AgentEvent, AgentStream, GenerationEndEvent, _messages_json, _output_json
 
-__all__ = ["KEEP_ALIVE", "SSE_HEADERS", "ask_async", "sse", "sse_async", "sse_record"]
+__all__ = [
+    "KEEP_ALIVE", "SSE_HEADERS", "AsyncSSEIterator", "SSEIterator", "ask_async", "sse", "sse_async", "sse_record",
+]
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 """Headers for an SSE response: no caching, no proxy buffering (nginx)."""
@@ -60,41 +62,97 @@ KEEP_ALIVE = ": keep-alive\n\n"
 the client went away while the agent is quiet (a long tool call)."""
 
 
-def sse(stream: AgentStream, *, heartbeat: float | None = 15.0, include_messages: bool = False) -> Iterator[str]:
+def sse(stream: AgentStream, *, heartbeat: float | None = 15.0, include_messages: bool = False) -> SSEIterator:
     """The events of ``stream`` as Server-Sent Events text, one record per event (see
     :func:`sse_record`; ``include_messages=True`` adds the transcript to
     ``generation-end``), and a :data:`KEEP_ALIVE` comment after ``heartbeat`` quiet
-    seconds. Closing this iterator early (WSGI servers do when the client disconnects)
-    closes the stream and cancels its generation::
+    seconds. Closing this iterator early (WSGI servers do when the client disconnects),
+    even before its first item, closes the stream and cancels its generation; so does
+    dropping it::
 
         return flask.Response(sse(session.ask_stream(message)), mimetype="text/event-stream")
     """
     _check_heartbeat(heartbeat)
-    try:
-        while True:
-            event = stream._next_within(heartbeat)
-            if event is None:
-                return
-            yield KEEP_ALIVE if event is False else sse_record(event, include_messages=include_messages)
-    finally:
-        stream.close("the client went away")
+    return SSEIterator(stream, heartbeat, include_messages)
 
 
-async def sse_async(
+def sse_async(
     stream: AgentStream, *, heartbeat: float | None = 15.0, include_messages: bool = False
-) -> AsyncIterator[str]:
+) -> AsyncSSEIterator:
     """:func:`sse` for async frameworks (FastAPI/Starlette ``StreamingResponse``): each
     wait for an event runs on a worker thread. A client disconnect (the server cancels or
-    closes this iterator) closes the stream and cancels its generation."""
+    closes this iterator, also before its first item, or drops it) closes the stream and
+    cancels its generation."""
     _check_heartbeat(heartbeat)
-    try:
-        while True:
-            event = await stream._anext_within(heartbeat)
-            if event is None:
-                return
-            yield KEEP_ALIVE if event is False else sse_record(event, include_messages=include_messages)
-    finally:
-        await stream.aclose("the client went away")
+    return AsyncSSEIterator(stream, heartbeat, include_messages)
+
+
+_GONE = "the client went away"
+
+
+class _SSEBase:
+    def __init__(self, stream: AgentStream, heartbeat: float | None, include_messages: bool) -> None:
+        self._stream = stream
+        self._heartbeat = heartbeat
+        self._include_messages = include_messages
+        self._closed = False
+
+    def _text(self, event: AgentEvent | Literal[False]) -> str:
+        return KEEP_ALIVE if event is False else sse_record(event, include_messages=self._include_messages)
+
+
+class SSEIterator(_SSEBase, Iterator[str]):
+    """What :func:`sse` returns: Server-Sent Events text. Its ``close()`` works at any
+    time, before the first item too, and closes the stream (cancelling the generation)."""
+
+    def __iter__(self) -> SSEIterator:
+        return self
+
+    def __next__(self) -> str:
+        if self._closed:
+            raise StopIteration
+        try:
+            event = self._stream._next_within(self._heartbeat)
+        except BaseException:
+            self.close()
+            raise
+        if event is None:
+            self.close()
+            raise StopIteration
+        return self._text(event)
+
+    def close(self) -> None:
+        """Close the stream: cancel the generation if it still runs, and wait for it to stop."""
+        if not self._closed:
+            self._closed = True
+            self._stream.close(_GONE)
+
+
+class AsyncSSEIterator(_SSEBase, AsyncIterator[str]):
+    """What :func:`sse_async` returns: Server-Sent Events text for async servers. Its
+    ``aclose()`` works at any time, before the first item too, and closes the stream."""
+
+    def __aiter__(self) -> AsyncSSEIterator:
+        return self
+
+    async def __anext__(self) -> str:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            event = await self._stream._anext_within(self._heartbeat)
+        except BaseException:
+            await self.aclose()
+            raise
+        if event is None:
+            await self.aclose()
+            raise StopAsyncIteration
+        return self._text(event)
+
+    async def aclose(self) -> None:
+        """Close the stream: cancel the generation if it still runs, and wait for it to stop."""
+        if not self._closed:
+            self._closed = True
+            await self._stream.aclose(_GONE)
 
 
 def _check_heartbeat(heartbeat: float | None) -> None:
