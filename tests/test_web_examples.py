@@ -151,13 +151,17 @@ def _free_port() -> int:
 class _Server:
     """An example started as its README says, on 127.0.0.1, in its own process."""
 
-    def __init__(self, framework: str, store_dir: Path) -> None:
+    def __init__(self, framework: str, store_dir: Path, heartbeat: float = 0.2) -> None:
         self.port = _free_port()
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "CHAT_STORE_DIR": str(store_dir), "CHAT_SSE_HEARTBEAT": "0.2"}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "CHAT_STORE_DIR": str(store_dir),
+               "CHAT_SSE_HEARTBEAT": str(heartbeat)}
         for key in ("AGENTKIT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
             env.pop(key, None)
         script = str(EXAMPLES / f"{framework}_app.py")
-        if framework == "django":
+        if framework.startswith("gunicorn-"):  # the Flask example as its docstring says, in production
+            argv = [sys.executable, "-m", "gunicorn", "--chdir", str(EXAMPLES), "-b", f"127.0.0.1:{self.port}",
+                    "-w", "1", "-k", framework.removeprefix("gunicorn-"), "--threads", "4", "flask_app:create_app()"]
+        elif framework == "django":
             argv = [sys.executable, script, "runserver", "--noreload", f"127.0.0.1:{self.port}"]
         else:
             argv = [sys.executable, script, "--port", str(self.port), "--store", str(store_dir)]
@@ -259,5 +263,44 @@ def test_a_client_that_leaves_a_stream_cancels_the_generation(framework, tmp_pat
 
         wait_for(aborted, timeout=30, what="the generation to be cancelled")
         assert server.ask("d1", "still there?") == "You said: still there?"
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("server_kind", ["gunicorn-sync", "gunicorn-gthread", "flask", "django", "fastapi"])
+def test_a_client_that_leaves_a_quiet_stream_is_noticed_within_one_heartbeat(server_kind, tmp_path):
+    """The client reads up to the slow tool's start and closes its socket; the server
+    writes nothing more until a keep-alive. The tool runs 1.5 heartbeats unless its cancel
+    token is set: it must be (gunicorn used to notice at the second keep-alive, after two
+    heartbeats, and the tool ran to its end)."""
+    heartbeat = 2.0
+    server = _Server(server_kind, tmp_path / "store", heartbeat=heartbeat)
+    try:
+        body = json.dumps({"message": f"slow:{1.5 * heartbeat}"}).encode()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as conn:
+            conn.sendall(b"POST /chat/q1/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            received = b""
+            while b"tool-start" not in received:
+                chunk = conn.recv(65536)
+                assert chunk, f"the server closed the stream early: {received!r}"
+                received += chunk
+            conn.settimeout(0.2)  # take what was sent with it, so closing sends FIN, not a reset
+            try:
+                while conn.recv(65536):
+                    pass
+            except TimeoutError:
+                pass
+        # closed while the tool runs; the next write the server makes is a keep-alive
+
+        def tool_result():
+            with Session.open("q1", store=FileEventStore(tmp_path / "store")) as s:
+                return next((e for e in s.events if e.type == "tool-result"), None), s.events
+
+        wait_for(lambda: tool_result()[0] is not None, timeout=60, what="the slow tool's result")
+        result, events = tool_result()
+        assert result.output.as_text() == "stopped", "the tool ran to its end: the disconnect was noticed too late"
+        assert any(e.type == "control" and e.action == "generation-aborted" for e in events)
+        assert server.ask("q1", "still there?") == "You said: still there?"
     finally:
         server.stop()

@@ -58,17 +58,18 @@ def sse_record(event: AgentEvent, *, include_messages: bool = False) -> str:
 
 
 KEEP_ALIVE = ": keep-alive\n\n"
-"""An SSE comment line: browsers ignore it; writing it is how a server finds out that
-the client went away while the agent is quiet (a long tool call)."""
+"""An SSE comment line: browsers ignore it; writing it is how a WSGI server finds out
+that the client went away while the agent is quiet (a long tool call)."""
 
 
 def sse(stream: AgentStream, *, heartbeat: float | None = 15.0, include_messages: bool = False) -> SSEIterator:
     """The events of ``stream`` as Server-Sent Events text, one record per event (see
     :func:`sse_record`; ``include_messages=True`` adds the transcript to
-    ``generation-end``), and a :data:`KEEP_ALIVE` comment after ``heartbeat`` quiet
-    seconds. Closing this iterator early (WSGI servers do when the client disconnects),
-    even before its first item, closes the stream and cancels its generation; so does
-    dropping it::
+    ``generation-end``), and a :data:`KEEP_ALIVE` comment every ``heartbeat / 2`` quiet
+    seconds: a WSGI server finds a client that went away at the second write after it
+    left, so within ``heartbeat`` seconds. Closing this iterator early (WSGI servers do
+    when a write fails), even before its first item, closes the stream and cancels its
+    generation; so does dropping it::
 
         return flask.Response(sse(session.ask_stream(message)), mimetype="text/event-stream")
     """
@@ -93,7 +94,9 @@ _GONE = "the client went away"
 class _SSEBase:
     def __init__(self, stream: AgentStream, heartbeat: float | None, include_messages: bool) -> None:
         self._stream = stream
-        self._heartbeat = heartbeat
+        # TCP reports a peer that closed only at the second write after it (the first
+        # brings back the reset), so two keep-alives per heartbeat notice it within one
+        self._wait = None if heartbeat is None else heartbeat / 2
         self._include_messages = include_messages
         self._closed = False
 
@@ -112,7 +115,7 @@ class SSEIterator(_SSEBase, Iterator[str]):
         if self._closed:
             raise StopIteration
         try:
-            event = self._stream._next_within(self._heartbeat)
+            event = self._stream._next_within(self._wait)
         except BaseException:
             self.close()
             raise
@@ -139,7 +142,7 @@ class AsyncSSEIterator(_SSEBase, AsyncIterator[str]):
         if self._closed:
             raise StopAsyncIteration
         try:
-            event = await self._stream._anext_within(self._heartbeat)
+            event = await self._stream._anext_within(self._wait)
         except BaseException:
             await self.aclose()
             raise
