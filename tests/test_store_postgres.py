@@ -171,6 +171,22 @@ def test_load_after_reads_only_what_arrived_since(pg_store):
     assert texts(pg_store.load_after("s", 3)[1]) == ["sum"]
 
 
+def test_head_sees_another_hosts_appends_and_compactions_and_is_none_for_a_missing_session(pg_cluster, pg_store):
+    other_host = _store(pg_cluster, pg_store.schema)  # its own pool: its own connections
+    try:
+        assert pg_store.head("s") is None
+        other_host.append("s", [user("a"), user("b")], expected_revision=0)
+        assert pg_store.head("s") == 2
+        other_host.append("s", [user("c")], expected_revision=2)
+        assert pg_store.head("s") == 3
+        other_host.compact("s", "c1", expected_revision=3, remove=2, summary=[user("sum")])
+        assert pg_store.head("s") == 4 == pg_store.load("s").revision
+        other_host.delete("s")
+        assert pg_store.head("s") is None
+    finally:
+        other_host.close()
+
+
 def test_session_refresh_follows_another_host(pg_cluster, pg_store):
     other_host = _store(pg_cluster, pg_store.schema)
     with Session(store=pg_store, session_id="chat") as a, Session(store=other_host, session_id="chat") as b:
@@ -306,7 +322,7 @@ def test_a_connection_lost_during_an_append_is_checked_never_duplicated_or_lost(
     assert texts(loaded.events) == ["a", "b", "c"] and loaded.revision == 3
 
 
-def test_an_append_is_one_round_trip_and_a_load_another(pg_cluster, pg_store):
+def test_an_append_is_one_round_trip_and_a_load_or_head_another(pg_cluster, pg_store):
     """Counted on the wire: each round trip of the extended query protocol ends in one
     Sync message from the client (a simple query would be a Query message)."""
     proxy = _CuttingProxy(pg_cluster.port, None)
@@ -322,6 +338,9 @@ def test_an_append_is_one_round_trip_and_a_load_another(pg_cluster, pg_store):
             assert wire.count(sync) == 1 and not simple_query.search(wire)
         before = len(proxy.sent)
         assert texts(through.load("s").events) == ["a", "b", "c", "d"]
+        assert bytes(proxy.sent[before:]).count(sync) == 1
+        before = len(proxy.sent)
+        assert through.head("s") == 4
         assert bytes(proxy.sent[before:]).count(sync) == 1
     finally:
         through.close()

@@ -150,6 +150,18 @@ class PostgresEventStore:
         events = tuple(self._decode(session_id, body) for _rev, body in rows if body is not None)
         return StoredSession(session_id=session_id, events=events, revision=int(rows[0][0]))
 
+    def head(self, session_id: str) -> int | None:
+        """The session's current revision, or None when it does not exist: one indexed
+        read of its row (no events are read), seeing every commit any host made before."""
+        validate_session_id(session_id)
+        row = self._pg.read(
+            f"read the revision of session {session_id!r}",
+            lambda conn: conn.execute(
+                self._pg.q("SELECT revision FROM {s}.sessions WHERE session_id = %s"), [session_id]
+            ).fetchone(),
+        )
+        return None if row is None else int(row[0])
+
     def load_after(self, session_id: str, revision: int) -> tuple[int, tuple[Event, ...]] | None:
         """``(current revision, events that arrived after revision)``, or None when the
         session does not exist. Reads only those events. After a compaction past
