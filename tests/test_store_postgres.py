@@ -327,7 +327,7 @@ def test_an_append_is_one_round_trip_and_a_load_or_head_another(pg_cluster, pg_s
     Sync message from the client (a simple query would be a Query message)."""
     proxy = _CuttingProxy(pg_cluster.port, None)
     conninfo = pg_cluster.conninfo.replace(f"port={pg_cluster.port}", f"port={proxy.port}")
-    through = PostgresEventStore(conninfo, schema=pg_store.schema)
+    through = PostgresEventStore(conninfo, schema=pg_store.schema, pool_size=1)  # no new connection midway
     sync, simple_query = b"S\x00\x00\x00\x04", re.compile(rb"Q\x00\x00..[A-Za-z]", re.S)
     try:
         through.load("s")  # the first use checks the schema version once

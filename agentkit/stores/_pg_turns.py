@@ -1,0 +1,158 @@
+"""Turn locks on PostgreSQL (private; :meth:`PostgresEventStore.turn_lock` uses it).
+
+A session's turn lock is a session-level advisory lock (``{schema}.take_turn``, on the key
+``{schema}.turn_key(session_id)``) held on a connection of its own, never one of the
+pool's: PostgreSQL releases it when the block ends, when the holder's process dies (its
+connection closes) or when the server loses that connection. Every grant takes the
+session's next epoch (the fencing token of :class:`~agentkit.stores.base.TurnLease`);
+``{schema}.append_leased`` refuses an append whose epoch is no longer current or whose
+lock connection no longer holds the lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from ..cancel import CancelToken
+from ..errors import CancelledError, ConfigurationError, StoreError, StoreUnavailableError
+from ._pg import LAYOUT, Pg, psycopg
+from .base import TurnLease
+
+__all__ = ["PgTurnLease", "TurnLocks"]
+
+_IDLE = 2  # lock connections kept open for the next turn, per store object
+_MAX_PAUSE = 0.1  # seconds between tries while another process holds the lock
+
+
+class PgTurnLease(TurnLease):
+    """A held turn lock: its epoch and the connection (backend ``pid``) holding it."""
+
+    __slots__ = ("conn", "pid", "owner")
+
+    def __init__(self, session_id: str, epoch: int, conn: psycopg.Connection[Any], owner: TurnLocks) -> None:
+        super().__init__(session_id, epoch)
+        self.conn = conn
+        self.pid = conn.info.backend_pid
+        self.owner = owner
+
+    @property
+    def held(self) -> bool:
+        """False once released, refused by the store, or its lock connection is broken."""
+        return not self._lost and not self.conn.closed and not self.conn.broken
+
+
+class TurnLocks:
+    """The turn locks one store object takes, and its idle lock connections."""
+
+    def __init__(self, pg: Pg) -> None:
+        self._pg = pg
+        self.schema = pg.schema
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._mutex = threading.Lock()
+
+    def acquire(self, session_id: str, timeout: float | None, cancel: CancelToken | None) -> PgTurnLease:
+        """Wait for the lock (trying again every 10-100 ms), then take the next epoch."""
+        if timeout is not None and (
+            not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout >= 0
+        ):
+            raise ConfigurationError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
+        if cancel is not None and not isinstance(cancel, CancelToken):
+            raise ConfigurationError(f"cancel must be a CancelToken or None, not {type(cancel).__name__}")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        what = f"cannot take the turn lock of session {session_id!r}"
+        self._check_layout(what)
+        conn = self._connection(what)
+        query = self._pg.q("SELECT {s}.take_turn(%s)")
+        pause = 0.01
+        try:
+            while True:
+                if cancel is not None and cancel.cancelled:
+                    raise CancelledError(cancel.reason)
+                with self._pg.bounded(conn):
+                    row = conn.execute(query, [session_id]).fetchone()
+                epoch = int(row[0]) if row else 0
+                if epoch:
+                    return PgTurnLease(session_id, epoch, conn, self)
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    raise StoreUnavailableError(
+                        f"{what}: another process or thread held it (a turn of this conversation in progress) "
+                        f"for the whole {timeout:g} s timeout. Nothing was written; try again later",
+                        written=False,
+                    )
+                wait = pause if deadline is None else min(pause, deadline - now)
+                if cancel is not None:
+                    cancel.wait(wait)
+                else:
+                    time.sleep(wait)
+                pause = min(pause * 2, _MAX_PAUSE)
+        except psycopg.Error as exc:
+            conn.close()  # a lock it may have taken goes with the connection
+            raise self._pg.unavailable(what, exc, written=False, tail="Nothing was written") from exc
+        except BaseException:
+            self._keep(conn)  # take_turn answered 0: this connection holds nothing
+            raise
+
+    def release(self, lease: PgTurnLease) -> None:
+        """Give the lock back; a connection that cannot say so is closed (PostgreSQL
+        then releases the lock with the connection)."""
+        lease._mark_lost()
+        conn = lease.conn
+        if conn.closed or conn.broken:
+            conn.close()
+            return
+        try:
+            with self._pg.bounded(conn):
+                row = conn.execute(self._pg.q("SELECT pg_advisory_unlock({s}.turn_key(%s))"), [lease.session_id])
+                released = bool(row.fetchone()[0])  # type: ignore[index]
+        except psycopg.Error:
+            released = False
+        if released:
+            self._keep(conn)
+        else:
+            conn.close()
+
+    def close(self) -> None:
+        """Close the idle lock connections."""
+        with self._mutex:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _check_layout(self, what: str) -> None:
+        if not self._pg.checked:
+            self._pg.read("open the store", lambda conn: None)
+        if self._pg.layout < LAYOUT:
+            raise StoreError(
+                f"{what}: PostgreSQL schema {self._pg.schema!r} was created by an older agentkit, without turn "
+                f"locks. Call PostgresEventStore.migrate() once to upgrade it in place (safe while other hosts "
+                f"use it; nothing stored changes)"
+            )
+
+    def _connection(self, what: str) -> psycopg.Connection[Any]:
+        with self._mutex:
+            if self._idle:
+                return self._idle.pop()
+        conninfo, kwargs = self._pg.connect_args()
+        try:
+            conn = psycopg.connect(conninfo, **{**self._pg.socket_options(), **kwargs})
+            try:
+                self._pg.configure(conn)
+            except BaseException:
+                conn.close()
+                raise
+        except psycopg.Error as exc:
+            raise self._pg.unavailable(what, exc, written=False, tail="Nothing was written") from exc
+        return conn
+
+    def _keep(self, conn: psycopg.Connection[Any]) -> None:
+        if conn.closed or conn.broken:
+            conn.close()
+            return
+        with self._mutex:
+            if len(self._idle) < _IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
