@@ -14,6 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
+import psycopg
 import pytest
 from _procs import wait_for, within
 
@@ -245,14 +246,23 @@ def test_deleting_a_session_while_others_append_leaves_no_event_behind(pg_store)
 class _CuttingProxy:
     """A TCP relay to the server that, once, cuts the client's connection at the first
     client message containing ``marker``: after passing it on and the server answering
-    (it ran and committed; the answer never arrives) or before (the server never sees it)."""
+    (it ran and committed; the answer never arrives) or before (the server never sees it).
+    With ``unanswered=True`` it cuts right after passing the message on, while the server
+    may still be running it, and with ``every=True`` at every such message. The server's
+    side of a cut connection stays open, as when the client's host drops off the network."""
 
-    def __init__(self, port: int, marker: bytes | None, *, forward: bool = True) -> None:
+    def __init__(
+        self, port: int, marker: bytes | None, *, forward: bool = True, unanswered: bool = False, every: bool = False
+    ) -> None:
         self.upstream = port
         self.sent = bytearray()  # every byte clients sent
         self.marker = marker
         self.forward = forward
+        self.unanswered = unanswered
+        self.every = every
         self.cut = threading.Event()
+        self.cuts = 0
+        self.servers: list[socket.socket] = []  # kept open
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -264,6 +274,7 @@ class _CuttingProxy:
             except OSError:
                 return
             server = socket.create_connection(("127.0.0.1", self.upstream))
+            self.servers.append(server)
             swallow = threading.Event()  # this connection was cut after passing the query on
             threading.Thread(target=self._pump, args=(client, server, client, swallow), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, client, swallow), daemon=True).start()
@@ -278,11 +289,21 @@ class _CuttingProxy:
                     break
                 if upward:
                     self.sent += data
-                if upward and self.marker is not None and self.marker in data and not self.cut.is_set():
+                if (
+                    upward
+                    and self.marker is not None
+                    and self.marker in data
+                    and (self.every or not self.cut.is_set())
+                ):
                     self.cut.set()
+                    self.cuts += 1
                     if not self.forward:
                         cut_here = True
                         break  # the server never sees it
+                    if self.unanswered:
+                        dst.sendall(data)
+                        cut_here = True
+                        break  # the server runs it; the client is gone
                     swallow.set()
                 elif not upward and swallow.is_set():
                     cut_here = True
@@ -299,6 +320,8 @@ class _CuttingProxy:
 
     def close(self) -> None:
         self.listener.close()
+        for server in self.servers:
+            server.close()
 
 
 @pytest.mark.parametrize("forward", [True, False], ids=["cut-after-commit", "cut-before-the-server-saw-it"])
@@ -320,6 +343,38 @@ def test_a_connection_lost_during_an_append_is_checked_never_duplicated_or_lost(
         proxy.close()
     loaded = pg_store.load("s")
     assert texts(loaded.events) == ["a", "b", "c"] and loaded.revision == 3
+
+
+def test_an_append_whose_client_was_cut_while_it_waited_in_the_server_never_commits_later(pg_cluster, pg_store):
+    """The statement waits on a row lock in the server when the client's side of the
+    connection is cut (twice: the retry too). Before reporting written=False the store
+    terminates the cut connections' server processes, so releasing the lock afterwards
+    lets nothing commit."""
+    pg_store.append("s", [user("a")], expected_revision=0)
+    proxy = _CuttingProxy(pg_cluster.port, b"append_events", unanswered=True, every=True)
+    conninfo = pg_cluster.conninfo.replace(f"port={pg_cluster.port}", f"port={proxy.port}")
+    through = PostgresEventStore(conninfo, schema=pg_store.schema, timeout=20)
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE %s AND pid <> pg_backend_pid()"
+    )
+    like = f"%{pg_store.schema}%append_events%"
+    blocker = psycopg.connect(pg_cluster.conninfo, autocommit=False)
+    try:
+        blocker.execute(f"SELECT * FROM {pg_store.schema}.sessions WHERE session_id = 's' FOR UPDATE")
+        with pytest.raises(StoreUnavailableError, match="nothing was written, nor can the failed statement") as info:
+            within(lambda: through.append("s", [user("b")], expected_revision=1), 60)
+        assert info.value.written is False and proxy.cuts == 2
+        # the statements' server processes are gone, not waiting for the lock
+        assert blocker.execute(waiting, [like]).fetchone() == (0,)
+    finally:
+        blocker.rollback()
+        blocker.close()
+        through.close()
+        proxy.close()
+    with psycopg.connect(pg_cluster.conninfo, autocommit=True) as admin:
+        wait_for(lambda: admin.execute(waiting, [like]).fetchone() == (0,), what="no append statement running")
+    loaded = pg_store.load("s")
+    assert texts(loaded.events) == ["a"] and loaded.revision == 1
 
 
 def test_an_append_is_one_round_trip_and_a_load_or_head_another(pg_cluster, pg_store):

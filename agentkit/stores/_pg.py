@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -343,6 +344,7 @@ class Pg:
                 open=True,
                 name=f"agentkit-{schema}",
             )
+            self.pool.check_connection = self._check_connection  # type: ignore[method-assign]
             self.own_pool = True
         else:
             raise ConfigurationError(
@@ -486,7 +488,7 @@ class Pg:
             except psycopg.OperationalError as exc:
                 if attempt == 2 or isinstance(exc, (PoolTimeout, NoAnswer)) or time.monotonic() >= deadline:
                     raise self.unavailable(f"cannot {what}", exc, written=None) from exc
-                self.recheck()
+                self.recheck(deadline - time.monotonic())
         raise AssertionError("unreachable")  # pragma: no cover
 
     def gone(self, pid: int, limit: float) -> bool:
@@ -494,8 +496,10 @@ class Pg:
         still run a statement) from a fresh connection and wait until it is gone: True
         once PostgreSQL confirms no such backend runs, so whatever it ran has committed or
         aborted for good; False when that cannot be confirmed within ``limit`` seconds."""
+        if pid <= 0:
+            return False  # not known
         deadline = time.monotonic() + limit
-        self.recheck()
+        self.recheck(limit / 2)
         try:
             with self.connection(limit) as conn:
                 conn.execute(
@@ -511,12 +515,23 @@ class Pg:
         except psycopg.Error:
             return False
 
-    def recheck(self) -> None:
-        """Drop broken idle connections (after a server restart)."""
+    def recheck(self, limit: float | None = None) -> None:
+        """Drop broken idle connections (after a server restart), waiting at most
+        ``limit`` (default: the timeout) seconds: a frozen server cannot hold it up."""
+        checker = threading.Thread(target=self._check_pool, name="agentkit-pg-check", daemon=True)
+        checker.start()
+        checker.join(self.timeout if limit is None else max(0.0, min(limit, self.timeout)))
+
+    def _check_pool(self) -> None:
         try:
             self.pool.check()
         except psycopg.Error:
             pass  # dead connections are replaced on the next use; the caller reports its own error
+
+    def _check_connection(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's check of one idle connection, bounded by the timeout."""
+        with self.bounded(conn):
+            ConnectionPool.check_connection(conn)
 
     def unavailable(self, what: str, exc: BaseException, *, written: bool | None, tail: str = "") -> StoreError:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

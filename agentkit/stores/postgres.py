@@ -264,9 +264,10 @@ class PostgresEventStore:
         deadline = time.monotonic() + 3 * self._pg.timeout
         for attempt in (1, 2):
             used: Any = None
+            pid = 0
             try:
                 with self._pg.connection(deadline - time.monotonic()) as conn:
-                    used = conn
+                    used, pid = conn, conn.info.backend_pid  # (libpq forgets the pid once the connection fails)
                     row = conn.execute(query, params).fetchone()
                 break
             except psycopg.Error as exc:
@@ -276,7 +277,7 @@ class PostgresEventStore:
                     raise StoreError(f"{what}: {type(exc).__name__}: {exc}") from exc
                 if used is None:  # no connection: nothing was sent
                     done = "Nothing was sent"
-                elif self._written(session_id, ids, exc, what="append to", conn=used, deadline=deadline):
+                elif self._written(session_id, ids, exc, what="append to", conn=used, pid=pid, deadline=deadline):
                     return expected + len(ids)
                 elif attempt == 1 and time.monotonic() < deadline:
                     continue  # checked: nothing arrived, nor can it; compare-and-swap makes one more try safe
@@ -348,9 +349,17 @@ class PostgresEventStore:
         return bool(row[0]) or bool(row[1])
 
     def _written(
-        self, session_id: str, ids: list[str], exc: BaseException, *, what: str, conn: Any, deadline: float
+        self,
+        session_id: str,
+        ids: list[str],
+        exc: BaseException,
+        *,
+        what: str,
+        conn: Any,
+        pid: int,
+        deadline: float,
     ) -> bool:
-        """After a write on ``conn`` failed: can its events (``ids``) be in the log, now or
+        """After a write on ``conn`` (server process ``pid``) failed: can its events (``ids``) be in the log, now or
         later? An error the server reported on a live connection aborted the statement:
         False. A lost connection's backend may still run it: it is terminated and
         confirmed gone (so the statement committed or aborted for good), then the table
@@ -365,7 +374,7 @@ class PostgresEventStore:
             f"are either all there or none"
         )
         unknown = self._pg.unavailable(f"cannot {what} session {session_id!r}", exc, written=None, tail=tail)
-        if not ids or not self._pg.gone(conn.info.backend_pid, deadline - time.monotonic()):
+        if not ids or not self._pg.gone(pid, deadline - time.monotonic()):
             raise unknown from exc
         try:
             return self._arrived(session_id, ids, deadline - time.monotonic())
