@@ -4,7 +4,8 @@
 events with compare-and-swap, reloading after each conflict; prints ``done <conflicts>``.
 
 ``python tests/_pg_child.py watcher <conninfo> <schema> <session> <after> <count>``: print
-the text of each event ``store.watch`` yields, one per line, and exit after ``count``.
+the text of each event ``store.watch`` yields, one per line, and exit after ``count``
+(an optional last argument is the watch's ``poll_interval``).
 
 ``python tests/_pg_child.py stale-writer <conninfo> <schema> <session>``: load, print
 ``loaded <revision>``, wait for a line on stdin, append; prints ``conflict <expected>
@@ -79,8 +80,9 @@ def main(mode: str, conninfo: str, schema: str, session: str, *rest: str) -> Non
                 print("lost", flush=True)
     elif mode == "watcher":
         after, count = int(rest[0]), int(rest[1])
+        poll = float(rest[2]) if len(rest) > 2 else 0.5
         print("watching", flush=True)
-        for seen, ev in enumerate(store.watch(session, after), start=1):
+        for seen, ev in enumerate(store.watch(session, after, poll_interval=poll), start=1):
             print(ev.content[0].text, flush=True)  # type: ignore[attr-defined]
             if seen == count:
                 break

@@ -528,6 +528,73 @@ def test_a_watcher_in_another_process_hears_each_committed_event_once(pg_cluster
         watcher.kill()
 
 
+def test_a_watcher_in_another_process_is_woken_by_each_commit_not_by_polling(pg_cluster, pg_store):
+    """The watcher polls only every 600 s: each commit reaches it through its NOTIFY,
+    which PostgreSQL delivers right after the commit (what lets a Session follower in
+    another process report a commit within a second)."""
+    pg_store.append("s", [user("first")], expected_revision=0)
+    watcher = subprocess.Popen(
+        [sys.executable, CHILD, "watcher", pg_cluster.conninfo, pg_store.schema, "s", "0", "4", "599"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert within(watcher.stdout.readline, 60).strip() == "watching"
+        assert within(watcher.stdout.readline, 60).strip() == "first"  # read once listening
+        revision = 1
+        for i in range(3):
+            revision = pg_store.append("s", [user(f"live-{i}")], expected_revision=revision)
+            assert within(watcher.stdout.readline, 60).strip() == f"live-{i}"
+        watcher.wait(60)
+    finally:
+        watcher.kill()
+
+
+def test_watch_all_reports_every_sessions_commits_from_another_process_on_one_connection(pg_cluster, pg_store):
+    token = CancelToken()
+    seen: list[tuple[str, int | None]] = []
+    changed = threading.Condition()
+
+    def follow() -> None:
+        for item in pg_store.watch_all(token, poll_interval=0.05):
+            with changed:
+                seen.append(item)
+                changed.notify_all()
+
+    def wait_seen(n: int) -> list[tuple[str, int | None]]:
+        with changed:
+            assert changed.wait_for(lambda: len(seen) >= n, 60), seen
+            return list(seen)
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    try:
+        assert wait_seen(1) == [("*", None)]  # listening: compare followed sessions with head() now
+        writer = subprocess.run(
+            [sys.executable, CHILD, "writer", pg_cluster.conninfo, pg_store.schema, "x", "w", "3"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert writer.returncode == 0, writer.stderr
+        pg_store.append("y", [user("other session")], expected_revision=0)
+        pg_store.compact("x", "c1", expected_revision=3, remove=2)
+        pg_store.delete("y")
+        assert wait_seen(7)[1:] == [("x", 1), ("x", 2), ("x", 3), ("y", 1), ("x", 4), ("y", None)]
+        with psycopg.connect(pg_cluster.conninfo, autocommit=True) as admin:  # the listening connection is lost
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE %s",
+                [f"LISTEN %{pg_store.schema}%"],
+            )
+        assert wait_seen(8)[7] == ("*", None)  # listening again: some announcements may have been missed
+        pg_store.append("x", [user("after")], expected_revision=4)
+        assert ("x", 5) in wait_seen(9)[8:]
+    finally:
+        token.cancel()
+        follower.join(30)
+    assert not follower.is_alive()
+
+
 def test_watch_follows_appends_and_compactions_and_ends_on_cancel_or_delete(pg_store):
     token = CancelToken()
     got: list[str] = []

@@ -489,52 +489,96 @@ class PostgresEventStore:
         when PostgreSQL notifies it of a commit: a notification is sent only once the
         commit is durable, so nothing is yielded that could still be lost. A lost
         connection is re-opened and reading resumes from the last revision seen, so no
-        event is missed or repeated. ``cancel`` is checked every ``poll_interval``
-        seconds. A typical follower: ``for _ in store.watch(sid, session.revision,
-        token): session.refresh()``. End a watch with ``cancel`` or by closing the
+        event is missed or repeated. A commit is yielded as soon as PostgreSQL delivers
+        its notification (milliseconds after the commit, whatever ``poll_interval``);
+        ``cancel`` is checked every ``poll_interval`` seconds. A typical follower:
+        ``for _ in store.watch(sid, session.revision, token): session.refresh()``. For
+        many sessions on one connection, see :meth:`watch_all`. End a watch with ``cancel`` or by closing the
         iterator: one left suspended keeps a listening connection open on the server."""
         validate_session_id(session_id)
         last = check_revision(after_revision)
-        if cancel is not None and not isinstance(cancel, CancelToken):
-            raise ConfigurationError(f"cancel must be a CancelToken or None, not {type(cancel).__name__}")
-        if not isinstance(poll_interval, (int, float)) or not 0 < poll_interval < 3600:
-            raise ConfigurationError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
+        _check_watch(cancel, poll_interval)
+        prefix = session_id + " "
+        seen = last > 0  # a revision above 0 names a session that exists
+        for note in self._notes(cancel, poll_interval):
+            if note is not None and not note.startswith(prefix):
+                continue  # another session's commit
+            while True:  # listening (again) or notified: read what arrived; after LISTEN, so no gap
+                try:
+                    found = self.load_after(session_id, last)
+                    break
+                except StoreUnavailableError:
+                    if _pause(cancel, poll_interval):
+                        return
+            if found is None:
+                if seen:
+                    return  # deleted
+                continue
+            seen = True
+            revision, events = found
+            if revision < last:
+                return  # deleted and started again: a different session
+            last = revision
+            yield from events
+
+    def watch_all(
+        self, cancel: CancelToken | None = None, *, poll_interval: float = 0.5
+    ) -> Iterator[tuple[str, int | None]]:
+        """Yield ``(session_id, revision)`` for every commit to any session of this
+        schema, by any host, as PostgreSQL announces it (``revision`` None: the session
+        was deleted), on one listening connection of its own, until ``cancel`` is
+        cancelled or the caller stops iterating. One watch serves a follower of many
+        sessions: refresh the sessions it names that you follow.
+
+        It first yields ``("*", None)`` once it is listening, and again whenever it had
+        to re-open a lost connection: announcements may have been missed before that
+        point, so compare every followed session with :meth:`head` (or refresh it).
+        A commit is announced only once it is durable, within milliseconds of it;
+        ``cancel`` is checked every ``poll_interval`` seconds."""
+        _check_watch(cancel, poll_interval)
+        for note in self._notes(cancel, poll_interval):
+            if note is None:
+                yield "*", None
+                continue
+            session_id, _, revision = note.rpartition(" ")
+            yield session_id, None if revision == "deleted" else int(revision)
+
+    def _notes(self, cancel: CancelToken | None, poll_interval: float) -> Iterator[str | None]:
+        """None once listening on the schema's channel (again, after a lost connection
+        was re-opened), then each announcement ("<session id> <revision>" or
+        "<session id> deleted")."""
         conninfo, kwargs = self._pg.connect_args()
         kwargs = {**self._pg.socket_options(), **kwargs}
         listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel_name(self.schema)))
-        prefix = session_id + " "
-        seen = last > 0  # a revision above 0 names a session that exists
         while cancel is None or not cancel.cancelled:
             try:
                 with psycopg.connect(conninfo, **kwargs) as conn:
                     with self._pg.bounded(conn):
                         conn.execute(listen)
+                    yield None
                     while cancel is None or not cancel.cancelled:
-                        found = self.load_after(session_id, last)  # after LISTEN: no gap
-                        if found is None:
-                            if seen:
-                                return  # deleted
-                        else:
-                            seen = True
-                            revision, events = found
-                            if revision < last:
-                                return  # deleted and started again: a different session
-                            last = revision
-                            yield from events
-                        woken = False
-                        while not woken and (cancel is None or not cancel.cancelled):
-                            for note in conn.notifies(timeout=poll_interval):
-                                if note.payload.startswith(prefix):
-                                    woken = True
-                                    break
-                            # the timeout: look at cancel again
-            except (psycopg.OperationalError, StoreError) as exc:
-                if isinstance(exc, StoreError) and not isinstance(exc, StoreUnavailableError):
-                    raise
-                if cancel is not None and cancel.wait(min(1.0, poll_interval * 2)):
+                        for note in conn.notifies(timeout=poll_interval):
+                            yield note.payload
+                        # the timeout: look at cancel again
+            except psycopg.OperationalError:
+                if _pause(cancel, poll_interval):
                     return
-                if cancel is None:
-                    time.sleep(min(1.0, poll_interval * 2))
+
+
+def _check_watch(cancel: object, poll_interval: object) -> None:
+    if cancel is not None and not isinstance(cancel, CancelToken):
+        raise ConfigurationError(f"cancel must be a CancelToken or None, not {type(cancel).__name__}")
+    if not isinstance(poll_interval, (int, float)) or not 0 < poll_interval < 3600:
+        raise ConfigurationError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
+
+
+def _pause(cancel: CancelToken | None, poll_interval: float) -> bool:
+    """Wait before trying the server again; True when ``cancel`` was cancelled meanwhile."""
+    delay = min(1.0, poll_interval * 2)
+    if cancel is None:
+        time.sleep(delay)
+        return False
+    return cancel.wait(delay)
 
 
 class _TooFew(Exception):
