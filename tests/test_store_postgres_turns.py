@@ -108,12 +108,14 @@ def test_a_killed_holder_releases_the_turn_lock_to_the_next_process(pg_cluster, 
         pg_store.append("s", [user("next turn")], expected_revision=0, lease=lease)
 
 
-def test_a_holder_whose_lock_connection_was_lost_cannot_commit_and_another_process_takes_over(pg_cluster, pg_store):
+def test_a_paused_holder_whose_lock_connection_was_lost_cannot_commit_and_another_takes_over(pg_cluster, pg_store):
     child, epoch, pid = _holder(pg_cluster, pg_store, "s")
+    child.send_signal(signal.SIGSTOP)  # paused while its lock connection is dropped
     with psycopg.connect(pg_cluster.conninfo, autocommit=True) as admin:
         assert admin.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone() == (True,)
     with pg_store.turn_lock("s", timeout=30) as lease:  # the other process is alive, its lock gone
         assert lease.epoch == epoch + 1
+        child.send_signal(signal.SIGCONT)
         assert child.stdin is not None and child.stdout is not None
         child.stdin.write("append now\n")
         child.stdin.flush()
@@ -218,3 +220,14 @@ def test_the_lock_connection_is_not_one_of_the_pools(pg_cluster, pg_store):
         assert lease.pid != pooled_pid and lease.pid != os.getpid()
         with pg_store._pg.connection() as pooled:
             assert pooled.info.backend_pid != lease.pid
+
+
+def test_an_idle_lock_connection_lost_to_a_server_restart_is_replaced(pg_cluster, pg_store):
+    with pg_store.turn_lock("s") as lease:
+        first = lease.pid
+    with psycopg.connect(pg_cluster.conninfo, autocommit=True) as admin:  # the idle one is lost
+        admin.execute("SELECT pg_terminate_backend(%s)", [first])
+        wait_for(lambda: admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [first]).fetchone() is None)
+    with pg_store.turn_lock("s", timeout=30) as lease:
+        assert lease.pid != first
+        pg_store.append("s", [user("a")], expected_revision=0, lease=lease)

@@ -11,6 +11,7 @@ lock connection no longer holds the lock.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -50,6 +51,8 @@ class TurnLocks:
         self._pg = pg
         self.schema = pg.schema
         self._idle: list[psycopg.Connection[Any]] = []
+        self._inherited: list[psycopg.Connection[Any]] = []  # a forked child's copies, kept from closing
+        self._pid = os.getpid()
         self._mutex = threading.Lock()
 
     def acquire(self, session_id: str, timeout: float | None, cancel: CancelToken | None) -> PgTurnLease:
@@ -63,15 +66,23 @@ class TurnLocks:
         deadline = None if timeout is None else time.monotonic() + timeout
         what = f"cannot take the turn lock of session {session_id!r}"
         self._check_layout(what)
-        conn = self._connection(what)
+        conn, reused = self._connection(what)
         query = self._pg.q("SELECT {s}.take_turn(%s)")
         pause = 0.01
         try:
             while True:
                 if cancel is not None and cancel.cancelled:
                     raise CancelledError(cancel.reason)
-                with self._pg.bounded(conn):
-                    row = conn.execute(query, [session_id]).fetchone()
+                try:
+                    with self._pg.bounded(conn):
+                        row = conn.execute(query, [session_id]).fetchone()
+                except psycopg.OperationalError:
+                    if not reused or not conn.broken:
+                        raise
+                    conn.close()  # an idle lock connection went stale (a server restart): one fresh try
+                    conn, reused = self._connection(what, fresh=True)
+                    continue
+                reused = False
                 epoch = int(row[0]) if row else 0
                 if epoch:
                     return PgTurnLease(session_id, epoch, conn, self)
@@ -131,10 +142,14 @@ class TurnLocks:
                 f"use it; nothing stored changes)"
             )
 
-    def _connection(self, what: str) -> psycopg.Connection[Any]:
+    def _connection(self, what: str, *, fresh: bool = False) -> tuple[psycopg.Connection[Any], bool]:
+        """(a lock connection, whether it was idle here before)."""
         with self._mutex:
-            if self._idle:
-                return self._idle.pop()
+            if self._pid != os.getpid():  # forked: those are the parent's; never use (or close) them
+                self._inherited.extend(self._idle)
+                self._idle, self._pid = [], os.getpid()
+            if self._idle and not fresh:
+                return self._idle.pop(), True
         conninfo, kwargs = self._pg.connect_args()
         try:
             conn = psycopg.connect(conninfo, **{**self._pg.socket_options(), **kwargs})
@@ -145,7 +160,7 @@ class TurnLocks:
                 raise
         except psycopg.Error as exc:
             raise self._pg.unavailable(what, exc, written=False, tail="Nothing was written") from exc
-        return conn
+        return conn, False
 
     def _keep(self, conn: psycopg.Connection[Any]) -> None:
         if conn.closed or conn.broken:
