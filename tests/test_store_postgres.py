@@ -397,6 +397,10 @@ def test_an_append_is_one_round_trip_and_a_load_or_head_another(pg_cluster, pg_s
         before = len(proxy.sent)
         assert through.head("s") == 4
         assert bytes(proxy.sent[before:]).count(sync) == 1
+        with through.turn_lock("s") as lease:  # fenced, it is still one statement
+            before = len(proxy.sent)
+            through.append("s", [user("e")], expected_revision=4, lease=lease)
+            assert bytes(proxy.sent[before:]).count(sync) == 1
     finally:
         through.close()
         proxy.close()

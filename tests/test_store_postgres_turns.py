@@ -69,6 +69,29 @@ def test_turns_of_two_processes_are_strictly_serial(pg_cluster, pg_store):
         assert start.endswith("-start") and end == start[: -len("start")] + "end"
 
 
+def test_turns_of_two_threads_of_one_store_are_strictly_serial(pg_store):
+    inside: list[str] = []
+    overlaps: list[str] = []
+
+    def turns(name: str) -> None:
+        for i in range(10):
+            with pg_store.turn_lock("chat", timeout=60) as lease:
+                inside.append(name)
+                if len(inside) > 1:
+                    overlaps.append(name)
+                revision = pg_store.head("chat") or 0
+                revision = pg_store.append("chat", [user(f"{name}-{i}-start")], expected_revision=revision, lease=lease)
+                pg_store.append("chat", [user(f"{name}-{i}-end")], expected_revision=revision, lease=lease)
+                inside.remove(name)
+
+    threads = [threading.Thread(target=turns, args=(name,)) for name in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not overlaps and pg_store.head("chat") == 40
+
+
 def test_each_grant_takes_the_next_epoch_and_a_stale_epoch_is_refused_by_the_server(pg_store):
     with pg_store.turn_lock("s") as first:
         pg_store.append("s", [user("a")], expected_revision=0, lease=first)

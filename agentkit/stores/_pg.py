@@ -407,8 +407,9 @@ class Pg:
         it and the block's work on it each take at most ``limit`` (default: the timeout)
         seconds: then its socket is cut and the block ends in :class:`NoAnswer`."""
         seconds = self.timeout if limit is None else max(0.001, min(limit, self.timeout))
+        deadline = time.monotonic() + seconds
         with self.pool.connection(timeout=min(seconds, self.connect_timeout)) as conn:
-            with self.bounded(conn, seconds):
+            with self.bounded(conn, max(0.001, deadline - time.monotonic())):
                 if not self.checked:
                     self._check_version(conn)
                 yield conn
@@ -425,7 +426,7 @@ class Pg:
             yield
         except psycopg.OperationalError as exc:
             if entry.fired and not isinstance(exc, NoAnswer):
-                raise NoAnswer(f"no answer within {seconds:g} s (the store's timeout)") from exc
+                raise NoAnswer(f"no answer in time (the store's timeout is {self.timeout:g} s)") from exc
             raise
         finally:
             WATCHDOG.disarm(entry)
