@@ -502,7 +502,7 @@ class Pg:
         deadline = time.monotonic() + limit
         self.recheck(limit / 2)
         try:
-            with self.connection(limit) as conn:
+            with self.connection(deadline - time.monotonic()) as conn:
                 conn.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %s AND usename = current_user",
                     [pid],
