@@ -108,6 +108,9 @@ def test_a_schema_written_by_a_newer_agentkit_is_refused(pg_store, pg_cluster):
         ({"schema": "x; DROP TABLE y"}, "invalid schema name"),
         ({"pool_size": 0}, "pool_size"),
         ({"connect_timeout": 0}, "connect_timeout"),
+        ({"timeout": 0}, "timeout must be a positive number of seconds, got 0"),
+        ({"timeout": float("inf")}, "timeout must be a positive number"),
+        ({"timeout": "30"}, "timeout must be a positive number"),
         ({"max_event_bytes": 0}, "max_event_bytes"),
     ],
 )
