@@ -226,13 +226,25 @@ RETURNS bigint LANGUAGE sql IMMUTABLE AS $fn$
     SELECT hashtextextended({key_prefix} || p_session, 0)
 $fn$;
 
--- the turn lock and its epoch, or 0 when another connection holds the lock
-CREATE OR REPLACE FUNCTION {schema}.take_turn(p_session text)
+-- the turn lock and its epoch, or 0 when another connection held the lock for all of
+-- p_wait_ms (0: do not wait). A waiter queues in the server: it is woken at the release.
+CREATE OR REPLACE FUNCTION {schema}.take_turn(p_session text, p_wait_ms integer)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
     v_epoch bigint;
+    v_saved text := current_setting('lock_timeout');
 BEGIN
-    IF NOT pg_try_advisory_lock({schema}.turn_key(p_session)) THEN RETURN 0; END IF;
+    IF p_wait_ms <= 0 THEN
+        IF NOT pg_try_advisory_lock({schema}.turn_key(p_session)) THEN RETURN 0; END IF;
+    ELSE
+        PERFORM set_config('lock_timeout', p_wait_ms || 'ms', true);
+        BEGIN
+            PERFORM pg_advisory_lock({schema}.turn_key(p_session));
+        EXCEPTION WHEN lock_not_available THEN
+            RETURN 0;
+        END;
+        PERFORM set_config('lock_timeout', v_saved, true);
+    END IF;
     INSERT INTO {schema}.turn_epochs AS t (session_id, epoch) VALUES (p_session, 1)
     ON CONFLICT (session_id) DO UPDATE SET epoch = t.epoch + 1
     RETURNING epoch INTO v_epoch;

@@ -24,7 +24,8 @@ from .base import TurnLease
 __all__ = ["PgTurnLease", "TurnLocks"]
 
 _IDLE = 2  # lock connections kept open for the next turn, per store object
-_MAX_PAUSE = 0.1  # seconds between tries while another process holds the lock
+_CANCEL_SLICE = 0.1  # seconds a try waits in the server when a cancel token may end the wait
+_SLICE = 1.0  # ... when only a timeout can
 
 
 class PgTurnLease(TurnLease):
@@ -56,7 +57,8 @@ class TurnLocks:
         self._mutex = threading.Lock()
 
     def acquire(self, session_id: str, timeout: float | None, cancel: CancelToken | None) -> PgTurnLease:
-        """Wait for the lock (trying again every 10-100 ms), then take the next epoch."""
+        """Wait for the lock (in the server's queue, in slices of at most 0.1 s when
+        ``cancel`` is given), then take the next epoch."""
         if timeout is not None and (
             not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout >= 0
         ):
@@ -67,15 +69,22 @@ class TurnLocks:
         what = f"cannot take the turn lock of session {session_id!r}"
         self._check_layout(what)
         conn, reused = self._connection(what)
-        query = self._pg.q("SELECT {s}.take_turn(%s)")
-        pause = 0.01
+        query = self._pg.q("SELECT {s}.take_turn(%s, %s)")
+        # each try waits in the server's lock queue (woken at the release) for one slice,
+        # short enough to see cancel promptly
+        longest = _CANCEL_SLICE if cancel is not None else _SLICE
+        busy = False
         try:
             while True:
                 if cancel is not None and cancel.cancelled:
                     raise CancelledError(cancel.reason)
+                left = None if deadline is None else deadline - time.monotonic()
+                wait = longest if left is None else max(0.0, min(longest, left))
                 try:
-                    with self._pg.bounded(conn):
-                        row = conn.execute(query, [session_id]).fetchone()
+                    busy = True
+                    with self._pg.bounded(conn, wait + self._pg.timeout):
+                        row = conn.execute(query, [session_id, int(wait * 1000)]).fetchone()
+                    busy = False
                 except psycopg.OperationalError:
                     if not reused or not conn.broken:
                         raise
@@ -86,24 +95,20 @@ class TurnLocks:
                 epoch = int(row[0]) if row else 0
                 if epoch:
                     return PgTurnLease(session_id, epoch, conn, self)
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
+                if left is not None and left <= wait:
                     raise StoreUnavailableError(
                         f"{what}: another process or thread held it (a turn of this conversation in progress) "
                         f"for the whole {timeout:g} s timeout. Nothing was written; try again later",
                         written=False,
                     )
-                wait = pause if deadline is None else min(pause, deadline - now)
-                if cancel is not None:
-                    cancel.wait(wait)
-                else:
-                    time.sleep(wait)
-                pause = min(pause * 2, _MAX_PAUSE)
         except psycopg.Error as exc:
             conn.close()  # a lock it may have taken goes with the connection
             raise self._pg.unavailable(what, exc, written=False, tail="Nothing was written") from exc
         except BaseException:
-            self._keep(conn)  # take_turn answered 0: this connection holds nothing
+            if busy:  # interrupted while asking: whether it holds the lock is unknown
+                conn.close()
+            else:
+                self._keep(conn)  # take_turn answered 0: this connection holds nothing
             raise
 
     def release(self, lease: PgTurnLease) -> None:
