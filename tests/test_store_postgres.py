@@ -14,6 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
+import psycopg
 import pytest
 from _procs import wait_for, within
 
@@ -107,6 +108,9 @@ def test_a_schema_written_by_a_newer_agentkit_is_refused(pg_store, pg_cluster):
         ({"schema": "x; DROP TABLE y"}, "invalid schema name"),
         ({"pool_size": 0}, "pool_size"),
         ({"connect_timeout": 0}, "connect_timeout"),
+        ({"timeout": 0}, "timeout must be a positive number of seconds, got 0"),
+        ({"timeout": float("inf")}, "timeout must be a positive number"),
+        ({"timeout": "30"}, "timeout must be a positive number"),
         ({"max_event_bytes": 0}, "max_event_bytes"),
     ],
 )
@@ -171,6 +175,22 @@ def test_load_after_reads_only_what_arrived_since(pg_store):
     assert texts(pg_store.load_after("s", 3)[1]) == ["sum"]
 
 
+def test_head_sees_another_hosts_appends_and_compactions_and_is_none_for_a_missing_session(pg_cluster, pg_store):
+    other_host = _store(pg_cluster, pg_store.schema)  # its own pool: its own connections
+    try:
+        assert pg_store.head("s") is None
+        other_host.append("s", [user("a"), user("b")], expected_revision=0)
+        assert pg_store.head("s") == 2
+        other_host.append("s", [user("c")], expected_revision=2)
+        assert pg_store.head("s") == 3
+        other_host.compact("s", "c1", expected_revision=3, remove=2, summary=[user("sum")])
+        assert pg_store.head("s") == 4 == pg_store.load("s").revision
+        other_host.delete("s")
+        assert pg_store.head("s") is None
+    finally:
+        other_host.close()
+
+
 def test_session_refresh_follows_another_host(pg_cluster, pg_store):
     other_host = _store(pg_cluster, pg_store.schema)
     with Session(store=pg_store, session_id="chat") as a, Session(store=other_host, session_id="chat") as b:
@@ -229,14 +249,23 @@ def test_deleting_a_session_while_others_append_leaves_no_event_behind(pg_store)
 class _CuttingProxy:
     """A TCP relay to the server that, once, cuts the client's connection at the first
     client message containing ``marker``: after passing it on and the server answering
-    (it ran and committed; the answer never arrives) or before (the server never sees it)."""
+    (it ran and committed; the answer never arrives) or before (the server never sees it).
+    With ``unanswered=True`` it cuts right after passing the message on, while the server
+    may still be running it, and with ``every=True`` at every such message. The server's
+    side of a cut connection stays open, as when the client's host drops off the network."""
 
-    def __init__(self, port: int, marker: bytes | None, *, forward: bool = True) -> None:
+    def __init__(
+        self, port: int, marker: bytes | None, *, forward: bool = True, unanswered: bool = False, every: bool = False
+    ) -> None:
         self.upstream = port
         self.sent = bytearray()  # every byte clients sent
         self.marker = marker
         self.forward = forward
+        self.unanswered = unanswered
+        self.every = every
         self.cut = threading.Event()
+        self.cuts = 0
+        self.servers: list[socket.socket] = []  # kept open
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -248,6 +277,7 @@ class _CuttingProxy:
             except OSError:
                 return
             server = socket.create_connection(("127.0.0.1", self.upstream))
+            self.servers.append(server)
             swallow = threading.Event()  # this connection was cut after passing the query on
             threading.Thread(target=self._pump, args=(client, server, client, swallow), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, client, swallow), daemon=True).start()
@@ -262,11 +292,21 @@ class _CuttingProxy:
                     break
                 if upward:
                     self.sent += data
-                if upward and self.marker is not None and self.marker in data and not self.cut.is_set():
+                if (
+                    upward
+                    and self.marker is not None
+                    and self.marker in data
+                    and (self.every or not self.cut.is_set())
+                ):
                     self.cut.set()
+                    self.cuts += 1
                     if not self.forward:
                         cut_here = True
                         break  # the server never sees it
+                    if self.unanswered:
+                        dst.sendall(data)
+                        cut_here = True
+                        break  # the server runs it; the client is gone
                     swallow.set()
                 elif not upward and swallow.is_set():
                     cut_here = True
@@ -283,6 +323,8 @@ class _CuttingProxy:
 
     def close(self) -> None:
         self.listener.close()
+        for server in self.servers:
+            server.close()
 
 
 @pytest.mark.parametrize("forward", [True, False], ids=["cut-after-commit", "cut-before-the-server-saw-it"])
@@ -306,12 +348,44 @@ def test_a_connection_lost_during_an_append_is_checked_never_duplicated_or_lost(
     assert texts(loaded.events) == ["a", "b", "c"] and loaded.revision == 3
 
 
-def test_an_append_is_one_round_trip_and_a_load_another(pg_cluster, pg_store):
+def test_an_append_whose_client_was_cut_while_it_waited_in_the_server_never_commits_later(pg_cluster, pg_store):
+    """The statement waits on a row lock in the server when the client's side of the
+    connection is cut (twice: the retry too). Before reporting written=False the store
+    terminates the cut connections' server processes, so releasing the lock afterwards
+    lets nothing commit."""
+    pg_store.append("s", [user("a")], expected_revision=0)
+    proxy = _CuttingProxy(pg_cluster.port, b"append_events", unanswered=True, every=True)
+    conninfo = pg_cluster.conninfo.replace(f"port={pg_cluster.port}", f"port={proxy.port}")
+    through = PostgresEventStore(conninfo, schema=pg_store.schema, timeout=20)
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE %s AND pid <> pg_backend_pid()"
+    )
+    like = f"%{pg_store.schema}%append_events%"
+    blocker = psycopg.connect(pg_cluster.conninfo, autocommit=False)
+    try:
+        blocker.execute(f"SELECT * FROM {pg_store.schema}.sessions WHERE session_id = 's' FOR UPDATE")
+        with pytest.raises(StoreUnavailableError, match="nothing was written, nor can the failed statement") as info:
+            within(lambda: through.append("s", [user("b")], expected_revision=1), 60)
+        assert info.value.written is False and proxy.cuts == 2
+        # the statements' server processes are gone, not waiting for the lock
+        assert blocker.execute(waiting, [like]).fetchone() == (0,)
+    finally:
+        blocker.rollback()
+        blocker.close()
+        through.close()
+        proxy.close()
+    with psycopg.connect(pg_cluster.conninfo, autocommit=True) as admin:
+        wait_for(lambda: admin.execute(waiting, [like]).fetchone() == (0,), what="no append statement running")
+    loaded = pg_store.load("s")
+    assert texts(loaded.events) == ["a"] and loaded.revision == 1
+
+
+def test_an_append_is_one_round_trip_and_a_load_or_head_another(pg_cluster, pg_store):
     """Counted on the wire: each round trip of the extended query protocol ends in one
     Sync message from the client (a simple query would be a Query message)."""
     proxy = _CuttingProxy(pg_cluster.port, None)
     conninfo = pg_cluster.conninfo.replace(f"port={pg_cluster.port}", f"port={proxy.port}")
-    through = PostgresEventStore(conninfo, schema=pg_store.schema)
+    through = PostgresEventStore(conninfo, schema=pg_store.schema, pool_size=1)  # no new connection midway
     sync, simple_query = b"S\x00\x00\x00\x04", re.compile(rb"Q\x00\x00..[A-Za-z]", re.S)
     try:
         through.load("s")  # the first use checks the schema version once
@@ -323,6 +397,13 @@ def test_an_append_is_one_round_trip_and_a_load_another(pg_cluster, pg_store):
         before = len(proxy.sent)
         assert texts(through.load("s").events) == ["a", "b", "c", "d"]
         assert bytes(proxy.sent[before:]).count(sync) == 1
+        before = len(proxy.sent)
+        assert through.head("s") == 4
+        assert bytes(proxy.sent[before:]).count(sync) == 1
+        with through.turn_lock("s") as lease:  # fenced, it is still one statement
+            before = len(proxy.sent)
+            through.append("s", [user("e")], expected_revision=4, lease=lease)
+            assert bytes(proxy.sent[before:]).count(sync) == 1
     finally:
         through.close()
         proxy.close()
@@ -452,6 +533,73 @@ def test_a_watcher_in_another_process_hears_each_committed_event_once(pg_cluster
         assert out.split() == ["before-2", "live-0", "live-1", "live-2", "live-3"]
     finally:
         watcher.kill()
+
+
+def test_a_watcher_in_another_process_is_woken_by_each_commit_not_by_polling(pg_cluster, pg_store):
+    """The watcher polls only every 600 s: each commit reaches it through its NOTIFY,
+    which PostgreSQL delivers right after the commit (what lets a Session follower in
+    another process report a commit within a second)."""
+    pg_store.append("s", [user("first")], expected_revision=0)
+    watcher = subprocess.Popen(
+        [sys.executable, CHILD, "watcher", pg_cluster.conninfo, pg_store.schema, "s", "0", "4", "599"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert within(watcher.stdout.readline, 60).strip() == "watching"
+        assert within(watcher.stdout.readline, 60).strip() == "first"  # read once listening
+        revision = 1
+        for i in range(3):
+            revision = pg_store.append("s", [user(f"live-{i}")], expected_revision=revision)
+            assert within(watcher.stdout.readline, 60).strip() == f"live-{i}"
+        watcher.wait(60)
+    finally:
+        watcher.kill()
+
+
+def test_watch_all_reports_every_sessions_commits_from_another_process_on_one_connection(pg_cluster, pg_store):
+    token = CancelToken()
+    seen: list[tuple[str, int | None]] = []
+    changed = threading.Condition()
+
+    def follow() -> None:
+        for item in pg_store.watch_all(token, poll_interval=0.05):
+            with changed:
+                seen.append(item)
+                changed.notify_all()
+
+    def wait_seen(n: int) -> list[tuple[str, int | None]]:
+        with changed:
+            assert changed.wait_for(lambda: len(seen) >= n, 60), seen
+            return list(seen)
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    try:
+        assert wait_seen(1) == [("*", None)]  # listening: compare followed sessions with head() now
+        writer = subprocess.run(
+            [sys.executable, CHILD, "writer", pg_cluster.conninfo, pg_store.schema, "x", "w", "3"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert writer.returncode == 0, writer.stderr
+        pg_store.append("y", [user("other session")], expected_revision=0)
+        pg_store.compact("x", "c1", expected_revision=3, remove=2)
+        pg_store.delete("y")
+        assert wait_seen(7)[1:] == [("x", 1), ("x", 2), ("x", 3), ("y", 1), ("x", 4), ("y", None)]
+        with psycopg.connect(pg_cluster.conninfo, autocommit=True) as admin:  # the listening connection is lost
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE %s",
+                [f"LISTEN %{pg_store.schema}%"],
+            )
+        assert wait_seen(8)[7] == ("*", None)  # listening again: some announcements may have been missed
+        pg_store.append("x", [user("after")], expected_revision=4)
+        assert ("x", 5) in wait_seen(9)[8:]
+    finally:
+        token.cancel()
+        follower.join(30)
+    assert not follower.is_alive()
 
 
 def test_watch_follows_appends_and_compactions_and_ends_on_cancel_or_delete(pg_store):

@@ -3,12 +3,16 @@ migration and the schema-version check, and readable errors for a lost server.""
 
 from __future__ import annotations
 
+import math
 import re
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ..errors import ConfigurationError, MissingDependencyError, SchemaVersionError, StoreError, StoreUnavailableError
+from ._pg_wait import WATCHDOG
 from .base import SCHEMA_VERSION
 
 try:
@@ -20,9 +24,26 @@ except ImportError as _exc:  # tests/test_get_model.py: a missing extra is named
         _exc.name or "psycopg", "postgres", "agentkit.stores.postgres (the PostgreSQL stores)"
     ) from _exc
 
-__all__ = ["SCHEMA_SQL", "Pg", "PoolTimeout", "channel_name", "check_schema_name", "psycopg", "schema_sql"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "LAYOUT",
+    "SCHEMA_SQL",
+    "NoAnswer",
+    "Pg",
+    "PoolTimeout",
+    "channel_name",
+    "check_schema_name",
+    "psycopg",
+    "schema_sql",
+]
 
 T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds any one network wait of a PostgreSQL store may take, by default."""
+
+LAYOUT = 2
+"""The table layout :func:`schema_sql` creates: 1 = before turn locks, 2 = turn locks."""
 
 _SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,39}")
 
@@ -190,9 +211,80 @@ BEGIN
 END
 $fn$;
 
+-- turn locks (table layout 2). Session X's turn lock is a session-level advisory lock on
+-- turn_key(X), held on a connection of its own: PostgreSQL releases it when that
+-- connection ends. Each grant takes the session's next epoch; an append made under the
+-- lock checks, in its transaction, that the epoch is still current and the lock still
+-- held by the granted connection (fencing).
+CREATE TABLE IF NOT EXISTS {schema}.turn_epochs (
+    session_id text   PRIMARY KEY,
+    epoch      bigint NOT NULL
+);
+
+CREATE OR REPLACE FUNCTION {schema}.turn_key(p_session text)
+RETURNS bigint LANGUAGE sql IMMUTABLE AS $fn$
+    SELECT hashtextextended({key_prefix} || p_session, 0)
+$fn$;
+
+-- the turn lock and its epoch, or 0 when another connection held the lock for all of
+-- p_wait_ms (0: do not wait). A waiter queues in the server: it is woken at the release.
+CREATE OR REPLACE FUNCTION {schema}.take_turn(p_session text, p_wait_ms integer)
+RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_epoch bigint;
+    v_saved text := current_setting('lock_timeout');
+BEGIN
+    IF p_wait_ms <= 0 THEN
+        IF NOT pg_try_advisory_lock({schema}.turn_key(p_session)) THEN RETURN 0; END IF;
+    ELSE
+        PERFORM set_config('lock_timeout', p_wait_ms || 'ms', true);
+        BEGIN
+            PERFORM pg_advisory_lock({schema}.turn_key(p_session));
+        EXCEPTION WHEN lock_not_available THEN
+            RETURN 0;
+        END;
+        PERFORM set_config('lock_timeout', v_saved, true);
+    END IF;
+    INSERT INTO {schema}.turn_epochs AS t (session_id, epoch) VALUES (p_session, 1)
+    ON CONFLICT (session_id) DO UPDATE SET epoch = t.epoch + 1
+    RETURNING epoch INTO v_epoch;
+    RETURN v_epoch;
+END
+$fn$;
+
+-- append_events under a turn lock: refused (AK003, nothing written) unless p_epoch is the
+-- session's current epoch and backend p_holder still holds the lock. The epoch row stays
+-- share-locked until commit, so a new grant waits for this append to finish.
+CREATE OR REPLACE FUNCTION {schema}.append_leased(
+    p_session text, p_expected bigint, p_ids text[], p_bodies text[], p_epoch bigint, p_holder integer
+) RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_epoch bigint;
+    v_key   bigint := {schema}.turn_key(p_session);
+BEGIN
+    SELECT epoch INTO v_epoch FROM {schema}.turn_epochs WHERE session_id = p_session FOR SHARE;
+    IF v_epoch IS DISTINCT FROM p_epoch OR NOT EXISTS (
+        SELECT 1 FROM pg_locks
+         WHERE locktype = 'advisory' AND granted AND pid = p_holder AND objsubid = 1
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND classid::bigint = (v_key >> 32) & 4294967295 AND objid::bigint = v_key & 4294967295
+    ) THEN
+        RAISE EXCEPTION 'turn lock lost' USING ERRCODE = 'AK003', DETAIL = coalesce(v_epoch, 0)::text;
+    END IF;
+    RETURN {schema}.append_events(p_session, p_expected, p_ids, p_bodies);
+END
+$fn$;
+
 INSERT INTO {schema}.meta (key, value) VALUES ('schema_version', '{version}')
 ON CONFLICT (key) DO NOTHING;
+-- the table layout: 1 before turn locks (an older database is upgraded by running this again)
+INSERT INTO {schema}.meta AS m (key, value) VALUES ('layout', '{layout}')
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE m.value::int < EXCLUDED.value::int;
 """
+
+
+class NoAnswer(psycopg.OperationalError):
+    """The server did not answer within the store's timeout: the connection was cut."""
 
 
 def check_schema_name(schema: object) -> str:
@@ -213,27 +305,43 @@ def channel_name(schema: str) -> str:
 def schema_sql(schema: str = "agentkit") -> str:
     """The SQL :meth:`Pg.migrate` runs for ``schema`` (shown in docs/durability.md)."""
     check_schema_name(schema)
-    return SCHEMA_SQL.format(schema=schema, channel=f"'{channel_name(schema)}'", version=SCHEMA_VERSION)
+    return SCHEMA_SQL.format(
+        schema=schema,
+        channel=f"'{channel_name(schema)}'",
+        key_prefix=f"'agentkit-turn/{schema}/'",
+        version=SCHEMA_VERSION,
+        layout=LAYOUT,
+    )
 
 
 class Pg:
     """A connection pool (given, or made from a conninfo string) plus the schema it uses."""
 
-    def __init__(self, target: object, *, schema: str, pool_size: int, connect_timeout: float, owner: str) -> None:
+    def __init__(
+        self,
+        target: object,
+        *,
+        schema: str,
+        pool_size: int,
+        connect_timeout: float,
+        owner: str,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         check_schema_name(schema)
         if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
             raise ConfigurationError(f"pool_size must be an int >= 1, got {pool_size!r}")
-        if (
-            not isinstance(connect_timeout, (int, float))
-            or isinstance(connect_timeout, bool)
-            or not 0 < connect_timeout < float("inf")
-        ):
-            raise ConfigurationError(f"connect_timeout must be a positive number of seconds, got {connect_timeout!r}")
+        for name, value in (("connect_timeout", connect_timeout), ("timeout", timeout)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < float("inf"):
+                raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
         self.schema = schema
         self.ident = sql.Identifier(schema)
         self.owner = owner
-        self.timeout = float(connect_timeout)
-        self._checked = False
+        self.timeout = float(timeout)
+        """Seconds any one network wait may take (a statement, a socket read)."""
+        self.connect_timeout = min(float(connect_timeout), self.timeout)
+        """Seconds an operation waits for a connection."""
+        self.checked = False
+        self.layout = 0  # the schema's table layout version, read on first use
         if isinstance(target, ConnectionPool):
             self.pool = target
             self.own_pool = False
@@ -242,17 +350,58 @@ class Pg:
                 target,
                 min_size=1,
                 max_size=pool_size,
-                kwargs={"autocommit": True},
-                timeout=self.timeout,
+                kwargs={"autocommit": True, **self.socket_options()},
+                configure=self.configure,
+                timeout=self.connect_timeout,
                 open=True,
                 name=f"agentkit-{schema}",
             )
+            self.pool.check_connection = self._check_connection  # type: ignore[method-assign]
             self.own_pool = True
         else:
             raise ConfigurationError(
                 f"{owner} takes a libpq connection string (e.g. 'postgresql://user@host/db') or a "
                 f"psycopg_pool.ConnectionPool, not {type(target).__name__}"
             )
+
+    def socket_options(self) -> dict[str, Any]:
+        """libpq options bounding waits on a connection of ours: the connect, unanswered
+        data (tcp_user_timeout) and a silent peer (keepalives)."""
+        probe = max(1, int(self.timeout / 3))
+        return {
+            "connect_timeout": max(2, math.ceil(self.connect_timeout)),  # libpq's floor is 2 s
+            "keepalives": 1,
+            "keepalives_idle": probe,
+            "keepalives_interval": probe,
+            "keepalives_count": 3,
+            "tcp_user_timeout": int(self.timeout * 1000),
+        }
+
+    def configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Server-side bounds for a new connection of ours: a statement or a lock wait
+        ends after 0.8 x timeout (before the client gives up, so the server reports it
+        and the statement provably did not commit), and the server notices a vanished
+        client within about one timeout (so it releases that client's turn locks)."""
+        ms = max(1, int(self.timeout * 800))
+        probe = max(1, int(self.timeout / 3))
+        settings = {
+            "statement_timeout": f"{ms}ms",
+            "lock_timeout": f"{ms}ms",
+            "tcp_keepalives_idle": str(probe),
+            "tcp_keepalives_interval": str(probe),
+            "tcp_keepalives_count": "3",
+        }
+        if conn.info.server_version >= 140000:
+            settings["client_connection_check_interval"] = f"{probe * 1000}ms"
+        query = "SELECT " + ", ".join("set_config(%s, %s, false)" for _ in settings)
+        params = [x for kv in settings.items() for x in kv]
+        entry = WATCHDOG.arm(conn, self.timeout)
+        try:
+            conn.execute(query, params)
+        finally:
+            WATCHDOG.disarm(entry)
+        if not conn.autocommit:
+            conn.commit()
 
     def connect_args(self) -> tuple[str, dict[str, Any]]:
         """conninfo and keyword arguments for a connection of its own (LISTEN)."""
@@ -265,18 +414,40 @@ class Pg:
         return sql.SQL(text).format(s=self.ident)
 
     @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection; the schema version is checked on first use."""
-        with self.pool.connection(timeout=self.timeout) as conn:
-            if not self._checked:
-                self._check_version(conn)
-            yield conn
-            if not conn.autocommit:
-                conn.commit()
+    def connection(self, limit: float | None = None) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; the schema version is checked on first use. The wait for
+        it and the block's work on it each take at most ``limit`` (default: the timeout)
+        seconds: then its socket is cut and the block ends in :class:`NoAnswer`."""
+        seconds = self.timeout if limit is None else max(0.001, min(limit, self.timeout))
+        deadline = time.monotonic() + seconds
+        with self.pool.connection(timeout=min(seconds, self.connect_timeout)) as conn:
+            with self.bounded(conn, max(0.001, deadline - time.monotonic())):
+                if not self.checked:
+                    self._check_version(conn)
+                yield conn
+                if not conn.autocommit:
+                    conn.commit()
+
+    @contextmanager
+    def bounded(self, conn: psycopg.Connection[Any], seconds: float | None = None) -> Iterator[None]:
+        """Cut ``conn`` when the block takes more than ``seconds`` (default: the timeout);
+        a wait cut so ends in :class:`NoAnswer`."""
+        seconds = self.timeout if seconds is None else seconds
+        entry = WATCHDOG.arm(conn, seconds)
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            if entry.fired and not isinstance(exc, NoAnswer):
+                raise NoAnswer(f"no answer in time (the store's timeout is {self.timeout:g} s)") from exc
+            raise
+        finally:
+            WATCHDOG.disarm(entry)
 
     def _check_version(self, conn: psycopg.Connection[Any]) -> None:
         try:
-            row = conn.execute(self.q("SELECT value FROM {s}.meta WHERE key = 'schema_version'")).fetchone()
+            rows = conn.execute(
+                self.q("SELECT key, value FROM {s}.meta WHERE key IN ('schema_version', 'layout')")
+            ).fetchall()
         except psycopg.errors.UndefinedTable:
             if not conn.autocommit:
                 conn.rollback()
@@ -286,13 +457,15 @@ class Pg:
             ) from None
         if not conn.autocommit:
             conn.commit()
-        version = int(row[0]) if row else 0
+        found = dict(rows)
+        version = int(found.get("schema_version", 0))
+        self.layout = int(found.get("layout", 1))
         if version > SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"PostgreSQL schema {self.schema!r} has schema version {version}, but this agentkit reads "
                 f"schema versions up to {SCHEMA_VERSION}: upgrade agentkit (nothing was changed)"
             )
-        self._checked = True
+        self.checked = True
 
     def migrate(self) -> None:
         """Create the schema, tables and functions when missing (idempotent)."""
@@ -313,27 +486,65 @@ class Pg:
                         f"agentkit's {SCHEMA_VERSION}: upgrade agentkit (nothing was changed)"
                     )
                 conn.execute(text.encode())
-        self._checked = True
+        self.checked = True
+        self.layout = LAYOUT
 
     def read(self, what: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run a read-only ``fn``; after a lost connection (a restarted server, a stale
-        pooled connection) once more on a checked pool, then StoreUnavailableError."""
+        pooled connection) once more on a checked pool, then StoreUnavailableError. The
+        whole read takes at most about one timeout."""
+        deadline = time.monotonic() + self.timeout
         for attempt in (1, 2):
             try:
-                with self.connection() as conn:
+                with self.connection(deadline - time.monotonic()) as conn:
                     return fn(conn)
             except psycopg.OperationalError as exc:
-                if attempt == 2 or isinstance(exc, PoolTimeout):
+                if attempt == 2 or isinstance(exc, (PoolTimeout, NoAnswer)) or time.monotonic() >= deadline:
                     raise self.unavailable(f"cannot {what}", exc, written=None) from exc
-                self.recheck()
+                self.recheck(deadline - time.monotonic())
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def recheck(self) -> None:
-        """Drop broken idle connections (after a server restart)."""
+    def gone(self, pid: int, limit: float) -> bool:
+        """Terminate backend ``pid`` (a connection of ours that was lost while it may
+        still run a statement) from a fresh connection and wait until it is gone: True
+        once PostgreSQL confirms no such backend runs, so whatever it ran has committed or
+        aborted for good; False when that cannot be confirmed within ``limit`` seconds."""
+        if pid <= 0:
+            return False  # not known
+        deadline = time.monotonic() + limit
+        self.recheck(limit / 2)
+        try:
+            with self.connection(deadline - time.monotonic()) as conn:
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %s AND usename = current_user",
+                    [pid],
+                )
+                while True:
+                    if conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone() is None:
+                        return True
+                    if time.monotonic() + 0.02 >= deadline:
+                        return False
+                    time.sleep(0.02)
+        except psycopg.Error:
+            return False
+
+    def recheck(self, limit: float | None = None) -> None:
+        """Drop broken idle connections (after a server restart), waiting at most
+        ``limit`` (default: the timeout) seconds: a frozen server cannot hold it up."""
+        checker = threading.Thread(target=self._check_pool, name="agentkit-pg-check", daemon=True)
+        checker.start()
+        checker.join(self.timeout if limit is None else max(0.0, min(limit, self.timeout)))
+
+    def _check_pool(self) -> None:
         try:
             self.pool.check()
         except psycopg.Error:
             pass  # dead connections are replaced on the next use; the caller reports its own error
+
+    def _check_connection(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's check of one idle connection, bounded by the timeout."""
+        with self.bounded(conn):
+            ConnectionPool.check_connection(conn)
 
     def unavailable(self, what: str, exc: BaseException, *, written: bool | None, tail: str = "") -> StoreError:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -9,7 +9,7 @@ from .._json import dumps, loads
 from ..errors import ConfigurationError, StoreConflictError, StoreCorruptionError
 from ..execution.base import JobState
 from ._checks import check_revision
-from ._pg import Pg, psycopg
+from ._pg import DEFAULT_TIMEOUT, Pg, psycopg
 from .base import StoredJob
 
 __all__ = ["PostgresJobStore"]
@@ -23,7 +23,8 @@ class PostgresJobStore:
     opened over a store treats every job recorded as running as left behind by a host
     that died, so give each process that runs jobs (each web-server worker, each host)
     its own name. ``target`` is a connection string or a ``psycopg_pool.ConnectionPool``,
-    as for :class:`~agentkit.stores.postgres.PostgresEventStore`.
+    and ``timeout`` bounds every network wait, as for
+    :class:`~agentkit.stores.postgres.PostgresEventStore`.
     """
 
     def __init__(
@@ -34,11 +35,17 @@ class PostgresJobStore:
         schema: str = "agentkit",
         pool_size: int = 2,
         connect_timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         if not isinstance(name, str) or not name or len(name) > 200:
             raise ConfigurationError(f"name must be a non-empty string of at most 200 characters, got {name!r}")
         self._pg = Pg(
-            target, schema=schema, pool_size=pool_size, connect_timeout=connect_timeout, owner="PostgresJobStore"
+            target,
+            schema=schema,
+            pool_size=pool_size,
+            connect_timeout=connect_timeout,
+            timeout=timeout,
+            owner="PostgresJobStore",
         )
         self.name = name
         self.schema = schema

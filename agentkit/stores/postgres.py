@@ -13,17 +13,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from .._json import dumps, loads
 from ..cancel import CancelToken
-from ..errors import ConfigurationError, StoreCorruptionError, StoreError, StoreUnavailableError
+from ..errors import (
+    ConfigurationError,
+    StoreCorruptionError,
+    StoreError,
+    StoreUnavailableError,
+    TurnLockLostError,
+)
 from ..events import Event, event_from_dict
 from ._checks import archive_conflict, check_count, check_events, check_revision, compact_too_far, conflict
-from ._pg import Pg, PoolTimeout, channel_name, psycopg
+from ._pg import DEFAULT_TIMEOUT, Pg, channel_name, psycopg
 from ._pg import schema_sql as _schema_sql
 from ._pg_jobs import PostgresJobStore
-from .base import StoredSession, validate_session_id
+from ._pg_turns import PgTurnLease, TurnLocks
+from .base import StoredSession, TurnLease, validate_session_id
 
 __all__ = ["PostgresEventStore", "PostgresJobStore"]
 
@@ -37,13 +45,21 @@ class PostgresEventStore:
     ``pool_size`` connections; :meth:`close` closes it) or a ``psycopg_pool.ConnectionPool``
     you manage. ``schema`` names the PostgreSQL schema holding the tables (one schema per
     application). Call :meth:`migrate` once to create them. An event whose JSON is larger
-    than ``max_event_bytes`` is refused before anything is written. ``connect_timeout``
-    bounds how long an operation waits for a connection.
+    than ``max_event_bytes`` is refused before anything is written.
 
-    A lost connection during an append is never a silent duplicate or loss: the store asks
-    the table whether the events arrived (by their ids) and, when they did not, retries
-    once; when the server cannot be asked it raises
-    :class:`~agentkit.errors.StoreUnavailableError` with ``written=None``.
+    ``timeout`` (seconds, default 30) bounds every network wait: a statement (the server
+    ends it after 0.8 x timeout; the client cuts the connection at 1 x, so a frozen
+    server cannot block a call), a socket read, a connect (``connect_timeout`` bounds
+    connecting and waiting for a pooled connection, at most ``timeout``). Every wait so
+    ended raises :class:`~agentkit.errors.StoreUnavailableError`; an append ends within
+    3 x timeout, a read within about one timeout.
+
+    A lost connection during an append is never a silent duplicate or loss: the store
+    terminates the lost connection's server process, confirms it is gone (so the
+    statement cannot commit later), asks the table whether the events arrived (by their
+    ids) and, when they did not, retries once. ``written=False`` means exactly that:
+    provably not written, now or later. When that cannot be established it raises
+    StoreUnavailableError with ``written=None``.
     """
 
     def __init__(
@@ -54,12 +70,19 @@ class PostgresEventStore:
         pool_size: int = 4,
         connect_timeout: float = 10.0,
         max_event_bytes: int = _DEFAULT_MAX_EVENT_BYTES,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         if not isinstance(max_event_bytes, int) or isinstance(max_event_bytes, bool) or max_event_bytes < 1:
             raise ConfigurationError(f"max_event_bytes must be an int >= 1, got {max_event_bytes!r}")
         self._pg = Pg(
-            target, schema=schema, pool_size=pool_size, connect_timeout=connect_timeout, owner="PostgresEventStore"
+            target,
+            schema=schema,
+            pool_size=pool_size,
+            connect_timeout=connect_timeout,
+            timeout=timeout,
+            owner="PostgresEventStore",
         )
+        self._turns = TurnLocks(self._pg)
         self.schema = schema
         """The PostgreSQL schema holding this store's tables."""
         self.max_event_bytes = max_event_bytes
@@ -74,7 +97,9 @@ class PostgresEventStore:
         self.close()
 
     def close(self) -> None:
-        """Close the connection pool this store made (a pool you passed stays open)."""
+        """Close the connection pool this store made (a pool you passed stays open) and
+        the idle turn-lock connections."""
+        self._turns.close()
         self._pg.close()
 
     def migrate(self) -> None:
@@ -150,6 +175,18 @@ class PostgresEventStore:
         events = tuple(self._decode(session_id, body) for _rev, body in rows if body is not None)
         return StoredSession(session_id=session_id, events=events, revision=int(rows[0][0]))
 
+    def head(self, session_id: str) -> int | None:
+        """The session's current revision, or None when it does not exist: one indexed
+        read of its row (no events are read), seeing every commit any host made before."""
+        validate_session_id(session_id)
+        row = self._pg.read(
+            f"read the revision of session {session_id!r}",
+            lambda conn: conn.execute(
+                self._pg.q("SELECT revision FROM {s}.sessions WHERE session_id = %s"), [session_id]
+            ).fetchone(),
+        )
+        return None if row is None else int(row[0])
+
     def load_after(self, session_id: str, revision: int) -> tuple[int, tuple[Event, ...]] | None:
         """``(current revision, events that arrived after revision)``, or None when the
         session does not exist. Reads only those events. After a compaction past
@@ -201,46 +238,106 @@ class PostgresEventStore:
 
     # -- writing -----------------------------------------------------------------------
 
-    def append(self, session_id: str, events: Sequence[Event], *, expected_revision: int) -> int:
+    def append(
+        self, session_id: str, events: Sequence[Event], *, expected_revision: int, lease: TurnLease | None = None
+    ) -> int:
         """Compare-and-swap append: one statement, committed when it returns. Returns the
-        new revision; StoreConflictError (nothing written) when ``expected_revision`` is stale."""
+        new revision; StoreConflictError (nothing written) when ``expected_revision`` is stale.
+
+        With ``lease`` (what :meth:`turn_lock` yielded) the same statement checks that the
+        lease is still the session's current grant and its lock connection still holds
+        the lock, else raises :class:`~agentkit.errors.TurnLockLostError` and writes
+        nothing. The call ends within 3 x ``timeout``: committed, refused, or
+        StoreUnavailableError (``written=False`` only when the append provably cannot
+        commit later; ``None`` when that is unknown)."""
         validate_session_id(session_id)
         expected = check_revision(expected_revision)
         ids, bodies = self._bodies(check_events(events))
-        query = self._pg.q("SELECT {s}.append_events(%s, %s, %s, %s)")
+        params: list[Any] = [session_id, expected, ids, bodies]
+        if lease is None:
+            query = self._pg.q("SELECT {s}.append_events(%s, %s, %s, %s)")
+        else:
+            held = self._held(session_id, lease)
+            query = self._pg.q("SELECT {s}.append_leased(%s, %s, %s, %s, %s, %s)")
+            params += [held.epoch, held.pid]
+        what = f"cannot append to session {session_id!r}"
+        deadline = time.monotonic() + 3 * self._pg.timeout
         for attempt in (1, 2):
+            used: Any = None
+            pid = 0
             try:
-                with self._pg.connection() as conn:
-                    row = conn.execute(query, [session_id, expected, ids, bodies]).fetchone()
+                with self._pg.connection(deadline - time.monotonic()) as conn:
+                    used, pid = conn, conn.info.backend_pid  # (libpq forgets the pid once the connection fails)
+                    row = conn.execute(query, params).fetchone()
                 break
-            except psycopg.OperationalError as exc:
-                if isinstance(exc, PoolTimeout):  # no connection: nothing was sent
+            except psycopg.Error as exc:
+                if getattr(exc, "sqlstate", None) == "AK003" and lease is not None:
+                    raise self._lost(lease) from None
+                if not isinstance(exc, psycopg.OperationalError):
+                    raise StoreError(f"{what}: {type(exc).__name__}: {exc}") from exc
+                if used is None:  # no connection: nothing was sent
                     done = "Nothing was sent"
-                elif self._written(session_id, ids, exc, what="append to"):
+                elif self._written(session_id, ids, exc, what="append to", conn=used, pid=pid, deadline=deadline):
                     return expected + len(ids)
-                elif attempt == 1:
-                    continue  # checked: nothing arrived; compare-and-swap makes one more try safe
+                elif attempt == 1 and time.monotonic() < deadline:
+                    continue  # checked: nothing arrived, nor can it; compare-and-swap makes one more try safe
                 else:
-                    done = "Checked: nothing was written"
+                    done = "Checked: nothing was written, nor can the failed statement commit later"
                 raise self._pg.unavailable(
-                    f"cannot append to session {session_id!r}",
-                    exc,
-                    written=False,
-                    tail=f"{done}; the session stays at revision {expected}. Retry later",
+                    what, exc, written=False, tail=f"{done}; the session stays at revision {expected}. Retry later"
                 ) from exc
         assert row is not None
         result = int(row[0])
         if result < 0:
-            if attempt == 2 and self._arrived(session_id, ids):
-                # the lost first try committed after all (the server finished it after the
-                # check): the conflict is with ourselves
-                return expected + len(ids)
             raise conflict(session_id, expected, -result - 1)
         return result
 
-    def _arrived(self, session_id: str, ids: list[str]) -> bool:
+    def _held(self, session_id: str, lease: object) -> PgTurnLease:
+        """``lease`` as this store's lease of ``session_id``, or an error before anything is sent."""
+        if not isinstance(lease, PgTurnLease) or lease.owner.schema != self.schema:
+            raise ConfigurationError(
+                f"lease must be the TurnLease this store's turn_lock({session_id!r}) yielded, "
+                f"not {lease!r}: nothing was written"
+            )
+        if lease.session_id != session_id:
+            raise ConfigurationError(
+                f"the lease is for session {lease.session_id!r}, not {session_id!r}: nothing was written"
+            )
+        if not lease.held:
+            raise self._lost(lease)
+        return lease
+
+    def _lost(self, lease: TurnLease) -> TurnLockLostError:
+        lease._mark_lost()
+        return TurnLockLostError(
+            f"session {lease.session_id!r}: this turn's lock (epoch {lease.epoch}) is no longer held (its lock "
+            f"connection was lost, or another process was granted the lock since). Nothing was written. Another "
+            f"process may be running this conversation's turn: stop this one, refresh the session and start again"
+        )
+
+    @contextmanager
+    def turn_lock(
+        self, session_id: str, *, timeout: float | None = None, cancel: CancelToken | None = None
+    ) -> Iterator[TurnLease]:
+        """Hold session ``session_id``'s turn lock for the block: one turn of the
+        conversation at a time across threads, processes and hosts. It is a PostgreSQL
+        advisory lock held on a connection of its own (not one of the pool's), released
+        when the block ends, when this process dies, or when the server loses that
+        connection. Each grant takes the session's next epoch; pass the lease to
+        :meth:`append` (``lease=``) to have an append refused when the lock was lost
+        meanwhile. Waits at most ``timeout`` seconds (None: no bound), then raises
+        :class:`~agentkit.errors.StoreUnavailableError`; ``cancel`` ends the wait within
+        0.1 s with :class:`~agentkit.errors.CancelledError`."""
+        validate_session_id(session_id)
+        lease = self._turns.acquire(session_id, timeout, cancel)
+        try:
+            yield lease
+        finally:
+            self._turns.release(lease)
+
+    def _arrived(self, session_id: str, ids: list[str], limit: float | None = None) -> bool:
         """True when the events with ``ids`` are in the active log or an archive."""
-        with self._pg.connection() as conn:
+        with self._pg.connection(limit) as conn:
             row = conn.execute(
                 self._pg.q(
                     "SELECT (SELECT count(*) FROM {s}.events WHERE session_id = %s AND event_id = ANY(%s)),"
@@ -251,22 +348,38 @@ class PostgresEventStore:
         assert row is not None
         return bool(row[0]) or bool(row[1])
 
-    def _written(self, session_id: str, ids: list[str], exc: BaseException, *, what: str) -> bool:
-        """After a lost connection: did the events with ``ids`` arrive (in the active log
-        or, compacted since, in an archive)? Raises StoreUnavailableError(written=None)
-        when the server cannot be asked, or when there were no ids to look for."""
+    def _written(
+        self,
+        session_id: str,
+        ids: list[str],
+        exc: BaseException,
+        *,
+        what: str,
+        conn: Any,
+        pid: int,
+        deadline: float,
+    ) -> bool:
+        """After a write on ``conn`` (server process ``pid``) failed: can its events (``ids``) be in the log, now or
+        later? An error the server reported on a live connection aborted the statement:
+        False. A lost connection's backend may still run it: it is terminated and
+        confirmed gone (so the statement committed or aborted for good), then the table
+        is asked whether the events arrived (in the active log or, compacted since, an
+        archive). Raises StoreUnavailableError(written=None) when that cannot be known
+        before ``deadline``, or when there were no ids to look for."""
+        if not conn.broken and getattr(exc, "sqlstate", None):
+            return False  # the server answered with an error: the statement rolled back
         tail = (
             f"Whether the write committed is unknown. Once the server is back, reload the session "
             f"(Session.refresh()) before writing again: the events {ids[:3]}{'...' if len(ids) > 3 else ''} "
             f"are either all there or none"
         )
-        if not ids:
-            raise self._pg.unavailable(f"cannot {what} session {session_id!r}", exc, written=None, tail=tail) from exc
-        self._pg.recheck()
+        unknown = self._pg.unavailable(f"cannot {what} session {session_id!r}", exc, written=None, tail=tail)
+        if not ids or not self._pg.gone(pid, deadline - time.monotonic()):
+            raise unknown from exc
         try:
-            return self._arrived(session_id, ids)
+            return self._arrived(session_id, ids, deadline - time.monotonic())
         except psycopg.OperationalError:
-            raise self._pg.unavailable(f"cannot {what} session {session_id!r}", exc, written=None, tail=tail) from exc
+            raise unknown from exc
 
     def archive(self, session_id: str, archive_id: str, events: Sequence[Event]) -> None:
         """Keep ``events`` under ``archive_id`` (the active log is unchanged). The same
@@ -376,50 +489,96 @@ class PostgresEventStore:
         when PostgreSQL notifies it of a commit: a notification is sent only once the
         commit is durable, so nothing is yielded that could still be lost. A lost
         connection is re-opened and reading resumes from the last revision seen, so no
-        event is missed or repeated. ``cancel`` is checked every ``poll_interval``
-        seconds. A typical follower: ``for _ in store.watch(sid, session.revision,
-        token): session.refresh()``. End a watch with ``cancel`` or by closing the
+        event is missed or repeated. A commit is yielded as soon as PostgreSQL delivers
+        its notification (milliseconds after the commit, whatever ``poll_interval``);
+        ``cancel`` is checked every ``poll_interval`` seconds. A typical follower:
+        ``for _ in store.watch(sid, session.revision, token): session.refresh()``. For
+        many sessions on one connection, see :meth:`watch_all`. End a watch with ``cancel`` or by closing the
         iterator: one left suspended keeps a listening connection open on the server."""
         validate_session_id(session_id)
         last = check_revision(after_revision)
-        if cancel is not None and not isinstance(cancel, CancelToken):
-            raise ConfigurationError(f"cancel must be a CancelToken or None, not {type(cancel).__name__}")
-        if not isinstance(poll_interval, (int, float)) or not 0 < poll_interval < 3600:
-            raise ConfigurationError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
-        conninfo, kwargs = self._pg.connect_args()
-        listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel_name(self.schema)))
+        _check_watch(cancel, poll_interval)
         prefix = session_id + " "
         seen = last > 0  # a revision above 0 names a session that exists
+        for note in self._notes(cancel, poll_interval):
+            if note is not None and not note.startswith(prefix):
+                continue  # another session's commit
+            while True:  # listening (again) or notified: read what arrived; after LISTEN, so no gap
+                try:
+                    found = self.load_after(session_id, last)
+                    break
+                except StoreUnavailableError:
+                    if _pause(cancel, poll_interval):
+                        return
+            if found is None:
+                if seen:
+                    return  # deleted
+                continue
+            seen = True
+            revision, events = found
+            if revision < last:
+                return  # deleted and started again: a different session
+            last = revision
+            yield from events
+
+    def watch_all(
+        self, cancel: CancelToken | None = None, *, poll_interval: float = 0.5
+    ) -> Iterator[tuple[str, int | None]]:
+        """Yield ``(session_id, revision)`` for every commit to any session of this
+        schema, by any host, as PostgreSQL announces it (``revision`` None: the session
+        was deleted), on one listening connection of its own, until ``cancel`` is
+        cancelled or the caller stops iterating. One watch serves a follower of many
+        sessions: refresh the sessions it names that you follow.
+
+        It first yields ``("*", None)`` once it is listening, and again whenever it had
+        to re-open a lost connection: announcements may have been missed before that
+        point, so compare every followed session with :meth:`head` (or refresh it).
+        A commit is announced only once it is durable, within milliseconds of it;
+        ``cancel`` is checked every ``poll_interval`` seconds."""
+        _check_watch(cancel, poll_interval)
+        for note in self._notes(cancel, poll_interval):
+            if note is None:
+                yield "*", None
+                continue
+            session_id, _, revision = note.rpartition(" ")
+            yield session_id, None if revision == "deleted" else int(revision)
+
+    def _notes(self, cancel: CancelToken | None, poll_interval: float) -> Iterator[str | None]:
+        """None once listening on the schema's channel (again, after a lost connection
+        was re-opened), then each announcement ("<session id> <revision>" or
+        "<session id> deleted")."""
+        conninfo, kwargs = self._pg.connect_args()
+        kwargs = {**self._pg.socket_options(), **kwargs}
+        listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel_name(self.schema)))
         while cancel is None or not cancel.cancelled:
             try:
-                with psycopg.connect(conninfo, connect_timeout=max(1, int(self._pg.timeout)), **kwargs) as conn:
-                    conn.execute(listen)
+                with psycopg.connect(conninfo, **kwargs) as conn:
+                    with self._pg.bounded(conn):
+                        conn.execute(listen)
+                    yield None
                     while cancel is None or not cancel.cancelled:
-                        found = self.load_after(session_id, last)  # after LISTEN: no gap
-                        if found is None:
-                            if seen:
-                                return  # deleted
-                        else:
-                            seen = True
-                            revision, events = found
-                            if revision < last:
-                                return  # deleted and started again: a different session
-                            last = revision
-                            yield from events
-                        woken = False
-                        while not woken and (cancel is None or not cancel.cancelled):
-                            for note in conn.notifies(timeout=poll_interval):
-                                if note.payload.startswith(prefix):
-                                    woken = True
-                                    break
-                            # the timeout: look at cancel again
-            except (psycopg.OperationalError, StoreError) as exc:
-                if isinstance(exc, StoreError) and not isinstance(exc, StoreUnavailableError):
-                    raise
-                if cancel is not None and cancel.wait(min(1.0, poll_interval * 2)):
+                        for note in conn.notifies(timeout=poll_interval):
+                            yield note.payload
+                        # the timeout: look at cancel again
+            except psycopg.OperationalError:
+                if _pause(cancel, poll_interval):
                     return
-                if cancel is None:
-                    time.sleep(min(1.0, poll_interval * 2))
+
+
+def _check_watch(cancel: object, poll_interval: object) -> None:
+    if cancel is not None and not isinstance(cancel, CancelToken):
+        raise ConfigurationError(f"cancel must be a CancelToken or None, not {type(cancel).__name__}")
+    if not isinstance(poll_interval, (int, float)) or not 0 < poll_interval < 3600:
+        raise ConfigurationError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
+
+
+def _pause(cancel: CancelToken | None, poll_interval: float) -> bool:
+    """Wait before trying the server again; True when ``cancel`` was cancelled meanwhile."""
+    delay = min(1.0, poll_interval * 2)
+    if cancel is None:
+        time.sleep(delay)
+        return False
+    return cancel.wait(delay)
 
 
 class _TooFew(Exception):
