@@ -149,7 +149,7 @@ class TransactionLedger:
     in commit order (see the module docstring). ``version`` changes whenever a
     transaction changes state, that is whenever what the model may see changes."""
 
-    __slots__ = ("_txns", "_intents", "_unresolved", "_reconciled", "_live", "version")
+    __slots__ = ("_txns", "_intents", "_unresolved", "_reconciled", "_live", "_started", "version")
 
     def __init__(self, events: Iterable[Event] = ()) -> None:
         self._txns: dict[str, _Txn] = {}
@@ -157,6 +157,9 @@ class TransactionLedger:
         self._unresolved: dict[str, UncertainExecution] = {}  # in commit order
         self._reconciled: dict[str, dict[str, Any]] = {}
         self._live: set[str] = set()  # intents this object committed whose call still runs
+        # tool call id -> the intent of a call that started and has no result yet (any
+        # result of that call id after its intent closes the call, even one without intent_id)
+        self._started: dict[str, str] = {}
         self.version = 0
         self.apply(events)
 
@@ -171,9 +174,11 @@ class TransactionLedger:
                 self._control(ev)
                 if live and ev.action == INTENT:
                     self._live.add(ev.id)
-            elif isinstance(ev, ToolResultEvent) and ev.intent_id is not None:
-                self._unresolved.pop(ev.intent_id, None)
-                self._live.discard(ev.intent_id)
+            elif isinstance(ev, ToolResultEvent):
+                self._started.pop(ev.tool_call_id, None)
+                if ev.intent_id is not None:
+                    self._unresolved.pop(ev.intent_id, None)
+                    self._live.discard(ev.intent_id)
 
     def _control(self, ev: ControlEvent) -> None:
         action, gid = ev.action, ev.generation_id
@@ -188,9 +193,13 @@ class TransactionLedger:
             )
             self._intents[ev.id] = intent
             self._unresolved[ev.id] = intent
+            self._started[intent.tool_call_id] = ev.id
         elif action == RECONCILED:
             intent_id = str(ev.data.get("intent_id"))
             self._unresolved.pop(intent_id, None)
+            known = self._intents.get(intent_id)
+            if known is not None and self._started.get(known.tool_call_id) == intent_id:
+                del self._started[known.tool_call_id]
             self._reconciled.setdefault(intent_id, dict(ev.data))
         elif action in _STATE_OF and gid is not None:
             state = _STATE_OF[action]
@@ -231,6 +240,12 @@ class TransactionLedger:
         """Intents without a result or reconciliation, in commit order, except the calls
         this process is running now."""
         return [i for k, i in self._unresolved.items() if k not in self._live]
+
+    def started(self, tool_call_id: str) -> str | None:
+        """The intent of the open call ``tool_call_id`` when one is committed: the call
+        started (here, or in a process that stopped) and has no result yet, so it must
+        not run again on its own. None for a call that never started."""
+        return self._started.get(tool_call_id)
 
     def intent(self, intent_id: str) -> UncertainExecution | None:
         """The intent ``intent_id`` (resolved or not), or None."""
