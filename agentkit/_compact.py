@@ -53,7 +53,8 @@ def compact_log(
     if not callable(compactor):
         raise ConfigurationError(f"compactor must be a callable(messages, *, reason, cancel), not {compactor!r}")
     events = log.events
-    boundary = compaction_boundary(events, keep_last, pinned=getattr(log, "keep_visible", None))
+    boundary = compaction_boundary(events, keep_last, pinned=getattr(log, "keep_visible", None),
+                                   hidden=getattr(log, "is_hidden", None))
     if boundary is None:
         return None
     covered = events[:boundary]

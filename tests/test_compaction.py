@@ -84,6 +84,13 @@ def test_boundary_never_covers_an_open_tool_call():
     assert compaction_boundary(events, 1) == 3
 
 
+def test_a_hidden_call_without_a_result_holds_nothing_back():
+    # a call of an interrupted transaction: the model never sees it, it never gets a result
+    events = [user("a"), calls("hidden"), user("b"), answer("c")]
+    assert compaction_boundary(events, 1) == 1
+    assert compaction_boundary(events, 1, hidden=lambda e: e is events[1]) == 3
+
+
 def test_boundary_respects_pinned_events_and_the_last_compaction():
     events = [user("a"), answer("b"), ControlEvent(action="intent"), user("c"), answer("d")]
     assert compaction_boundary(events, 0, pinned=lambda e: isinstance(e, ControlEvent)) == 2

@@ -275,3 +275,36 @@ def test_an_uncertain_call_never_pins_retention_it_is_carried_and_reported_once(
         assert call_id not in _calls_in(again.model_messages())
         assert not any(isinstance(e, ControlEvent) and e.data.get("intent_id") == key for e in again.events)
         assert len(again.events) <= 3 * retention.max_events
+
+
+def test_a_sigkilled_transactional_call_does_not_pin_retention_either(tmp_path):
+    """Its transaction is interrupted on reopen, so the call is hidden and never gets a
+    result: it used to hold every later event in the active log."""
+    root = tmp_path / "store"
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "_txn_child.py"), "txn-charge",
+                             str(root), "txn", str(tmp_path / "charges")], stdout=subprocess.PIPE, text=True)
+    try:
+        word, key = proc.stdout.readline().split()
+        assert word == "tool-running"
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        proc.stdout.close()
+    retention = Retention(max_events=20)
+    kwargs = dict(store=FileEventStore(root, fsync=False), model=FunctionModel(reply), compactor=summary,
+                  retention=retention)
+    with Session.open("txn", **kwargs) as s:
+        (gid,) = s.transactions()
+        for turn in range(100):
+            s.push_user_message(f"turn {turn}")
+            s.generate()
+            assert len(s.events) <= 3 * retention.max_events
+    with Session.open("txn", **kwargs) as again:  # the original intent is archived by now
+        (unknown,) = again.uncertain_tool_executions()
+        assert (unknown.intent_id, unknown.generation_id) == (key, gid)
+        assert sum(isinstance(e, ControlEvent) and e.action == "retention-held" for e in again.history()) == 1
+        again.reconcile_tool_execution(key, "executed", output="charged")
+        assert again.uncertain_tool_executions() == []
