@@ -184,7 +184,7 @@ class TransactionLedger:
         for ev in events:
             if isinstance(ev, ControlEvent):
                 self._control(ev)
-                if live and ev.action == INTENT:
+                if live and ev.action == INTENT and "carried_by" not in ev.data:
                     self._live.add(ev.id)
             elif isinstance(ev, ToolResultEvent):
                 self._started.pop(ev.tool_call_id, None)
