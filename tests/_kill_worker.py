@@ -17,7 +17,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Session, ToolCall, ToolContext, tool
+from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Retention, Session, ToolCall, ToolContext, tool
 from agentkit.models.base import ModelRequest
 from agentkit.stores.base import EventStore
 
@@ -30,6 +30,19 @@ def open_store(spec: dict[str, Any]) -> EventStore:
     from agentkit.stores.postgres import PostgresEventStore
 
     return PostgresEventStore(spec["conninfo"], schema=spec["schema"], connect_timeout=10)
+
+
+def session_options(spec: dict[str, Any]) -> dict[str, Any]:
+    """``retention=Retention(max_events=spec["retention"])`` (with a compactor) when the
+    spec asks for it."""
+    if not spec.get("retention"):
+        return {}
+    return {"retention": Retention(max_events=spec["retention"], keep_last=4), "compactor": summary}
+
+
+def summary(messages: list[Any], *, reason: str, cancel: Any) -> str:
+    """A compactor that needs no model."""
+    return f"{len(messages)} earlier messages"
 
 
 def reply(request: ModelRequest) -> Any:
@@ -68,7 +81,7 @@ def run(spec: dict[str, Any], session_id: str, marker: str, pipe: Connection, ho
 
     session = Session.open(session_id, store=open_store(spec), model=FunctionModel(reply),
                            tools=[refund_tool(Path(marker), say, hold=hold)],
-                           approval=ApprovalPolicy(mode="ask-writes"))
+                           approval=ApprovalPolicy(mode="ask-writes"), **session_options(spec))
     session.subscribe(lambda event: say(f"E {event.id}"))
     turn = 0
     while True:

@@ -5,8 +5,10 @@ the log, no refund ran twice, and every refund whose result never came is listed
 uncertain under the key the tool got. The same harness runs on the file store and on
 PostgreSQL.
 
-``AGENTKIT_KILL_LOOP_KILLS`` sets the number of kills (default 50, half of them inside
-the tool); ``AGENTKIT_KILL_LOOP_SEED`` the seed of where the mid-turn kills land.
+Each runs without and with retention (then kills also land inside compaction, archiving
+and pruning, and the active log must stay bounded). ``AGENTKIT_KILL_LOOP_KILLS`` sets
+the number of kills per run (default 50, half of them inside the tool);
+``AGENTKIT_KILL_LOOP_SEED`` the seed of where the mid-turn kills land.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ def kill_loop(spec: dict, tmp_path: Path, *, kills: int = KILLS, seed: int = SEE
         # the conversation goes on in a fresh process's session: an approved refund runs
         with Session.open(sid, store=store, model=FunctionModel(_kill_worker.reply),
                           tools=[_kill_worker.refund_tool(marker)],
-                          approval=ApprovalPolicy(mode="ask-writes")) as s:
+                          approval=ApprovalPolicy(mode="ask-writes"), **_kill_worker.session_options(spec)) as s:
             result = s.ask("refund order final")
             while result.finish_reason == "approval-required":
                 for request in s.pending_approvals():
@@ -113,6 +115,8 @@ def kill_loop(spec: dict, tmp_path: Path, *, kills: int = KILLS, seed: int = SEE
             assert result.text == "the refund tool said: refunded final", f"seed {seed}"
             events = list(s.history())
             uncertain = {u.tool_call_id: u.intent_id for u in s.uncertain_tool_executions()}
+            if spec.get("retention"):  # bounded: each uncertain call keeps only its intent copy
+                assert len(s.events) <= 3 * spec["retention"] + len(uncertain), f"seed {seed}"
     finally:
         close = getattr(store, "close", None)
         if close is not None:
@@ -131,7 +135,7 @@ def kill_loop(spec: dict, tmp_path: Path, *, kills: int = KILLS, seed: int = SEE
     assert not repeated, f"seed {seed}: {len(repeated)} refunds ran more than once, e.g. {min(repeated.items())}"
     intents = {}
     for e in events:
-        if isinstance(e, ControlEvent) and e.action == "tool-execution-intent":
+        if isinstance(e, ControlEvent) and e.action == "tool-execution-intent" and "carried_by" not in e.data:
             assert e.data["tool_call_id"] not in intents, f"seed {seed}: a call was declared twice"
             intents[e.data["tool_call_id"]] = e.id
     settled = {e.tool_call_id: e.intent_id for e in events if isinstance(e, ToolResultEvent) and e.intent_id}
@@ -144,13 +148,19 @@ def kill_loop(spec: dict, tmp_path: Path, *, kills: int = KILLS, seed: int = SEE
     assert settled  # refunds also finished
 
 
-@pytest.mark.timeout(600)
-def test_kill_loop_on_the_file_store(tmp_path):
-    kill_loop({"kind": "file", "root": str(tmp_path / "store")}, tmp_path)
+# retention: None, or max_events: kills also land in compaction, archiving and pruning
+RETENTION = pytest.mark.parametrize("retention", [None, 12], ids=["no-retention", "retention"])
 
 
+@RETENTION
 @pytest.mark.timeout(600)
-def test_kill_loop_on_postgres(tmp_path, pg_cluster):
+def test_kill_loop_on_the_file_store(tmp_path, retention):
+    kill_loop({"kind": "file", "root": str(tmp_path / "store"), "retention": retention}, tmp_path)
+
+
+@RETENTION
+@pytest.mark.timeout(600)
+def test_kill_loop_on_postgres(tmp_path, pg_cluster, retention):
     from agentkit.stores.postgres import PostgresEventStore
 
     schema = pg_cluster.fresh_schema()
@@ -159,4 +169,5 @@ def test_kill_loop_on_postgres(tmp_path, pg_cluster):
         store.migrate()
     finally:
         store.close()
-    kill_loop({"kind": "postgres", "conninfo": pg_cluster.conninfo, "schema": schema}, tmp_path)
+    kill_loop({"kind": "postgres", "conninfo": pg_cluster.conninfo, "schema": schema, "retention": retention},
+              tmp_path)
