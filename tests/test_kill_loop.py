@@ -145,6 +145,12 @@ def kill_loop(spec: dict, tmp_path: Path, *, kills: int = KILLS, seed: int = SEE
         assert settled.get(cid) == key or uncertain.get(cid) == key, f"seed {seed}: call {cid} ran unrecorded"
     for cid in killed_in_tool:
         assert cid in uncertain, f"seed {seed}: call {cid} was killed in its tool and is not listed as uncertain"
+    # an uncertain call a compaction carried is reported once, whichever worker compacted
+    controls = [e for e in events if isinstance(e, ControlEvent)]
+    reports = Counter(e.data["intent_id"] for e in controls if e.action == "retention-held")
+    assert all(n == 1 for n in reports.values()), f"seed {seed}: reported more than once: {reports}"
+    carried = {e.data["intent_id"] for e in controls if "carried_by" in e.data}
+    assert set(reports) == carried, f"seed {seed}"
     assert settled  # refunds also finished
 
 
