@@ -82,6 +82,10 @@ class ApprovalGate:
         """The runner's gate: a denied call gets its error result and never runs."""
         return self._denied.get(call.tool_call_id, call)
 
+    def denies(self, call_id: str) -> bool:
+        """True when the gate answers call ``call_id`` with its denial (it never runs)."""
+        return call_id in self._denied
+
     # -- a new step --------------------------------------------------------------------
 
     def plan(self, calls: Sequence[ToolCallPart]) -> StepPlan:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from ._held import carry, report
 from .approval import APPROVAL_REMEMBERED, ApprovalState
 from .cancel import CancelToken
 from .compaction import (
@@ -47,23 +48,31 @@ def compact_log(
 ) -> CompactionEvent | None:
     """Summarise the events before the kept tail with ``compactor`` and commit one
     compaction event; None when nothing can be covered (see
-    :func:`~agentkit.compaction.compaction_boundary`)."""
+    :func:`~agentkit.compaction.compaction_boundary`). Uncertain tool calls among the
+    covered events are carried, not summarised (:mod:`agentkit._held`)."""
     if not callable(compactor):
         raise ConfigurationError(f"compactor must be a callable(messages, *, reason, cancel), not {compactor!r}")
     events = log.events
-    boundary = compaction_boundary(events, keep_last, pinned=getattr(log, "keep_visible", None))
+    boundary = compaction_boundary(events, keep_last, pinned=getattr(log, "keep_visible", None),
+                                   hidden=getattr(log, "is_hidden", None))
     if boundary is None:
         return None
     covered = events[:boundary]
-    messages = log.projection_of(covered)
+    ledger = getattr(log, "ledger", None)
+    carried = carry(covered, log.projection_of(covered), ledger)
+    messages = carried.messages
     if not messages:
         return None
     cancel.raise_if_cancelled()
     summary = summary_messages(compactor(messages, reason=reason, cancel=cancel))
     cancel.raise_if_cancelled()
-    event = CompactionEvent(summary=summary, covered_through=covered[-1].id, covered=boundary, reason=reason)
-    committed = log.commit([event, *_carried_rules(covered, event.id)])[0]
+    event = CompactionEvent(summary=(*summary, *carried.shown), covered_through=covered[-1].id, covered=boundary,
+                            reason=reason)
+    held = [] if ledger is None else carried.fresh(ledger)
+    records = [] if ledger is None else carried.records(event.id, ledger)
+    committed = log.commit([event, *_carried_rules(covered, event.id), *records])[0]
     assert isinstance(committed, CompactionEvent)
+    report(held, getattr(log, "session_id", None))
     return committed
 
 

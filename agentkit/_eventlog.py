@@ -35,7 +35,7 @@ from .events import ControlEvent, Event, _storable_problem
 from .messages import Message
 from .projection import Projector, RuntimeRenderer
 from .stores.base import EventStore
-from .transactions import INTENT, TransactionLedger
+from .transactions import TransactionLedger
 
 __all__ = ["EventLog"]
 
@@ -352,13 +352,11 @@ class EventLog:
             return p.model_view(job_status=for_model), p.pending_tool_calls, p.last_seq
 
     def keep_visible(self, event: Event) -> bool:
-        """True for an event a compaction must not cover: an execution intent still
-        without a result, or an event of a transaction not yet finished."""
-        ledger = self.ledger
-        if isinstance(event, ControlEvent) and event.action == INTENT:
-            return any(u.intent_id == event.id for u in ledger.uncertain())
+        """True for an event a compaction must not cover: an event of a transaction not
+        yet finished. (An execution intent still without a result is covered and carried:
+        see :mod:`agentkit._held`.)"""
         gid = event.generation_id
-        return gid is not None and gid in ledger.open_generations()
+        return gid is not None and gid in self.ledger.open_generations()
 
     def is_hidden(self, event: Event) -> bool:
         """True when the model does not see ``event`` (a rejected or interrupted transaction's)."""

@@ -81,6 +81,7 @@ from .stream import (
 )
 from .tools.base import ToolContext, ToolDecision, ToolRegistry
 from .tools.runner import Gate, decision_gate, run_tool_call
+from .transactions import TransactionLedger
 from .usage import Usage
 
 __all__ = ["LoopHost", "LoopOptions", "run_loop"]
@@ -125,6 +126,11 @@ class LoopHost(Protocol):
 
     def approval_state(self) -> ApprovalState:
         """The approval requests, decisions and remembered rules of the log so far."""
+        ...
+
+    @property
+    def ledger(self) -> TransactionLedger:
+        """The transaction and execution-intent state folded from the log."""
         ...
 
 
@@ -568,12 +574,18 @@ class _Loop:
     def _settle_open_calls(self, pending: dict[str, str]) -> None:
         """Settle the tool calls a stopped generation left open: run the approved ones,
         deny the denied ones and close the rest as interrupted, in model order (raises
-        WaitingForApproval while one waits for an answer)."""
+        WaitingForApproval while one waits for an answer). An approved call whose intent
+        is committed already started (the process that ran it stopped): it is closed as
+        interrupted too and stays uncertain; it never runs again on its own."""
         resume = self.approvals.resume(pending, _interrupted)
         if resume is None:
             self._close_orphans(pending)
-        else:
-            self._run_tools(resume.calls, resume.answered)
+            return
+        started = self.host.ledger.started
+        for call in resume.calls:
+            if started(call.tool_call_id) is not None:
+                resume.answered[call.tool_call_id] = _interrupted()
+        self._run_tools(resume.calls, resume.answered)
 
     def _close_orphans(self, pending: dict[str, str]) -> None:
         self.host.commit(
@@ -666,9 +678,11 @@ class _Loop:
         parallel = opts.tool_execution == "parallel" and len(calls) > 1
         answered = answered or {}
         plan = self._plan(calls, answered)
-        # intents record the input as it is committed (redacted, like the assistant message)
+        # intents record the input as it is committed (redacted, like the assistant
+        # message); a call the approval gate denied never runs, so it has none
         self.intents.declare([self._recorded_call(call) for call, action, _ in plan
-                              if action == "run" and call.tool_name != self.output_tool])
+                              if action == "run" and call.tool_name != self.output_tool
+                              and not self.approvals.denies(call.tool_call_id)])
         futures: dict[int, Future[ToolOutput]] = {}
         records: list[ToolCallRecord] = []
         stopped: CancelledError | None = None

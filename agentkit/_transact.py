@@ -29,6 +29,7 @@ from .transactions import (
     RESOLUTIONS,
     STARTED,
     GenerationTransaction,
+    TransactionLedger,
     claim_digest,
 )
 
@@ -55,6 +56,10 @@ class TaggedLog:
     @property
     def store(self) -> EventStore | None:
         return self._log.store
+
+    @property
+    def ledger(self) -> TransactionLedger:
+        return self._log.ledger
 
     def projection_of(self, events: Sequence[Event]) -> list[Message]:
         return self._log.projection_of(events)

@@ -95,7 +95,8 @@ class Retention:
 
 
 def compaction_boundary(
-    events: Sequence[Event], keep_last: int, *, pinned: Callable[[Event], bool] | None = None
+    events: Sequence[Event], keep_last: int, *, pinned: Callable[[Event], bool] | None = None,
+    hidden: Callable[[Event], bool] | None = None,
 ) -> int | None:
     """How many leading ``events`` a summary may cover so that at least the last
     ``keep_last`` conversation events (user, assistant, tool-result, runtime) stay, or
@@ -106,7 +107,9 @@ def compaction_boundary(
     covered: a summary of the summary), never
     between a tool call and its results (the boundary moves back to the assistant message
     that made the call), never after a call still without a result, and never after an
-    event ``pinned`` says must stay visible (e.g. an unresolved intent).
+    event ``pinned`` says must stay visible (e.g. an event of an unfinished transaction).
+    A call in an event ``hidden`` says the model does not see (a rejected or interrupted
+    transaction's) holds nothing back: it never gets a result, and nobody sees it open.
     """
     _non_negative_int(keep_last, "keep_last")
     n = len(events)
@@ -125,7 +128,7 @@ def compaction_boundary(
     made_at: dict[str, int] = {}
     limit = n
     for i, ev in enumerate(events):
-        if isinstance(ev, AssistantMessageEvent):
+        if isinstance(ev, AssistantMessageEvent) and (hidden is None or not hidden(ev)):
             for call in ev.tool_calls:
                 made_at[call.tool_call_id] = i
         if pinned is not None and pinned(ev):

@@ -19,7 +19,10 @@ generation runs (``execution-started``) and once it is ``accepted``.
 Intents. A ``tool-execution-intent`` control event (its id is the intent id) says a tool
 call is about to run. A tool result carrying that ``intent_id``, or a
 ``tool-execution-reconciled`` control event, resolves it; an intent without either is
-uncertain: its effect may or may not have happened.
+uncertain: its effect may or may not have happened. A compaction that covers an
+uncertain intent carries it: a copy with ``carried_by`` (the compaction's id) and the
+original ``intent_id`` in its data stands for it in the active log, and the first one
+commits a ``retention-held`` control event (``tool_call_id``, ``intent_id``) saying so.
 """
 
 from __future__ import annotations
@@ -72,7 +75,15 @@ _VISIBLE = frozenset({STARTED, ACCEPTED})
 
 INTENT = "tool-execution-intent"
 RECONCILED = "tool-execution-reconciled"
+RETENTION_HELD = "retention-held"
 RESOLUTIONS = ("executed", "not-executed", "abandoned-unknown")
+
+
+def _intent_id_of(event: ControlEvent) -> str:
+    """The intent an intent record stands for: its own id, or for a copy a compaction
+    carried, the original's."""
+    carried = event.data.get("intent_id") if "carried_by" in event.data else None
+    return str(carried) if carried is not None else event.id
 
 
 def claim_digest(token: str) -> str:
@@ -118,7 +129,7 @@ class _Txn:
     reason: str | None = None
 
 
-_RESERVED = frozenset({*ACTION_OF.values(), INTENT, RECONCILED})
+_RESERVED = frozenset({*ACTION_OF.values(), INTENT, RECONCILED, RETENTION_HELD})
 
 
 def reserved_problem(event: Event) -> str | None:
@@ -149,7 +160,7 @@ class TransactionLedger:
     in commit order (see the module docstring). ``version`` changes whenever a
     transaction changes state, that is whenever what the model may see changes."""
 
-    __slots__ = ("_txns", "_intents", "_unresolved", "_reconciled", "_live", "version")
+    __slots__ = ("_txns", "_intents", "_unresolved", "_reconciled", "_live", "_started", "_held", "version")
 
     def __init__(self, events: Iterable[Event] = ()) -> None:
         self._txns: dict[str, _Txn] = {}
@@ -157,6 +168,10 @@ class TransactionLedger:
         self._unresolved: dict[str, UncertainExecution] = {}  # in commit order
         self._reconciled: dict[str, dict[str, Any]] = {}
         self._live: set[str] = set()  # intents this object committed whose call still runs
+        # tool call id -> the intent of a call that started and has no result yet (any
+        # result of that call id after its intent closes the call, even one without intent_id)
+        self._started: dict[str, str] = {}
+        self._held: set[str] = set()  # intents a compaction carried (and reported)
         self.version = 0
         self.apply(events)
 
@@ -169,28 +184,44 @@ class TransactionLedger:
         for ev in events:
             if isinstance(ev, ControlEvent):
                 self._control(ev)
-                if live and ev.action == INTENT:
+                if live and ev.action == INTENT and "carried_by" not in ev.data:
                     self._live.add(ev.id)
-            elif isinstance(ev, ToolResultEvent) and ev.intent_id is not None:
-                self._unresolved.pop(ev.intent_id, None)
-                self._live.discard(ev.intent_id)
+            elif isinstance(ev, ToolResultEvent):
+                self._started.pop(ev.tool_call_id, None)
+                if ev.intent_id is not None:
+                    self._unresolved.pop(ev.intent_id, None)
+                    self._live.discard(ev.intent_id)
 
     def _control(self, ev: ControlEvent) -> None:
         action, gid = ev.action, ev.generation_id
         if action == INTENT:
             data = ev.data
+            carried = "carried_by" in data
+            intent_id = _intent_id_of(ev)
+            if carried:
+                self._held.add(intent_id)
+                if intent_id in self._intents:
+                    return  # known here already (and maybe resolved since): nothing new
+                gid = data.get("generation_id")
             intent = UncertainExecution(
-                intent_id=ev.id,
+                intent_id=intent_id,
                 tool_call_id=str(data.get("tool_call_id", "")),
                 tool_name=str(data.get("tool_name", "")),
                 input=data.get("input"),
                 generation_id=gid,
             )
-            self._intents[ev.id] = intent
-            self._unresolved[ev.id] = intent
+            self._intents[intent_id] = intent
+            self._unresolved[intent_id] = intent
+            if not carried:  # a carried call is closed: its result went into the summary
+                self._started[intent.tool_call_id] = intent_id
+        elif action == RETENTION_HELD:
+            self._held.add(str(ev.data.get("intent_id")))
         elif action == RECONCILED:
             intent_id = str(ev.data.get("intent_id"))
             self._unresolved.pop(intent_id, None)
+            known = self._intents.get(intent_id)
+            if known is not None and self._started.get(known.tool_call_id) == intent_id:
+                del self._started[known.tool_call_id]
             self._reconciled.setdefault(intent_id, dict(ev.data))
         elif action in _STATE_OF and gid is not None:
             state = _STATE_OF[action]
@@ -231,6 +262,21 @@ class TransactionLedger:
         """Intents without a result or reconciliation, in commit order, except the calls
         this process is running now."""
         return [i for k, i in self._unresolved.items() if k not in self._live]
+
+    def started(self, tool_call_id: str) -> str | None:
+        """The intent of the open call ``tool_call_id`` when one is committed: the call
+        started (here, or in a process that stopped) and has no result yet, so it must
+        not run again on its own. None for a call that never started."""
+        return self._started.get(tool_call_id)
+
+    def unresolved(self, intent_id: str) -> UncertainExecution | None:
+        """The intent ``intent_id`` while it has no result or reconciliation (a call this
+        process runs now included), or None."""
+        return self._unresolved.get(intent_id)
+
+    def held(self, intent_id: str) -> bool:
+        """True once a compaction carried intent ``intent_id`` (it was reported then)."""
+        return intent_id in self._held
 
     def intent(self, intent_id: str) -> UncertainExecution | None:
         """The intent ``intent_id`` (resolved or not), or None."""

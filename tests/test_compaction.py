@@ -84,6 +84,13 @@ def test_boundary_never_covers_an_open_tool_call():
     assert compaction_boundary(events, 1) == 3
 
 
+def test_a_hidden_call_without_a_result_holds_nothing_back():
+    # a call of an interrupted transaction: the model never sees it, it never gets a result
+    events = [user("a"), calls("hidden"), user("b"), answer("c")]
+    assert compaction_boundary(events, 1) == 1
+    assert compaction_boundary(events, 1, hidden=lambda e: e is events[1]) == 3
+
+
 def test_boundary_respects_pinned_events_and_the_last_compaction():
     events = [user("a"), answer("b"), ControlEvent(action="intent"), user("c"), answer("d")]
     assert compaction_boundary(events, 0, pinned=lambda e: isinstance(e, ControlEvent)) == 2
@@ -278,7 +285,7 @@ def test_usage_reasoning_tokens_add_up_and_round_trip():
     assert "reasoning_tokens" not in Usage(output_tokens=3).to_dict()  # older records stay as they were
 
 
-def test_an_unresolved_execution_intent_is_never_covered():
+def test_an_unresolved_execution_intent_is_covered_and_carried_not_pinned(caplog):
     from agentkit.transactions import INTENT
 
     # what a crash inside a tool call leaves: the intent, then (on reopen) the call
@@ -289,8 +296,39 @@ def test_an_unresolved_execution_intent_is_never_covered():
         log += [user(f"q{i}"), answer(f"a{i}")]
     store = InMemoryEventStore()
     store.append("i", [e.with_seq(n) for n, e in enumerate(log, start=1)], expected_revision=0)
-    with Session.open("i", store=store, model=ScriptedModel([])) as s:
+    compactor = summary_of("S")
+    model = ScriptedModel(["a3", "a4"])
+    with caplog.at_level("WARNING", logger="agentkit"), Session.open("i", store=store, model=model) as s:
         assert [u.intent_id for u in s.uncertain_tool_executions()] == [intent.id]
-        event = s.compact(keep_last=0, compactor=summary_of("S"))
-        # the boundary stops before the intent, then moves back to keep the call with its result
-        assert event.covered == 1 and event.covered_through == log[0].id
+        event = s.compact(keep_last=0, compactor=compactor)
+        # everything is covered; the compactor summarised all but the uncertain call
+        assert event.covered == len(log) and event.covered_through == log[-1].id
+        assert texts(compactor.seen[0]) == ["run it", "q0", "a0", "q1", "a1", "q2", "a2"]
+        assert not any(isinstance(p, ToolCallPart) for m in compactor.seen[0] for p in m.content)
+        # the summary ends with the call and its result: the model still sees it
+        view = s.model_messages()
+        assert [m.role for m in view] == ["user", "assistant", "tool"]
+        assert view[1].tool_calls[0].tool_call_id == "c1" and view[2].content[0].tool_call_id == "c1"
+        # a copy of the intent stands for it, under the same id, and it is reported once
+        carried = [e for e in s.events[len(log) + 1:] if isinstance(e, ControlEvent)]
+        assert [(e.action, e.data.get("intent_id")) for e in carried] == [
+            (INTENT, intent.id), ("retention-held", intent.id)]
+        assert carried[0].data["carried_by"] == event.id
+        assert carried[1].data == {"tool_call_id": "c1", "intent_id": intent.id}
+        assert [u.intent_id for u in s.uncertain_tool_executions()] == [intent.id]
+        # compacting again carries it again, without a second report
+        s.push_user_message("q3")
+        s.generate()
+        again = s.compact(keep_last=0, compactor=compactor)
+        assert again is not None and [m.role for m in s.model_messages()] == ["user", "assistant", "tool"]
+        assert sum(isinstance(e, ControlEvent) and e.action == "retention-held" for e in s.events) == 1
+        warnings = [r for r in caplog.records if "'c1'" in r.getMessage()]
+        assert len(warnings) == 1 and warnings[0].levelname == "WARNING"
+        # once reconciled it is covered like any other call
+        s.reconcile_tool_execution(intent.id, "not-executed")
+        assert s.uncertain_tool_executions() == []
+        s.push_user_message("q4")
+        s.generate()
+        s.compact(keep_last=0, compactor=compactor)
+        assert [m.role for m in s.model_messages()] == ["user"]  # only the summary
+        assert not any(isinstance(p, ToolCallPart) for m in s.model_messages() for p in m.content)

@@ -12,6 +12,7 @@ import pytest
 from agentkit import (
     CompactionEvent,
     ConfigurationError,
+    ControlEvent,
     Event,
     FileEventStore,
     FunctionModel,
@@ -19,6 +20,7 @@ from agentkit import (
     Retention,
     Session,
     ToolCall,
+    ToolCallPart,
     ToolResultPart,
     tool,
 )
@@ -205,3 +207,104 @@ def test_two_session_objects_on_one_store_prune_without_losing_or_duplicating(tm
     stored = store.load("shared")
     ids = [e.id for e in archived_events(store, "shared", stored.events)] + [e.id for e in stored.events]
     assert len(ids) == len(set(ids)) == stored.events[-1].seq
+
+
+CRASH_CHILD = Path(__file__).resolve().parent / "_crash_child.py"
+
+
+def _calls_in(messages) -> list[str]:
+    return [p.tool_call_id for m in messages for p in m.content if isinstance(p, ToolCallPart)]
+
+
+def test_an_uncertain_call_never_pins_retention_it_is_carried_and_reported_once(tmp_path, caplog):
+    from agentkit.projection import INTERRUPTED_RESULT
+
+    root, marker = tmp_path / "store", tmp_path / "refunds.txt"
+    proc = subprocess.run([sys.executable, str(CRASH_CHILD), "run-and-die", str(root), "held", str(marker)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    call_id, key = marker.read_text().split()  # the refund happened; its result never came
+    store = FileEventStore(root, fsync=False)
+    committed = list(store.load("held").events)
+    retention = Retention(max_events=20)
+
+    def refund_warnings() -> int:
+        return sum(r.name == "agentkit" and r.levelname == "WARNING" and call_id in r.getMessage()
+                   for r in caplog.records)
+
+    with caplog.at_level("WARNING", logger="agentkit"), Session.open(
+            "held", store=store, model=FunctionModel(reply), tools=[lookup], compactor=summary,
+            retention=retention) as s:
+        s.subscribe(committed.append)
+        largest = 0
+        for turn in range(300):
+            s.push_user_message(f"turn {turn}" + (" use the tool" if turn % 3 == 0 else ""))
+            s.generate()
+            largest = max(largest, len(s.events))
+            # the model keeps seeing the call and that its outcome is unknown
+            view = s.model_messages()
+            assert _calls_in(view).count(call_id) == 1
+        assert largest <= 3 * retention.max_events  # bounded: it was 604 and growing
+        results = [p for m in view if m.role == "tool" for p in m.content if p.tool_call_id == call_id]
+        assert [p.output.value for p in results] == [INTERRUPTED_RESULT]
+        assert [u.intent_id for u in s.uncertain_tool_executions()] == [key]
+        assert s.compact(keep_last=2, compactor=summary) is not None  # compaction works too
+        assert refund_warnings() == 1
+    # history() holds every event, in commit order; the report is in it once
+    with Session.open("held", store=store, model=FunctionModel(reply), compactor=summary,
+                      retention=retention) as again:
+        history = list(again.history())
+        assert [e.seq for e in history] == list(range(1, len(history) + 1))
+        assert [e.id for e in history] == [e.id for e in committed]
+        held = [e for e in history if isinstance(e, ControlEvent) and e.action == "retention-held"]
+        assert [e.data for e in held] == [{"tool_call_id": call_id, "intent_id": key}]
+        # opened from the active log alone, it still lists the call and reconciles it
+        assert [u.intent_id for u in again.uncertain_tool_executions()] == [key]
+        assert _calls_in(again.model_messages()).count(call_id) == 1
+        for turn in range(40):
+            again.push_user_message(f"later {turn}")
+            again.generate()
+        assert sum(isinstance(e, ControlEvent) and e.action == "retention-held" for e in again.history()) == 1
+        assert refund_warnings() == 1  # once per call, whichever session object compacts
+        again.reconcile_tool_execution(key, "executed", output="refunded o-1")
+        assert again.uncertain_tool_executions() == []
+        for turn in range(40):
+            again.push_user_message(f"after {turn}")
+            again.generate()
+        # reconciled, it is covered like any other call
+        assert call_id not in _calls_in(again.model_messages())
+        assert not any(isinstance(e, ControlEvent) and e.data.get("intent_id") == key for e in again.events)
+        assert len(again.events) <= 3 * retention.max_events
+
+
+def test_a_sigkilled_transactional_call_does_not_pin_retention_either(tmp_path):
+    """Its transaction is interrupted on reopen, so the call is hidden and never gets a
+    result: it used to hold every later event in the active log."""
+    root = tmp_path / "store"
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "_txn_child.py"), "txn-charge",
+                             str(root), "txn", str(tmp_path / "charges")], stdout=subprocess.PIPE, text=True)
+    try:
+        word, key = proc.stdout.readline().split()
+        assert word == "tool-running"
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        proc.stdout.close()
+    retention = Retention(max_events=20)
+    kwargs = dict(store=FileEventStore(root, fsync=False), model=FunctionModel(reply), compactor=summary,
+                  retention=retention)
+    with Session.open("txn", **kwargs) as s:
+        (gid,) = s.transactions()
+        for turn in range(100):
+            s.push_user_message(f"turn {turn}")
+            s.generate()
+            assert len(s.events) <= 3 * retention.max_events
+    with Session.open("txn", **kwargs) as again:  # the original intent is archived by now
+        (unknown,) = again.uncertain_tool_executions()
+        assert (unknown.intent_id, unknown.generation_id) == (key, gid)
+        assert sum(isinstance(e, ControlEvent) and e.action == "retention-held" for e in again.history()) == 1
+        again.reconcile_tool_execution(key, "executed", output="charged")
+        assert again.uncertain_tool_executions() == []
