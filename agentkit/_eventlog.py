@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from ._follow import follow, unfollow
 from ._subscriptions import Listener, Subscription
 from .approval import ApprovalState
 from .errors import (
@@ -396,6 +397,8 @@ class EventLog:
             with self.lock:
                 if sub in self.subs:
                     self.subs.remove(sub)
+                if not self.subs:
+                    unfollow(self)
 
         with self.lock:
             if self.closed:  # its delivery thread would wait forever for events
@@ -407,6 +410,8 @@ class EventLog:
                 on_remove=remove,
             )
             self.subs.append(sub)
+            if self._store is not None:
+                follow(self)  # what other processes commit reaches the listener too
 
         def unsubscribe() -> None:
             remove(sub)
@@ -423,6 +428,7 @@ class EventLog:
                 return False
             self.closed = True
             self._closing, self.subs = list(self.subs), []
+            unfollow(self)
             return True
 
     def drain_listeners(self) -> None:
