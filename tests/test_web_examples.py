@@ -136,7 +136,7 @@ def test_pending_approvals_approve_and_deny(client):
     status, body = client.post(f"/chat/a1/approvals/{pending['id']}/deny", {"reason": "not today"})
     assert status == 200 and "denied: not today" in body["answer"] and _chat.NOTES == ["buy milk"]
     status, body = client.post(f"/chat/a1/approvals/{pending['id']}/deny", {"reason": "twice"})
-    assert status == 400 and pending["id"] in body["error"]
+    assert status == 409 and pending["id"] in body["error"]  # decided already: a conflict
 
 
 # -- real servers ----------------------------------------------------------------------
