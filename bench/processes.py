@@ -7,8 +7,9 @@
 1. The currentness check. A pooled session of 200 events (100 turns); for each store,
    the cost per call (median and p99 of 2,000 calls) of asking the store for the
    session's head (``store.head()``; a store without it is asked with ``load()``, and the
-   table says so), of a read (``pending_approvals()``, as this build does it: with the
-   head check once reads are current), and of both one after the other.
+   table says so, and adds what a head check costs at least: a stat of the log file, or
+   one indexed query), of a read (``pending_approvals()``, as this build does it: with
+   the head check once reads are current), and of both one after the other.
 2. Turns per second with 1, 2 and 4 processes on one store: each process has a
    SessionPool and runs ``ask()`` turns against a zero-latency FunctionModel, in
    conversations of its own (distinct) or all in one conversation (shared); the wall time
@@ -54,7 +55,7 @@ PROCS = (1, 2, 4)
 _LOCK_NAMES = ("turn_lock", "generation_lock")  # the port's name, and the file store's older one
 
 
-def _open(backend: str, target: str, schema: str) -> EventStore:
+def _open(backend: str, target: str, schema: str) -> Any:
     if backend == "file":
         return FileEventStore(target)
     from agentkit.stores.postgres import PostgresEventStore
@@ -88,16 +89,32 @@ def currentness(backend: str, target: str, schema: str) -> list[tuple[str, float
         session = pool.get("current")
         log = session._log
         head = "head()" if callable(getattr(store, "head", None)) else "load() (no head() in this build)"
+        checks: list[tuple[str, Callable[[], object]]] = [
+            (f"head check: {head}", lambda: current_head(log)),
+            ("read: pending_approvals()", session.pending_approvals),
+            ("head check + read", lambda: (current_head(log), session.pending_approvals())),
+        ]
+        if not callable(getattr(store, "head", None)):
+            checks.append(_primitive(backend, store))
         rows = []
-        for what, fn in ((f"head check: {head}", lambda: current_head(log)),
-                         ("read: pending_approvals()", session.pending_approvals),
-                         ("head check + read", lambda: (current_head(log), session.pending_approvals()))):
+        for what, fn in checks:
             times = _timed(fn)
             rows.append((what, statistics.median(times) * 1e6, _pct(times, 0.99) * 1e6))
     close = getattr(store, "close", None)
     if callable(close):
         close()
     return rows
+
+
+def _primitive(backend: str, store: Any) -> tuple[str, Callable[[], object]]:
+    """What a head check costs at least, for a build whose store has no head() yet: the
+    file store's is a stat of the log (size and identity), PostgreSQL's one indexed query."""
+    if backend == "file":
+        path = store._log_path("current")
+        return "(no head(): os.stat of the log)", lambda: os.stat(path)
+    query = store._pg.q("SELECT revision FROM {s}.sessions WHERE session_id = %s")
+    return "(no head(): SELECT revision, one row)", lambda: store._pg.read(
+        "head", lambda conn: conn.execute(query, ["current"]).fetchone())
 
 
 # -- turns per second -------------------------------------------------------------------
