@@ -10,7 +10,10 @@
    table says so, and adds what a head check costs at least: a stat of the log file, or
    one indexed query), of a read (``pending_approvals()``, as this build does it: with
    the head check once reads are current), and of both one after the other.
-2. Turns per second with 1, 2 and 4 processes on one store: each process has a
+2. How soon a listener hears what another process commits: that process pushes 40
+   runtime events carrying their commit time; p50, p99 and max of the delay until this
+   process's listener is called (the follower looks every 0.25 s).
+3. Turns per second with 1, 2 and 4 processes on one store: each process has a
    SessionPool and runs ``ask()`` turns against a zero-latency FunctionModel, in
    conversations of its own (distinct) or all in one conversation (shared); the wall time
    runs from a common start until the last process ends. Each process times its waits
@@ -117,6 +120,43 @@ def _primitive(backend: str, store: Any) -> tuple[str, Callable[[], object]]:
         "head", lambda conn: conn.execute(query, ["current"]).fetchone())
 
 
+# -- listeners across processes ----------------------------------------------------------
+
+PUSHES = 40
+
+
+def _pusher(backend: str, target: str, schema: str, sid: str) -> None:
+    """Another process: PUSHES runtime events to ``sid``, each carrying its commit time."""
+    store = _open(backend, target, schema)
+    with SessionPool(store) as pool:
+        session = pool.get(sid)
+        for i in range(PUSHES):
+            session.push_runtime_event("tick", {"i": i, "sent": time.time()})
+            time.sleep(0.05)
+
+
+def listener_latency(backend: str, target: str, schema: str) -> list[float]:
+    """Seconds from another process's commit to this process's listener call, per event."""
+    import threading
+
+    store = _open(backend, target, schema)
+    sid = f"follow-{uuid.uuid4().hex[:8]}"
+    heard: list[float] = []
+    done = threading.Event()
+
+    def listener(event: Any) -> None:
+        if getattr(event, "runtime_type", None) == "tick":
+            heard.append(time.time() - event.data["sent"])
+            if len(heard) == PUSHES:
+                done.set()
+
+    with SessionPool(store) as pool:
+        pool.get(sid).subscribe(listener)
+        subprocess.run([sys.executable, __file__, "--pusher", backend, target, schema, sid], check=True)
+        done.wait(60)
+    return heard
+
+
 # -- turns per second -------------------------------------------------------------------
 
 
@@ -196,6 +236,10 @@ def report(backend: str, target: str, schema: str, turns: int) -> None:
     print(f"{'':<48} {'median':>10} {'p99':>10}")
     for what, median, p99 in currentness(backend, target, schema):
         print(f"{what:<48} {median:>7.1f} µs {p99:>7.1f} µs")
+    lags = listener_latency(backend, target, schema)
+    print(f"\n{backend}: a listener hears another process's commits: {len(lags)} of {PUSHES} events, "
+          f"after p50 {_pct(lags, 0.5) * 1e3:.0f} ms, p99 {_pct(lags, 0.99) * 1e3:.0f} ms, "
+          f"max {max(lags) * 1e3:.0f} ms")
     print(f"\n{backend}: turns per second, {turns} ask() turns per process, zero-latency model")
     print(f"{'processes':>9} {'conversations':>14} {'turns/s':>9} {'lock wait p50':>14} {'p99':>10}  errors")
     for procs in PROCS:
@@ -212,6 +256,9 @@ def report(backend: str, target: str, schema: str, turns: int) -> None:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         _worker(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--pusher":
+        _pusher(*sys.argv[2:6])
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--file-only", action="store_true", help="skip PostgreSQL")
