@@ -7,8 +7,11 @@ listener -- every :data:`INTERVAL` seconds: it asks the store for the session's 
 cheap check, no events read) and, when the head moved past the log's revision, calls the
 log's ``refresh()``, which loads the new events and offers them to the listeners, each
 once and in store order (a log's own commits and its refreshes are ordered by its lock).
-The log's lock is never held while the store is asked. Logs are held weakly: a session
-dropped without ``close()`` is forgotten with it.
+The head check is made without the log's lock (only a refresh takes it, as any other
+reader's would). Logs are held weakly: a session dropped without ``close()`` is forgotten
+with it. A forked child follows nothing of its parent's (the thread does not survive a
+fork); its own subscriptions start its own thread. A store without ``head()`` is asked
+with ``load()`` (slow, but right).
 
 PostgreSQL's LISTEN/NOTIFY would wake the thread sooner, but one listening connection
 per followed session does not scale to thousands of sessions; polling ``head()`` (one
