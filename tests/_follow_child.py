@@ -31,10 +31,12 @@ def save_note(text: str) -> str:
 
 
 def reply(request):  # type: ignore[no-untyped-def]
-    last = request.messages[-1]
-    if last.role == "user":
-        return ToolCall("save_note", {"text": last.text})
-    return "done: " + last.content[0].output.as_text()
+    """One save_note call for the first message, then an answer (runtime events reach the
+    model as user messages too: they get no call of their own)."""
+    results = [m for m in request.messages if m.role == "tool"]
+    if not results:
+        return ToolCall("save_note", {"text": request.messages[-1].text})
+    return "done: " + results[-1].content[0].output.as_text()
 
 
 def open_store(spec: str) -> EventStore:
