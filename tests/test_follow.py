@@ -171,3 +171,32 @@ def test_one_follower_thread_serves_every_listened_session_and_ends_when_none_is
 
     wait_for(lambda: "agentkit-follower" not in [t.name for t in threading.enumerate()], DEADLINE,
              "the follower thread to end")
+
+
+def test_the_follower_asks_the_store_without_holding_the_session_lock(tmp_path):
+    """A store slow to answer the follower's head check (a database far away) holds up
+    no commit or read of the session meanwhile."""
+    asked, answer = threading.Event(), threading.Event()
+
+    class SlowHead(FileEventStore):
+        def head(self, session_id):  # the follower's check waits; others' do not
+            if threading.current_thread().name == "agentkit-follower":
+                asked.set()
+                answer.wait(DEADLINE)
+            stored = self.load(session_id)
+            return None if stored is None else stored.revision
+
+    with SessionPool(SlowHead(tmp_path / "store"), model=FunctionModel(reply)) as pool:
+        session = pool.get("slow")
+        heard = _Heard()
+        session.subscribe(heard)
+        try:
+            assert asked.wait(DEADLINE), "the follower never checked the head"
+            from _procs import within
+
+            event = within(lambda: session.push_runtime_event("tick", {}), DEADLINE)  # the lock is free
+            assert within(lambda: session.events[-1].id, DEADLINE) == event.id
+        finally:
+            answer.set()
+        heard.wait_for([event.id])
+        assert heard.ids().count(event.id) == 1
