@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from ._follow import follow, unfollow
 from ._subscriptions import Listener, Subscription, Unsubscribe
 from .approval import ApprovalState
 from .errors import (
@@ -394,6 +395,8 @@ class EventLog:
             with self.lock:
                 if sub in self.subs:
                     self.subs.remove(sub)
+                if not self.subs:
+                    unfollow(self)
 
         with self.lock:
             if self.closed:  # its delivery thread would wait forever for events
@@ -405,6 +408,8 @@ class EventLog:
                 on_remove=remove,
             )
             self.subs.append(sub)
+            if self._store is not None:
+                follow(self)  # what other processes commit reaches the listener too
 
         def unsubscribe(*, drain: bool = False, timeout: float = self._join_seconds) -> None:
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
@@ -423,6 +428,7 @@ class EventLog:
                 return False
             self.closed = True
             self._closing, self.subs = list(self.subs), []
+            unfollow(self)
             return True
 
     def drain_listeners(self) -> None:

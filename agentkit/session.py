@@ -333,8 +333,10 @@ class Session:
 
     def subscribe(self, listener: Listener) -> Unsubscribe:
         """Call ``listener(event)`` for every event committed from now on, in commit
-        order, on a delivery thread, after the event is durable. Returns a function
-        that unsubscribes, ``unsubscribe(*, drain=False, timeout=5.0)``: ``drain=True``
+        order, on a delivery thread, after the event is durable. With a store, that
+        includes what other processes and hosts commit to this session: each event
+        once, in store order, within a second of its commit. Returns a function that
+        unsubscribes, ``unsubscribe(*, drain=False, timeout=5.0)``: ``drain=True``
         returns once every event already queued for the listener is delivered (or the
         timeout passed). A listener that raises or stalls is removed with a warning."""
         return self._log.subscribe(listener)

@@ -5,11 +5,18 @@ The agent runs on a real provider when one is configured (see ``_pick_model``), 
 an offline demo model: it answers ``You said: <message>``; a message starting with
 ``note:`` makes it call ``save_note``, a tool that needs a person's approval first, and
 ``slow:<seconds>`` makes it call ``look_up``, a slow tool that stops when cancelled.
+
+The store is a directory (``$CHAT_STORE_DIR``, default ``./chat-store``) shared by the
+worker processes of one host, or, with ``$CHAT_DATABASE_URL`` set (a libpq URL or
+connection string), PostgreSQL, shared by every host (schema ``$CHAT_DB_SCHEMA``,
+default ``agentkit``; the tables are created on start). ``$CHAT_NOTES_FILE``, when set,
+is where ``save_note`` appends one JSON line per run (the tests count them).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from typing import Any
 
@@ -28,24 +35,33 @@ from agentkit import (
 )
 from agentkit.errors import ApprovalError
 from agentkit.models.scripted import ToolCall
+from agentkit.stores.base import EventStore
 
 # every tool runs without asking, except save_note: it waits for a person's answer
 APPROVAL = ApprovalPolicy(mode="autopilot", rules={"save_note": "ask"})
 
-CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, ApprovalError)
-"""What a request did wrong (a bad body or id, an unknown or decided approval): a 400."""
+CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError,)
+"""What a request did wrong (a bad body or conversation id): a 400."""
+
+CONFLICT_ERRORS: tuple[type[Exception], ...] = (ApprovalError,)
+"""A decision the conversation's state refuses (an unknown id, or one decided already,
+here or by another worker): a 409."""
 
 NOTES: list[str] = []
 
 
 @tool
-def save_note(text: str) -> str:
+def save_note(text: str, ctx: ToolContext) -> str:
     """Save a note for later.
 
     Args:
         text: What to write down.
     """
     NOTES.append(text)
+    if os.environ.get("CHAT_NOTES_FILE"):
+        line = {"session_id": ctx.session_id, "tool_call_id": ctx.tool_call_id, "text": text, "pid": os.getpid()}
+        with open(os.environ["CHAT_NOTES_FILE"], "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
     return f"saved: {text}"
 
 
@@ -73,11 +89,23 @@ def _demo_reply(request: ModelRequest) -> Turn | str:
     return f"You said: {said}"
 
 
+def make_store(store_dir: str | None = None) -> EventStore:
+    """PostgreSQL when ``$CHAT_DATABASE_URL`` is set, else a FileEventStore directory."""
+    url = os.environ.get("CHAT_DATABASE_URL")
+    if url and store_dir is None:
+        from agentkit.stores.postgres import PostgresEventStore
+
+        store = PostgresEventStore(url, schema=os.environ.get("CHAT_DB_SCHEMA", "agentkit"))
+        store.migrate()  # safe to repeat, from every process
+        return store
+    return FileEventStore(store_dir or os.environ.get("CHAT_STORE_DIR", "chat-store"))
+
+
 def make_pool(store_dir: str | None = None) -> SessionPool:
-    """One SessionPool over a FileEventStore: every request of a conversation shares one
-    Session in this process; other processes on the same directory take turns with it."""
+    """One SessionPool over the store: every request of a conversation shares one Session
+    in this process; other processes (and hosts, on PostgreSQL) take turns with it."""
     model, _label = pick_model(FunctionModel(_demo_reply))
-    store = FileEventStore(store_dir or os.environ.get("CHAT_STORE_DIR", "chat-store"))
+    store = make_store(store_dir)
     return SessionPool(
         store, model=model, tools=[save_note, look_up], system="You are a helpful assistant.",
         max_open=1000, idle_timeout=600, approval=APPROVAL,

@@ -5,8 +5,9 @@
   POST /chat/<cid>/approvals/<id>/approve      POST /chat/<cid>/approvals/<id>/deny
 
 Run: python examples/django_app.py runserver --noreload 127.0.0.1:8000
-(the store directory is $CHAT_STORE_DIR, default ./chat-store; in production serve
-``django_app:application`` with gunicorn: worker processes on one store take turns).
+(the store directory is $CHAT_STORE_DIR, default ./chat-store). In production, several
+worker processes: ``gunicorn -w 4 --chdir examples django_app:application`` (one store
+directory, or $CHAT_DATABASE_URL for PostgreSQL and several hosts; see docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -64,12 +65,15 @@ def _body(request: HttpRequest) -> Any:
 
 
 def _json(fn: Any) -> Any:
-    """A view answering JSON, with a 400 for what the request did wrong."""
+    """A view answering JSON, with a 400 for what the request did wrong and a 409 for
+    a decision the conversation refuses."""
     def view(request: HttpRequest, **kwargs: Any) -> HttpResponse:
         try:
             return fn(request, **kwargs)
         except _chat.CLIENT_ERRORS as exc:
             return JsonResponse({"error": str(exc)}, status=400)
+        except _chat.CONFLICT_ERRORS as exc:
+            return JsonResponse({"error": str(exc)}, status=409)
     return view
 
 

@@ -4,9 +4,10 @@ blocks. The routes are those of ``flask_app.py``:
   POST /chat/<cid>   POST /chat/<cid>/stream   GET /chat/<cid>   GET /chat/<cid>/approvals
   POST /chat/<cid>/approvals/<id>/approve      POST /chat/<cid>/approvals/<id>/deny
 
-Run: python examples/fastapi_app.py --port 8000 [--store DIR]   (uvicorn on 127.0.0.1; in
-production ``uvicorn --workers N`` or gunicorn with uvicorn workers: the processes share
-the store directory and take turns per conversation).
+Run: python examples/fastapi_app.py --port 8000 [--store DIR]   (uvicorn on 127.0.0.1). In
+production, several worker processes:
+``uvicorn --workers 4 --app-dir examples --factory fastapi_app:create_app`` (one store
+directory, or $CHAT_DATABASE_URL for PostgreSQL and several hosts; see docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -38,8 +39,13 @@ def create_app(store_dir: str | None = None, pool: SessionPool | None = None) ->
     async def bad_request(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=400)
 
+    async def conflict(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=409)
+
     for error in _chat.CLIENT_ERRORS:
         app.add_exception_handler(error, bad_request)
+    for error in _chat.CONFLICT_ERRORS:
+        app.add_exception_handler(error, conflict)
 
     @app.post("/chat/{cid}")
     async def ask(cid: str, body: Any = Body(None)) -> dict[str, Any]:

@@ -9,8 +9,9 @@ Routes (``<cid>`` is a conversation id: letters, digits, ``-`` and ``_``):
   POST /chat/<cid>/approvals/<id>/deny     {"reason": "..."}
 
 Run: python examples/flask_app.py --port 8000 [--store DIR]   (a threaded server on
-127.0.0.1; in production run ``flask_app:create_app()`` under gunicorn: several worker
-processes on one store directory take turns per conversation).
+127.0.0.1). In production, several worker processes:
+``gunicorn -w 4 --chdir examples 'flask_app:create_app()'`` (one store directory, or
+``$CHAT_DATABASE_URL`` for PostgreSQL and several hosts; see docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -33,8 +34,13 @@ def create_app(store_dir: str | None = None, pool: SessionPool | None = None) ->
     def bad_request(exc: Exception) -> tuple[Response, int]:
         return jsonify(error=str(exc)), 400  # agentkit's messages say what was wrong
 
+    def conflict(exc: Exception) -> tuple[Response, int]:
+        return jsonify(error=str(exc)), 409
+
     for error in _chat.CLIENT_ERRORS:
         app.register_error_handler(error, bad_request)
+    for error in _chat.CONFLICT_ERRORS:
+        app.register_error_handler(error, conflict)
 
     @app.post("/chat/<cid>")
     def ask(cid: str) -> Response:

@@ -88,3 +88,12 @@ def our_ends_of_its_stdout(pid: int) -> list[str]:
         except OSError:
             continue
     return ours
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,207 @@
+"""Listeners across processes (agentkit/_follow.py): a listener or a stream on a pooled
+session in one process hears what another process commits to that session -- each event
+once, in store order -- with no read or push of its own to pull it in."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from _follow_child import reply, save_note
+
+from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, SessionPool, ToolCall, ToolContext, tool
+from agentkit._follow import _FOLLOWER
+
+ROOT = Path(__file__).resolve().parents[1]
+DEADLINE = 30.0  # a guard against hangs; delivery takes well under a second
+
+
+class _Heard:
+    """A listener that keeps what it heard and lets a test wait for given event ids."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+        self._cond = threading.Condition()
+
+    def __call__(self, event) -> None:
+        with self._cond:
+            self.events.append(event)
+            self._cond.notify_all()
+
+    def ids(self) -> list[str]:
+        with self._cond:
+            return [e.id for e in self.events]
+
+    def wait_for(self, ids: list[str]) -> None:
+        with self._cond:
+            ok = self._cond.wait_for(lambda: set(ids) <= {e.id for e in self.events}, DEADLINE)
+        assert ok, f"the listener did not hear {ids} within {DEADLINE:g}s (heard {self.ids()})"
+
+
+class _ProcessB:
+    """tests/_follow_child.py: another process committing to the same session."""
+
+    def __init__(self, spec: str, session_id: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "_follow_child.py"), spec, session_id],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+
+    def do(self, command: str) -> list[str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, f"process B ended during {command!r} (exit code {self.proc.wait()})"
+        ids: list[str] = json.loads(line)["ids"]
+        return ids
+
+    def stop(self) -> None:
+        try:
+            self.proc.communicate("quit\n", timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+@pytest.fixture(params=["file", "postgres"])
+def shared_store(request, tmp_path):
+    """(store for this process, spec for process B) over one durable store."""
+    if request.param == "file":
+        yield FileEventStore(tmp_path / "store"), f"file:{tmp_path / 'store'}"
+        return
+    cluster = request.getfixturevalue("pg_cluster")
+    from agentkit.stores.postgres import PostgresEventStore
+
+    schema = cluster.fresh_schema()
+    store = PostgresEventStore(cluster.conninfo, schema=schema, connect_timeout=5)
+    store.migrate()
+    try:
+        yield store, f"pg:{schema}:{cluster.conninfo}"
+    finally:
+        store.close()
+
+
+def _stored_after(store, session_id: str, revision: int) -> list[str]:
+    stored = store.load(session_id)
+    return [e.id for e in stored.events if e.seq > revision]
+
+
+def test_a_listener_hears_what_another_process_commits_each_once_in_store_order(shared_store):
+    store, spec = shared_store
+    with SessionPool(store, model=FunctionModel(reply), tools=[save_note],
+                     approval=ApprovalPolicy(mode="ask-writes")) as pool:
+        session = pool.get("conv")
+        session.push_user_message("buy milk")
+        assert session.generate().finish_reason == "approval-required"
+        (request,) = session.pending_approvals()
+        start = session.revision
+        heard = _Heard()
+        session.subscribe(heard)
+        other = _ProcessB(spec, "conv")
+        try:
+            committed = []
+            for command in ("push job-finished", "push timer-fired", f"approve {request.id}"):
+                ids = other.do(command)  # this process does nothing: its listener must hear it
+                heard.wait_for(ids)
+                committed += ids
+        finally:
+            other.stop()
+        kinds = [getattr(e, "action", None) or getattr(e, "runtime_type", None) or e.type for e in heard.events]
+        assert kinds[:3] == ["job-finished", "timer-fired", "approval-decided"]
+        assert "assistant-message" in kinds  # the approved call ran over there, and the model answered
+        assert heard.ids() == committed == _stored_after(store, "conv", start)  # each once, in store order
+        assert [e.seq for e in heard.events] == list(range(start + 1, start + 1 + len(committed)))
+        assert session.pending_approvals() == []  # the session itself is current too
+
+
+def test_a_stream_waits_on_an_event_another_process_commits(tmp_path):
+    """A generation streamed in this process runs a tool that waits for a job another
+    host finishes: the job-finished event committed there reaches it here."""
+    store = FileEventStore(tmp_path / "store")
+    heard = _Heard()
+
+    @tool(read_only=True)
+    def wait_for_job(ctx: ToolContext) -> str:
+        """Wait for the build job to finish."""
+        def finished() -> bool:
+            return any(getattr(e, "runtime_type", None) == "job-finished" for e in heard.events)
+
+        while not finished() and not ctx.cancel.wait(0.02):
+            pass
+        return "the build passed" if finished() else "cancelled"
+
+    def model(request):  # the job-finished event reaches the model too: answer once the tool did
+        results = [m for m in request.messages if m.role == "tool"]
+        return "done: " + results[-1].content[0].output.as_text() if results else ToolCall("wait_for_job", {})
+
+    with SessionPool(store, model=FunctionModel(model), tools=[wait_for_job]) as pool:
+        session = pool.get("build")
+        session.subscribe(heard)
+        other = _ProcessB(f"file:{tmp_path / 'store'}", "build")
+        try:
+            with session.ask_stream("tell me when the build is done") as stream:
+                types = []
+                for event in stream:
+                    types.append(event.type)
+                    if event.type == "tool-start":
+                        other.do("push job-finished")  # committed by process B while the tool waits
+                assert stream.result.text == "done: the build passed"
+        finally:
+            other.stop()
+        assert types[-1] == "generation-end" and "tool-end" in types
+        stored = [getattr(e, "runtime_type", None) or e.type for e in store.load("build").events]
+        assert stored.count("job-finished") == 1 and stored[-1] == "assistant-message"
+
+
+def test_one_follower_thread_serves_every_listened_session_and_ends_when_none_is(tmp_path):
+    import gc
+
+    from _procs import wait_for
+
+    gc.collect()
+    before = _FOLLOWER.following()  # sessions other tests left open with a listener
+    store = FileEventStore(tmp_path / "store")
+    with SessionPool(store, model=FunctionModel(reply)) as pool:
+        stops = [pool.get(f"s{i}").subscribe(lambda e: None) for i in range(50)]
+        assert _FOLLOWER.following() == before + 50
+        assert [t.name for t in threading.enumerate()].count("agentkit-follower") == 1
+        for stop in stops[:25]:
+            stop()
+        assert _FOLLOWER.following() == before + 25
+        pool.close()  # closing a session stops following it
+        assert _FOLLOWER.following() == before
+    if before == 0:
+        wait_for(lambda: "agentkit-follower" not in [t.name for t in threading.enumerate()], DEADLINE,
+                 "the follower thread to end")
+
+
+def test_the_follower_asks_the_store_without_holding_the_session_lock(tmp_path):
+    """A store slow to answer the follower's head check (a database far away) holds up
+    no commit or read of the session meanwhile."""
+    asked, answer = threading.Event(), threading.Event()
+
+    class SlowHead(FileEventStore):
+        def head(self, session_id):  # the follower's check waits; others' do not
+            if threading.current_thread().name == "agentkit-follower":
+                asked.set()
+                answer.wait(DEADLINE)
+            stored = self.load(session_id)
+            return None if stored is None else stored.revision
+
+    with SessionPool(SlowHead(tmp_path / "store"), model=FunctionModel(reply)) as pool:
+        session = pool.get("slow")
+        heard = _Heard()
+        session.subscribe(heard)
+        try:
+            assert asked.wait(DEADLINE), "the follower never checked the head"
+            from _procs import within
+
+            event = within(lambda: session.push_runtime_event("tick", {}), DEADLINE)  # the lock is free
+            assert within(lambda: session.events[-1].id, DEADLINE) == event.id
+        finally:
+            answer.set()
+        heard.wait_for([event.id])
+        assert heard.ids().count(event.id) == 1
