@@ -93,3 +93,15 @@ def test_ctrl_c_in_a_piped_chat_exits_quietly_with_130(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+
+
+def test_python_dash_m_agentkit_is_the_agentkit_command(tmp_path):
+    """``python -m agentkit`` works where the console script is not on PATH."""
+    env = {k: v for k, v in os.environ.items() if k != "AGENTKIT_MODEL"}
+    out = subprocess.run([sys.executable, "-m", "agentkit", "--help"], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: agentkit ") and "{run,chat,sessions,events}" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "agentkit", "run", "hello", "--model", "echo"], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert (out.returncode, out.stdout.strip()) == (0, "echo: hello"), out.stderr
