@@ -122,7 +122,8 @@ def _simple(hint: Any) -> frozenset[type] | None:
     origin = typing.get_origin(hint)
     if origin is typing.Union or origin is types.UnionType:
         parts = [_simple(m) for m in typing.get_args(hint)]
-        return None if None in parts else frozenset().union(*parts)  # type: ignore[arg-type]
+        known = [p for p in parts if p is not None]
+        return frozenset[type]().union(*known) if len(known) == len(parts) else None
     if hint is float:
         return frozenset((int, float))
     if hint in (int, str, bool, bytes, type(None)):
@@ -228,8 +229,8 @@ def _id_of(data: dict[str, Any]) -> str:
 
 
 class LogOrder:
-    """Checks, event by event in log order, that ids are distinct and that ``seq`` (when
-    not 0, an event never committed by a Session) never goes backwards."""
+    """Checks, event by event in log order, that ids are distinct and that ``seq`` never
+    goes backwards (``seq`` 0, an event no Session numbered, is not checked)."""
 
     def __init__(self) -> None:
         self._seen: dict[str, str] = {}
