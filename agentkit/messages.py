@@ -376,5 +376,13 @@ def content_to_dict(parts: Iterable[ContentPart]) -> list[dict[str, Any]]:
 
 
 def content_from_dict(data: Iterable[dict[str, Any]]) -> tuple[ContentPart, ...]:
-    """Inverse of :func:`content_to_dict`."""
-    return tuple(_part_from_dict(d) for d in data)
+    """Inverse of :func:`content_to_dict`; ConfigurationError when ``data`` is not a
+    list of part objects."""
+    if isinstance(data, (str, bytes, dict)) or not isinstance(data, Iterable):
+        raise ConfigurationError(f"content must be a list of content parts, not {type(data).__name__}")
+    parts = []
+    for d in data:
+        if not isinstance(d, dict):
+            raise ConfigurationError(f"a content part must be a JSON object, not {type(d).__name__}")
+        parts.append(_part_from_dict(d))
+    return tuple(parts)

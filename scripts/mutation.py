@@ -13,7 +13,7 @@ the checkout in a temporary directory (the checkout is never modified, so severa
 can go on at once), with a per-mutant timeout. A failing test run kills the mutant; a
 passing one means no test noticed the change: its diff is printed at the end.
 
-Not part of CI: a run takes minutes. See README.md, "Contributing".
+Not part of CI: a run takes minutes. See CONTRIBUTING.md, "Mutation testing".
 """
 
 from __future__ import annotations

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from datetime import datetime, timezone
 
-from agentkit import FileEventStore, ScriptedModel, Session
+from agentkit import ApprovalPolicy, FileEventStore, ScriptedModel, Session, ToolCall, tool
 
 
 def cli(*args, stdin="", env_extra=None):
@@ -24,11 +26,55 @@ def test_sessions_and_events_show_what_the_store_holds(tmp_path):
         s.push_user_message("hello")
         s.generate()
     out = cli("sessions", "--store", str(tmp_path))
-    assert out.returncode == 0 and out.stdout.split() == ["demo-1"]
+    assert out.returncode == 0, out.stderr
+    last = datetime.fromtimestamp(store.load("demo-1").events[-1].timestamp, timezone.utc)
+    assert out.stdout.splitlines() == [f"demo-1  {last.isoformat(timespec='seconds')}  2 events  0 pending approvals"]
     out = cli("events", "demo-1", "--store", str(tmp_path))
     lines = [json.loads(line) for line in out.stdout.splitlines()]
     assert [d["type"] for d in lines] == ["user-message", "assistant-message"]
     assert lines[1]["content"][0]["text"] == "hi there"
+
+
+@tool
+def delete_file(path: str) -> str:
+    """Delete a file."""
+    return f"deleted {path}"
+
+
+def test_sessions_lists_last_activity_event_count_and_pending_approvals_one_line_each(tmp_path):
+    store = FileEventStore(tmp_path)
+    asking = ApprovalPolicy(mode="ask-all")
+    both = [ToolCall("delete_file", {"path": "a"}), ToolCall("delete_file", {"path": "b"})]
+    with Session.open("waiting-for-a-person", store=store, tools=[delete_file], approval=asking,
+                      model=ScriptedModel([both])) as s:
+        s.push_user_message("delete a and b")
+        assert s.generate().finish_reason == "approval-required"
+    with Session.open("b", store=store, model=ScriptedModel(["ok"])) as s:
+        s.push_user_message("one")
+    (tmp_path / "not-a-session").mkdir()
+    out = cli("sessions", "--store", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    stamp = "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\+00:00"
+    assert re.fullmatch(f"b                     {stamp}  1 event  0 pending approvals", lines[0]), lines
+    assert re.fullmatch(f"waiting-for-a-person  {stamp}  [0-9]+ events  2 pending approvals", lines[1]), lines
+    assert len(lines) == 2
+    events = store.load("waiting-for-a-person").events
+    assert lines[1].split()[2] == str(len(events))
+    last = datetime.fromtimestamp(events[-1].timestamp, timezone.utc)
+    assert lines[1].split()[1] == last.isoformat(timespec="seconds")
+
+
+def test_a_store_directory_that_does_not_exist_is_an_error_naming_it_not_an_empty_list(tmp_path):
+    missing = tmp_path / "nonexistent"
+    for args in (("sessions",), ("events", "s1")):
+        out = cli(*args, "--store", str(missing))
+        assert out.returncode == 1 and out.stdout == ""
+        assert f"agentkit: no store at {missing}: it does not exist" in out.stderr
+        assert not missing.exists()  # reading created nothing
+    (tmp_path / "file").write_text("x")
+    out = cli("sessions", "--store", str(tmp_path / "file"))
+    assert out.returncode == 1 and f"no store at {tmp_path / 'file'}: it is not a directory" in out.stderr
 
 
 def test_errors_are_clear(tmp_path):
@@ -93,3 +139,15 @@ def test_ctrl_c_in_a_piped_chat_exits_quietly_with_130(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+
+
+def test_python_dash_m_agentkit_is_the_agentkit_command(tmp_path):
+    """``python -m agentkit`` works where the console script is not on PATH."""
+    env = {k: v for k, v in os.environ.items() if k != "AGENTKIT_MODEL"}
+    out = subprocess.run([sys.executable, "-m", "agentkit", "--help"], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: agentkit ") and "{run,chat,sessions,events}" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "agentkit", "run", "hello", "--model", "echo"], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert (out.returncode, out.stdout.strip()) == (0, "echo: hello"), out.stderr

@@ -289,6 +289,7 @@ def test_the_approval_prompt_yes_no_always(terminals, tmp_path):
     t.expect('[approve] delete_file {"path": "a.txt"}')
     t.expect("allow? [y]es / [n]o / [a]lways: ")
     t.line("n", at_prompt=False)
+    t.expect("[error] delete_file: denied: denied at the terminal")  # the live view
     t.expect("delete_file returned (error): denied: denied at the terminal")
     t.line('call delete_file {"path": "b.txt"}')
     t.expect("allow? [y]es / [n]o / [a]lways: ")
@@ -306,11 +307,15 @@ def test_the_approval_prompt_yes_no_always(terminals, tmp_path):
     t.expect("allow? [y]es / [n]o / [a]lways: ")
     t.type("\x03")  # Ctrl-C at the question: no answer (a deny) and the generation stops
     t.expect("[interrupted]")
-    t.expect("(denied: write_note)")
+    t.expect("(denied: write_note; it will not run)")
     t.line("still here")
-    assert "[approve]" not in t.expect("echo: still here")  # the interrupted question is not put again
-    t.line("/history")
-    t.expect("tool: [result] write_note: denied: interrupted at the terminal (Ctrl-C)")
+    # the interrupted question is not put again, and the next turn, which settles the
+    # denied call, does not show it as a call made (or run) again
+    next_turn = t.expect("echo: still here")
+    assert "[approve]" not in next_turn and "write_note" not in next_turn, next_turn
+    t.line("/history")  # a denied call is an [error] there, as in the live view
+    t.expect("tool: [error] delete_file: denied: denied at the terminal")
+    t.expect("tool: [error] write_note: denied: interrupted at the terminal (Ctrl-C)")
     t.line("/exit")
     assert t.wait() == 0
 

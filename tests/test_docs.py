@@ -1,6 +1,6 @@
-"""Every code block in README.md and docs/*.md runs as written.
+"""Every code block in README.md, CONTRIBUTING.md and docs/*.md runs as written.
 
-The rules (README.md, "Contributing" / "Documentation examples", says the same to writers):
+The rules (CONTRIBUTING.md, "Documentation examples", says the same to writers):
 
 * A ```` ```python ```` block is executed. The python blocks of one page run in order in
   one fresh namespace (a page is one story: a later block may use what an earlier one
@@ -37,8 +37,10 @@ from __future__ import annotations
 import builtins
 import gc
 import json
+import os
 import re
 import shutil
+import subprocess
 import symtable
 import sys
 import traceback
@@ -58,7 +60,7 @@ from fakes.plausible import anthropic_responder, openai_responder
 from fakes.server import FakeServer
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"^<!--\s*docs-test:\s*not run:\s*(?P<reason>\S.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 
@@ -298,15 +300,31 @@ def test_provider_specs_on_a_page_reach_the_loopback_fakes(
 ) -> None:
     openai, anthropic = providers
     monkeypatch.chdir(tmp_path)
-    run_page(ROOT / "README.md")  # "openai:gpt-4.1-mini", then "anthropic:claude-sonnet-4-5"
-    assert [r.path for r in openai.requests] == ["/v1/chat/completions"] * 2
-    first, second = openai.bodies
-    assert [t["function"]["name"] for t in first["tools"]] == ["add"]
-    assert second["messages"][-1]["role"] == "tool" and second["messages"][-1]["content"] == "42"  # add(7, 35) ran
-    assert anthropic.requests and all(r.path == "/v1/messages" for r in anthropic.requests)
-    headers = anthropic.requests[0].headers  # the SDK sends the key as x-api-key or as a bearer token
-    sent_key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
-    assert sent_key == "sk-ant-docs-test"
+    run_page(ROOT / "README.md")  # "echo" (offline), then "openai:gpt-4.1-mini" twice: one provider throughout
+    assert [r.path for r in openai.requests] == ["/v1/chat/completions"] * 4  # run_agent, then the Session
+    for first, second in (openai.bodies[:2], openai.bodies[2:]):
+        assert [t["function"]["name"] for t in first["tools"]] == ["add"]
+        assert second["messages"][-1]["role"] == "tool"  # the add tool ran
+    assert openai.bodies[1]["messages"][-1]["content"] == "42"  # add(7, 35)
+    headers = openai.requests[0].headers
+    assert headers.get("authorization") == "Bearer sk-docs-test"
+    assert anthropic.requests == []  # the README names Anthropic but does not switch to it
+
+
+def test_the_readmes_first_agent_runs_without_a_provider_extra_or_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a reader sees first runs right after the README's `pip install -e .`: the
+    first python block needs no provider SDK, no key and no network."""
+    monkeypatch.chdir(tmp_path)
+    first = next(b for b in extract_blocks(ROOT / "README.md") if b.language == "python")
+    blocked = "import sys\nfor name in ('openai', 'anthropic'):\n    sys.modules[name] = None  # not installed\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "AGENTKIT_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run([sys.executable, "-c", blocked + first.code], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "add returned: 42\n"
 
 
 def test_the_sessions_listener_example_hears_every_event_of_the_turn(
@@ -412,3 +430,17 @@ def test_the_fake_models_arguments_satisfy_the_tools_schema() -> None:
     args = _arguments(schema, "Plot 3 and 4")
     jsonschema.validate(args, schema)
     assert args == {"mode": "line", "points": [{"x": 3}]}
+
+
+def test_user_pages_install_what_they_use_not_the_test_extra() -> None:
+    """The test extra pulls in every SDK and test tool (langchain-community...): a user's
+    page names the extra or packages it needs (docs/web.md: the `web` extra and the
+    framework), and the extras list in the README names every extra pyproject.toml has."""
+    users = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    sent = [p.name for p in users if re.search(r"pip install [^\n`]*\[[^\]]*\btest\b", p.read_text(encoding="utf-8"))]
+    assert sent == [], f"pages that tell users to install the test extra: {sent}"
+    web = (ROOT / "docs" / "web.md").read_text(encoding="utf-8")
+    assert "pip install 'sync-agentkit[web]' flask`" in web
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert [e for e in extras if f"`[{e}]`" not in readme] == []

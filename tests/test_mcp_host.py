@@ -271,3 +271,76 @@ def test_closing_the_toolset_cancels_a_model_answering_a_sampling_request():
     wait_for(saw_cancel.is_set, what="the model request to be cancelled")
     caller.join(30)
     assert not caller.is_alive()
+
+
+class _RecordingStream:
+    """A provider stream as an iterator object (an HTTP response behind it) that never
+    looks at the request's cancel token itself: it yields ``texts``, then ``dots`` more
+    text deltas ``pause`` seconds apart, then the finish. It records what was read and
+    whether it was closed."""
+
+    def __init__(self, texts: list[str], dots: int = 0, pause: float = 0.0) -> None:
+        import threading
+
+        from agentkit.models.base import FinishEvent, TextDelta
+
+        self._events = iter([*(TextDelta(text=t) for t in texts), *(TextDelta(text=".") for _ in range(dots)),
+                             FinishEvent(reason="stop")])
+        self._pause = pause
+        self.read = 0
+        self.reading = threading.Event()
+        self.closed = threading.Event()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        import threading
+
+        if self.read:
+            self.reading.set()
+            threading.Event().wait(self._pause)
+        self.read += 1
+        return next(self._events)
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+class _StreamModel:
+    model_name = "recording"
+
+    def __init__(self, **kwargs) -> None:
+        self.kwargs = kwargs
+        self.streams: list[_RecordingStream] = []
+
+    def stream(self, request):
+        self.streams.append(_RecordingStream(**self.kwargs))
+        return self.streams[-1]
+
+
+def test_a_model_answering_a_sampling_request_has_its_stream_closed_when_read_to_the_end():
+    model = _StreamModel(texts=["one ", "line"])
+    with connect_mcp({"h": stdio(HOST)}, sampling=model) as mcp:
+        assert _tools(mcp)["summarize"].fn(text="x").value == "one line"
+    (stream,) = model.streams
+    assert stream.closed.is_set()
+
+
+def test_closing_the_toolset_stops_reading_a_sampling_stream_that_ignores_the_token_and_closes_it():
+    import threading
+
+    from mcp_servers.helpers import wait_for
+
+    model = _StreamModel(texts=[], dots=3000, pause=0.01)  # 30 s of text unless stopped
+    mcp = connect_mcp({"h": stdio(HOST)}, sampling=model)
+    caller = threading.Thread(target=_tools(mcp)["summarize"].fn, kwargs={"text": "x"})
+    caller.start()
+    wait_for(lambda: bool(model.streams) and model.streams[0].reading.is_set(), what="the model to stream")
+    mcp.close()
+    (stream,) = model.streams
+    wait_for(stream.closed.is_set, timeout=20, what="the sampling stream to be closed")
+    read = stream.read
+    assert read < 3000  # reading stopped at the event after the cancel, not at the end
+    caller.join(30)
+    assert not caller.is_alive() and stream.read == read  # and nothing was read after closing

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -166,6 +167,19 @@ def test_bad_append_arguments_are_refused_before_writing(store, kwargs, match):
     with pytest.raises(ConfigurationError, match=match):
         store.append("s1", **kwargs)
     assert store.load("s1") is None
+
+
+def test_a_batch_that_repeats_an_id_or_runs_seq_backwards_is_refused_before_writing(store):
+    """What a load would refuse as corruption is refused at the append, as bad input."""
+    once = user("a").with_seq(1)
+    for batch, match in (
+        ([once, once], f"event id {once.id!r} appears twice"),
+        ([user("b").with_seq(2), user("c").with_seq(1)], "has seq 1 after seq 2"),
+    ):
+        with pytest.raises(ConfigurationError, match=re.escape(match) + ".*Nothing was written"):
+            store.append("s1", batch, expected_revision=0)
+        assert store.load("s1") is None
+    assert store.append("s1", [user("unnumbered"), user("also 0"), once], expected_revision=0) == 3
 
 
 @pytest.mark.parametrize("own_object", [False, True], ids=["shared-object", "object-per-thread"])

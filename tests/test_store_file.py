@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -16,6 +17,7 @@ import pytest
 from _store_child import child_cmd, child_env, mount_works, remount, texts, tmpfs, user
 
 from agentkit import (
+    AssistantMessageEvent,
     ConfigurationError,
     FileEventStore,
     SchemaVersionError,
@@ -23,7 +25,13 @@ from agentkit import (
     StoreCorruptionError,
     StoreError,
     StoreLockTimeout,
+    TextPart,
+    ToolOutput,
+    ToolResultEvent,
+    Usage,
 )
+from agentkit.session import Session
+from agentkit.stores._records import encode_record
 
 
 def fill(store: FileEventStore, sid: str, n: int, start: int = 0) -> int:
@@ -654,3 +662,139 @@ def test_a_full_disk_at_a_sessions_first_append_leaves_no_session_behind(tmp_pat
         assert store.append("s", [user("big", 100_000)], expected_revision=0) == 1
         assert texts(FileEventStore(root).load("s")) == ["big"]
         assert FileEventStore(root).list_sessions() == ["other", "s"]
+
+
+# -- hostile records: a valid checksum, contents no agentkit writes -------------------
+
+
+def _hostile_log(tmp_path: Path, *events: dict) -> Path:
+    """A log of two real events followed by one record (written by the store's own
+    record writer, so its checksum is valid) holding ``events`` as given."""
+    store = FileEventStore(tmp_path)
+    store.append("s", [user("e1").with_seq(1), user("e2").with_seq(2)], expected_revision=0)
+    path = log_path(tmp_path)
+    with open(path, "ab") as fh:
+        fh.write(encode_events_record(list(events), 2 + len(events)))
+    return path
+
+
+def encode_events_record(events: list[dict], revision: int) -> bytes:
+    return encode_record("events", {"rev": revision, "events": events})
+
+
+def _user_dict(seq: int = 3, **changes: object) -> dict:
+    data = user("hostile").with_seq(seq).to_dict()
+    data.update(changes)
+    return data
+
+
+def _assistant_dict(**changes: object) -> dict:
+    data = AssistantMessageEvent(content=(TextPart(text="a"),), usage=Usage(input_tokens=1)).with_seq(3).to_dict()
+    data.update(changes)
+    return data
+
+
+def _result_dict(**changes: object) -> dict:
+    data = ToolResultEvent(tool_call_id="c1", tool_name="t", output=ToolOutput.text("ok")).with_seq(3).to_dict()
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("event", "why"),
+    [
+        (_user_dict(content="hello"), "content must be a list of content parts, not str"),
+        (_user_dict(content=["hello"]), "a content part must be a JSON object, not str"),
+        (_user_dict(content=[{"kind": "text", "text": 5}]), r"\$\.content\[0\]\.text is int 5, not a string"),
+        (_user_dict(content=[{"kind": "image", "data": 7, "media_type": "image/png"}]), "TypeError"),
+        (_user_dict(seq="3"), r"\$\.seq is str '3', not an integer"),
+        (_user_dict(seq=True), r"\$\.seq is bool True, not an integer"),
+        (_user_dict(seq=-4), r"\$\.seq is -4, below 0"),
+        (_user_dict(id=17), r"\$\.id is int 17, not a string"),
+        (_user_dict(id=""), r"\$\.id is empty"),
+        (_user_dict(timestamp="noon"), r"\$\.timestamp is str 'noon', not a number"),
+        (_user_dict(generation_id=["g"]), r"\$\.generation_id is list \['g'\], not a string or null"),
+        (_assistant_dict(usage="lots"), "AttributeError"),
+        (_assistant_dict(finish_reason=3), r"\$\.finish_reason is int 3, not a string or null"),
+        (_assistant_dict(request_seq="2"), r"\$\.request_seq is str '2', not an integer or null"),
+        (_result_dict(tool_name=None), r"\$\.tool_name is NoneType None, not a string"),
+        (_result_dict(output={"kind": "text", "value": {"a": 1}}), r"\$\.output\.value is dict .*not the text"),
+        (_result_dict(output={"kind": "content", "value": "x"}), "content must be a list"),
+        (_result_dict(output={"kind": "sideways", "value": "x"}), r"\$\.output\.kind is str 'sideways', not one of"),
+        ({"type": "runtime", "id": "r", "timestamp": 0, "seq": 3, "runtime_type": "t", "data": [1]}, "must be a dict"),
+        ({"type": "context-replaced", "id": "c", "timestamp": 0, "seq": 3, "messages": "all"}, "TypeError"),
+        ({"type": "context-replaced", "id": "c", "timestamp": 0, "seq": 3,
+          "messages": [{"role": "user", "content": [{"kind": "text", "text": "x"}]}], "reason": 9},
+         r"\$\.reason is int 9, not a string"),
+        ({"type": "user-message", "id": "u", "timestamp": 0}, "missing field 'content'"),
+        (["not", "an", "object"], "an event is a JSON list, not an object"),
+    ],
+)
+def test_a_checksum_valid_record_with_wrong_field_types_is_corruption_naming_file_and_line(tmp_path, event, why):
+    path = _hostile_log(tmp_path, event)
+    before = path.read_bytes()
+    for call in (
+        lambda: FileEventStore(tmp_path).load("s"),
+        lambda: Session.open("s", store=FileEventStore(tmp_path)),
+    ):
+        with pytest.raises(StoreCorruptionError) as caught:
+            call()
+        message = str(caught.value)
+        assert message.startswith(f"{path} line 3 holds an event agentkit cannot read"), message
+        assert re.search(why, message), message
+    assert path.read_bytes() == before  # nothing was changed
+
+
+def test_a_repeated_event_id_is_corruption_naming_both_lines(tmp_path):
+    first = FileEventStore(tmp_path)
+    first.append("s", [user("e1").with_seq(1)], expected_revision=0)
+    repeated = first.load("s").events[0].to_dict() | {"seq": 2}
+    with open(log_path(tmp_path), "ab") as fh:
+        fh.write(encode_events_record([repeated], 2))
+    for call in (lambda: FileEventStore(tmp_path).load("s"), lambda: Session.open("s", store=FileEventStore(tmp_path))):
+        with pytest.raises(StoreCorruptionError, match=re.escape(
+            f"{log_path(tmp_path)} line 3 has a valid checksum but event id {repeated['id']!r} appears twice "
+            f"(first at line 2)"
+        )):
+            call()
+
+
+def test_a_repeated_event_id_within_one_record_is_corruption(tmp_path):
+    twice = _user_dict(seq=3)
+    path = _hostile_log(tmp_path, twice, twice | {"seq": 4})
+    where = re.escape(str(path))
+    with pytest.raises(StoreCorruptionError, match=rf"{where} line 3 .* appears twice \(first at line 3\)"):
+        FileEventStore(tmp_path).load("s")
+
+
+def test_a_seq_going_backwards_is_corruption_naming_the_line(tmp_path):
+    path = _hostile_log(tmp_path, _user_dict(seq=2))  # the log already holds seq 1 and 2
+    with pytest.raises(StoreCorruptionError, match=re.escape(
+        f"{path} line 3 has a valid checksum but event "
+    )) as caught:
+        Session.open("s", store=FileEventStore(tmp_path))
+    assert "has seq 2 after seq 2 (at line 2); seq numbers only go up" in str(caught.value)
+
+
+def test_events_never_committed_by_a_session_keep_seq_0_and_load(tmp_path):
+    """seq 0 (an event a store was given directly, never numbered by a Session) is not
+    an order: such logs, and a compacted log whose summary was never numbered, load."""
+    store = FileEventStore(tmp_path)
+    fill(store, "s", 3)
+    store.append("s", [user("numbered").with_seq(9), user("plain")], expected_revision=3)
+    store.compact("s", "c1", expected_revision=5, remove=2, summary=[user("sum")])
+    assert texts(FileEventStore(tmp_path).load("s")) == ["sum", "e3", "numbered", "plain"]
+
+
+def test_an_archive_with_wrong_field_types_or_a_repeated_id_is_corruption_naming_its_line(tmp_path):
+    store = FileEventStore(tmp_path)
+    store.archive("s", "a1", [user("old1")])
+    path = tmp_path / "s" / "archives" / "a1.json"
+    good = store.load_archive("s", "a1")[0].to_dict()
+    for events, why in (
+        ([good | {"content": "old"}], "content must be a list of content parts"),
+        ([good, good], f"event 2: event id {good['id']!r} appears twice"),
+    ):
+        path.write_bytes(encode_record("archive", {"session_id": "s", "archive_id": "a1", "events": events}))
+        with pytest.raises(StoreCorruptionError, match=rf"^{re.escape(str(path))} line 1 .*{re.escape(why)}"):
+            FileEventStore(tmp_path).load_archive("s", "a1")

@@ -32,6 +32,7 @@ from agentkit import (
     UserMessageEvent,
     tool,
 )
+from agentkit._json import dumps
 from agentkit.messages import TextPart
 from agentkit.stores.postgres import PostgresEventStore
 
@@ -159,6 +160,30 @@ def test_a_damaged_row_is_reported_as_corruption(pg_store, body):
         pg_store.load("s")
     with pytest.raises(StoreCorruptionError, match="archive 'a1' of session 's'"):
         pg_store.load_archive("s", "a1")
+
+
+def test_a_row_with_wrong_field_types_or_out_of_order_is_corruption_naming_session_and_event(pg_store):
+    from agentkit import StoreCorruptionError
+
+    first, second = user("a").with_seq(1), user("b").with_seq(2)
+    pg_store.append("s", [first, second], expected_revision=0)
+    pg_store.archive("s", "a1", [first, second])
+    hostile = [
+        (second.to_dict() | {"content": "b"}, f"event 2: user-message event {second.id!r}: content must be a list"),
+        (second.to_dict() | {"seq": "2"}, f"user-message event {second.id!r}: $.seq is str '2', not an integer"),
+        (first.to_dict() | {"seq": 2}, f"event 2: event id {first.id!r} appears twice"),
+        (second.to_dict() | {"seq": 1}, f"event 2: event {second.id!r} has seq 1 after seq 1"),
+    ]
+    for body, why in hostile:
+        with pg_store._pg.pool.connection() as conn:
+            conn.execute(f"UPDATE {pg_store.schema}.events SET body = %s WHERE event_id = %s", [dumps(body), second.id])
+            conn.execute(f"UPDATE {pg_store.schema}.archives SET body = %s", [dumps([first.to_dict(), body])])
+        with pytest.raises(StoreCorruptionError, match="the active log of session 's' in PostgreSQL") as caught:
+            pg_store.load("s")
+        assert why in str(caught.value)
+        with pytest.raises(StoreCorruptionError, match=re.escape("the archive 'a1' of session 's'")) as caught:
+            pg_store.load_archive("s", "a1")
+        assert why in str(caught.value)
 
 
 # -- reading after a revision --------------------------------------------------------------

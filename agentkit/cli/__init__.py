@@ -107,14 +107,53 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     )
 
 
+def _existing_store(path: str) -> Any:
+    """The store at ``path`` for reading; SystemExit naming the path when there is no
+    directory there (reading never creates one)."""
+    if not os.path.isdir(path):
+        what = "is not a directory" if os.path.exists(path) else "does not exist"
+        raise SystemExit(
+            f"agentkit: no store at {path}: it {what}. Pass the --store DIR a chat or a "
+            f"FileEventStore saved its sessions in."
+        )
+    return _store(path)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _cmd_sessions(args: argparse.Namespace) -> int:
-    for session_id in _store(args.store).list_sessions():
-        print(session_id)
-    return 0
+    """One line per session: its id, last activity (ISO time, UTC), the events of its
+    active log and its pending approvals."""
+    from datetime import datetime, timezone
+
+    from ..approval import ApprovalState
+
+    store = _existing_store(args.store)
+    ids = store.list_sessions()
+    width = max((len(i) for i in ids), default=0)
+    failed = 0
+    for session_id in ids:
+        try:
+            stored = store.load(session_id)
+        except AgentkitError as exc:  # one unreadable session does not hide the others
+            print(f"agentkit: session {session_id!r}: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        if stored is None:
+            continue  # deleted since it was listed
+        approvals = ApprovalState()
+        approvals.catch_up(stored.events)
+        last = max((e.timestamp for e in stored.events), default=None)
+        when = "-" if last is None else datetime.fromtimestamp(last, timezone.utc).isoformat(timespec="seconds")
+        print(f"{session_id:<{width}}  {when}  {_plural(len(stored.events), 'event')}  "
+              f"{_plural(len(approvals.pending()), 'pending approval')}")
+    return 1 if failed else 0
 
 
 def _cmd_events(args: argparse.Namespace) -> int:
-    stored = _store(args.store).load(args.session_id)
+    stored = _existing_store(args.store).load(args.session_id)
     if stored is None:
         print(f"agentkit: no session {args.session_id!r} in {args.store}", file=sys.stderr)
         return 1
@@ -153,7 +192,9 @@ def _parser() -> argparse.ArgumentParser:
         help="when to ask before a tool runs: autopilot, ask-writes (default), ask-all, read-only",
     )
     chat.set_defaults(fn=_cmd_chat)
-    sessions = sub.add_parser("sessions", help="list the sessions in a store")
+    sessions = sub.add_parser(
+        "sessions", help="list the sessions in a store: id, last activity, events, pending approvals"
+    )
     sessions.add_argument("--store", required=True)
     sessions.set_defaults(fn=_cmd_sessions)
     events = sub.add_parser("events", help="print a session's events as JSON lines")

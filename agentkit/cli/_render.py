@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
+from ..messages import Message, TextPart, ToolCallPart, ToolOutput, ToolResultPart
 from ..stream import AgentEvent, ReasoningDeltaEvent, StepStartEvent, TextDeltaEvent, ToolEndEvent, ToolStartEvent
 
 _SHOW_CHARS = 200
@@ -29,6 +29,9 @@ class Screen:
         self._out = out
         self._at_line_start = True
         self._lock = threading.Lock()
+        self.reported: set[str] = set()
+        """Ids of tool calls whose outcome was already shown (a denial at Ctrl-C): the
+        next turn settles them in the log, and says nothing more about them."""
 
     def write(self, text: str) -> None:
         if not text:
@@ -60,10 +63,13 @@ class Screen:
         elif isinstance(event, StepStartEvent) and event.index > 0:
             self.end_line()
         elif isinstance(event, ToolStartEvent):
-            self.line(f"[tool] {event.call.tool_name} {short(event.call.input)}")
+            if event.call.tool_call_id not in self.reported:
+                self.line(f"[tool] {event.call.tool_name} {short(event.call.input)}")
         elif isinstance(event, ToolEndEvent):
-            mark = "error" if event.record.is_error else "result"
-            self.line(f"[{mark}] {event.record.name}: {short(event.record.output.as_text())}")
+            if event.record.id in self.reported:
+                self.reported.discard(event.record.id)  # a call denied earlier: not run now
+            else:
+                self.line(f"{_mark(event.record.output)} {event.record.name}: {short(event.record.output.as_text())}")
 
     def history(self, messages: list[Message]) -> None:
         """The conversation as the model sees it, one line per part."""
@@ -76,7 +82,13 @@ class Screen:
                 elif isinstance(part, ToolCallPart):
                     self.line(f"{message.role}: [tool] {part.tool_name} {short(part.input)}")
                 elif isinstance(part, ToolResultPart):
-                    self.line(f"{message.role}: [result] {part.tool_name}: {short(part.output.as_text())}")
+                    self.line(f"{message.role}: {_mark(part.output)} {part.tool_name}: {short(part.output.as_text())}")
+
+
+def _mark(output: ToolOutput) -> str:
+    """How a tool result is labelled, live and in the history: ``[error]`` for an error
+    result (a denied call too), else ``[result]``."""
+    return "[error]" if output.is_error else "[result]"
 
 
 def read_answer(interactive: bool, abort: threading.Event) -> str | None:

@@ -232,7 +232,8 @@ class _Repl:
             # a question Ctrl-C cut short is a deny, not a question put again next turn
             for request in self.session.pending_approvals():
                 self.session.deny(request.id, reason="interrupted at the terminal (Ctrl-C)", note=_NOTE)
-                self.screen.line(f"(denied: {request.tool_name})")
+                self.screen.line(f"(denied: {request.tool_name}; it will not run)")
+                self.screen.reported.add(request.tool_call_id)  # the next turn settles it quietly
         else:
             self.screen.line(f"[error] {type(error).__name__}: {error}")
         if isinstance(error, SessionError):

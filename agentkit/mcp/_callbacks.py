@@ -21,7 +21,7 @@ from typing import Any, Union
 from urllib.parse import urlparse
 
 from ..cancel import CancelToken
-from ..errors import ConfigurationError
+from ..errors import CancelledError, ConfigurationError
 from ..messages import Message
 from .host import (
     ApproveSampling,
@@ -106,7 +106,8 @@ _Sampler = Callable[[SamplingRequest, CancelToken], Union[SamplingResult, str]]
 
 def model_sampler(model: Any) -> _Sampler:
     """A sampler that asks ``model`` (a ChatModel), honouring ``max_tokens``; the model
-    request is cancelled when the server's request is (or the toolset closes)."""
+    request is cancelled when the server's request is (or the toolset closes): reading
+    stops at the next event, and the model's stream is closed however reading ends."""
     from ..models.base import FinishEvent, ModelRequest, ModelSettings, TextDelta
 
     def sample(request: SamplingRequest, cancel: CancelToken) -> SamplingResult:
@@ -114,12 +115,21 @@ def model_sampler(model: Any) -> _Sampler:
                                  stop=request.stop_sequences or None)
         texts: list[str] = []
         reason: str | None = None
-        for event in model.stream(ModelRequest(messages=request.messages, system=request.system_prompt,
-                                               settings=settings, cancel=cancel)):
-            if isinstance(event, TextDelta):
-                texts.append(event.text)
-            elif isinstance(event, FinishEvent):
-                reason = event.reason
+        stream = model.stream(ModelRequest(messages=request.messages, system=request.system_prompt,
+                                           settings=settings, cancel=cancel))
+        try:
+            for event in stream:
+                cancel.raise_if_cancelled()  # a provider may not check the token itself
+                if isinstance(event, TextDelta):
+                    texts.append(event.text)
+                elif isinstance(event, FinishEvent):
+                    reason = event.reason
+        finally:
+            # an abandoned provider stream releases its connection now, not whenever the
+            # garbage collector gets to it
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
         name = getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
         return SamplingResult(text="".join(texts), model=str(name),
                               stop_reason=_STOP_REASONS.get(reason or "", reason))
@@ -289,6 +299,8 @@ class HostCallbacks:
                     answer = sampler(request, cancel)
                 except SamplingRefused as exc:
                     return error(str(exc))
+                except CancelledError as exc:  # the server's request was abandoned: nobody waits
+                    return error(f"the host stopped sampling: {exc}")
                 except Exception as exc:  # noqa: BLE001 - reported to the server
                     log.warning("MCP server %r: the sampling handler failed", server, exc_info=True)
                     return error(f"the host could not sample: {type(exc).__name__}: {exc}")

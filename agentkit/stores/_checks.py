@@ -6,23 +6,30 @@ from collections.abc import Sequence
 
 from ..errors import ConfigurationError, StoreConflictError
 from ..events import Event, _storable_problem
+from ._decode import LogOrder, OutOfOrder
 
 
 def check_events(events: Sequence[Event]) -> list[Event]:
-    """``events`` as a list, or ConfigurationError when it is not a sequence of Events
-    or an event is not strict JSON (it would not come back from the store unchanged)."""
+    """``events`` as a list, or ConfigurationError when it is not a sequence of Events,
+    an event is not strict JSON (it would not come back from the store unchanged), or
+    an id is given twice or a ``seq`` goes backwards (a load would refuse the log)."""
     if isinstance(events, (str, bytes)) or not isinstance(events, Sequence):
         raise ConfigurationError(f"events must be a sequence of Event objects, not {type(events).__name__}")
     for ev in events:
         if not isinstance(ev, Event):
             raise ConfigurationError(f"events must be Event objects, not {type(ev).__name__}")
-    for ev in events:
+    order = LogOrder()
+    for i, ev in enumerate(events):
         problem = _storable_problem(ev)
         if problem is not None:
             raise ConfigurationError(
                 f"cannot store these events: they are not JSON-serialisable (event {ev.id!r}: "
                 f"{problem}). Event data must be plain JSON values; nothing was written."
             )
+        try:  # what loading refuses as corruption is refused here as bad input
+            order.check(ev, f"event {i + 1} given")
+        except OutOfOrder as exc:
+            raise ConfigurationError(f"cannot store these events: {exc}. Nothing was written.") from None
     return list(events)
 
 

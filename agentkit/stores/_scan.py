@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import ConfigurationError, StoreCorruptionError
-from ..events import Event, event_from_dict
+from ..errors import StoreCorruptionError
+from ..events import Event
+from ._decode import LogOrder, OutOfOrder, Unreadable, restore_event
 from ._records import DamagedRecord, decode_record, holds_intact_record
 
 
@@ -39,12 +40,6 @@ def _corrupt(path: str, line_no: int, why: str, because: str = "more data follow
     )
 
 
-def _event_object(d: object) -> dict[str, object]:
-    if not isinstance(d, dict):
-        raise TypeError(f"an event is a JSON {type(d).__name__}, not an object")
-    return d
-
-
 def scan(
     data: bytes,
     *,
@@ -56,6 +51,7 @@ def scan(
     """Verify the record lines in ``data``; ``revision`` and ``first_line`` (1-based)
     describe the log just before ``data`` starts."""
     out = ScanResult(revision=revision)
+    order = LogOrder()
     pos = 0
     size = len(data)
     line_no = first_line
@@ -95,8 +91,16 @@ def scan(
             )
         if want_events:
             try:
-                out.events.extend(event_from_dict(_event_object(d)) for d in payload)
-            except (ConfigurationError, KeyError, TypeError, ValueError) as exc:
+                for d in payload:
+                    event = restore_event(d)
+                    order.check(event, f"line {line_no}")
+                    out.events.append(event)
+            except OutOfOrder as exc:
+                raise StoreCorruptionError(
+                    f"{where} has a valid checksum but {exc}, so agentkit did not write it this way. "
+                    f"Nothing was changed. Restore the file from a backup."
+                ) from None
+            except Unreadable as exc:
                 raise StoreCorruptionError(
                     f"{where} holds an event agentkit cannot read ({exc}). Nothing was changed. If a newer "
                     f"agentkit wrote it, upgrade agentkit; otherwise restore the file from a backup."

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from ..errors import ConfigurationError, StoreCorruptionError
-from ..events import Event, event_from_dict
+from ..events import Event
 from ._checks import (
     archive_conflict,
     check_count,
@@ -37,6 +37,7 @@ from ._checks import (
     compact_too_far,
     conflict,
 )
+from ._decode import Unreadable, restore_events
 from ._fsio import atomic_write, fsync_dir, make_dir, make_dirs, os_error, read_range, sync_file, write_all
 from ._locks import locked
 from ._records import DamagedRecord, decode_record, encode_archive, encode_events, encode_record
@@ -409,15 +410,15 @@ class FileEventStore:
                 raise DamagedRecord(f"{path} line 1: not an archive record")
             if not all(isinstance(d, dict) for d in rec.data["events"]):
                 raise DamagedRecord(f"{path} line 1: an archived event is not a JSON object")
-            return tuple(event_from_dict(d) for d in rec.data["events"])
+            return restore_events(rec.data["events"], "line 1")
         except DamagedRecord as exc:
             raise StoreCorruptionError(
                 f"{exc}. Archives are written atomically, so this is damage, not a crash "
                 f"remnant. Restore it from a backup."
             ) from None
-        except (ConfigurationError, KeyError, TypeError) as exc:
+        except Unreadable as exc:
             raise StoreCorruptionError(
-                f"{path} holds an event agentkit cannot read ({exc}). If a newer agentkit wrote it, upgrade "
+                f"{path} line 1 holds an event agentkit cannot read ({exc}). If a newer agentkit wrote it, upgrade "
                 f"agentkit; otherwise restore the file from a backup."
             ) from None
 

@@ -25,9 +25,10 @@ from ..errors import (
     StoreUnavailableError,
     TurnLockLostError,
 )
-from ..events import Event, event_from_dict
+from ..events import Event
 from ._checks import archive_conflict, check_count, check_events, check_revision, compact_too_far, conflict
-from ._pg import DEFAULT_TIMEOUT, Pg, channel_name, psycopg
+from ._decode import OutOfOrder, Unreadable, restore_events
+from ._pg import DEFAULT_TIMEOUT, Pg, PoolTimeout, channel_name, psycopg
 from ._pg import schema_sql as _schema_sql
 from ._pg_jobs import PostgresJobStore
 from ._pg_turns import PgTurnLease, TurnLocks
@@ -146,13 +147,33 @@ class PostgresEventStore:
             bodies.append(body)
         return ids, bodies
 
-    def _decode(self, session_id: str, body: str) -> Event:
+    def _decode(self, session_id: str, bodies: Sequence[str], what: str = "active log") -> tuple[Event, ...]:
+        """The events of stored JSON ``bodies`` (in log order), or StoreCorruptionError
+        naming the session and the event when one is not what agentkit writes."""
+        items = []
+        for i, body in enumerate(bodies):
+            try:
+                items.append(loads(body))
+            except ValueError as exc:
+                raise StoreCorruptionError(
+                    f"event {i + 1} of the {what} of session {session_id!r} in PostgreSQL schema {self.schema!r} "
+                    f"is not JSON ({exc}). Nothing was changed. Restore it from a backup."
+                ) from None
+        return self._restore(session_id, items, what)
+
+    def _restore(self, session_id: str, items: Sequence[object], what: str) -> tuple[Event, ...]:
         try:
-            return event_from_dict(loads(body))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return restore_events(items, what)
+        except OutOfOrder as exc:
             raise StoreCorruptionError(
-                f"session {session_id!r} in PostgreSQL schema {self.schema!r} holds an event agentkit cannot "
-                f"read ({exc}). If a newer agentkit wrote it, upgrade agentkit; otherwise restore it."
+                f"the {what} of session {session_id!r} in PostgreSQL schema {self.schema!r} holds events no "
+                f"agentkit writes in this order ({exc}). Nothing was changed. Restore it from a backup."
+            ) from None
+        except Unreadable as exc:
+            raise StoreCorruptionError(
+                f"the {what} of session {session_id!r} in PostgreSQL schema {self.schema!r} holds an event "
+                f"agentkit cannot read ({exc}). If a newer agentkit wrote it, upgrade agentkit; otherwise "
+                f"restore it."
             ) from None
 
     # -- reading -----------------------------------------------------------------------
@@ -172,7 +193,7 @@ class PostgresEventStore:
         )
         if not rows:
             return None
-        events = tuple(self._decode(session_id, body) for _rev, body in rows if body is not None)
+        events = self._decode(session_id, [body for _rev, body in rows if body is not None])
         return StoredSession(session_id=session_id, events=events, revision=int(rows[0][0]))
 
     def head(self, session_id: str) -> int | None:
@@ -206,7 +227,7 @@ class PostgresEventStore:
         )
         if not rows:
             return None
-        return int(rows[0][0]), tuple(self._decode(session_id, body) for _rev, body in rows if body is not None)
+        return int(rows[0][0]), self._decode(session_id, [body for _rev, body in rows if body is not None])
 
     def load_archive(self, session_id: str, archive_id: str) -> tuple[Event, ...] | None:
         """The events archived under ``archive_id``, or None."""
@@ -223,11 +244,14 @@ class PostgresEventStore:
             return None
         try:
             items = loads(row[0])
-            return tuple(event_from_dict(d) for d in items)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except ValueError as exc:
+            items = exc
+        if not isinstance(items, list):
             raise StoreCorruptionError(
-                f"archive {archive_id!r} of session {session_id!r} holds an event agentkit cannot read ({exc})"
-            ) from None
+                f"archive {archive_id!r} of session {session_id!r} in PostgreSQL schema {self.schema!r} is not "
+                f"a JSON list of events ({items}). Restore it from a backup."
+            )
+        return self._restore(session_id, items, f"archive {archive_id!r}")
 
     def list_sessions(self) -> list[str]:
         """Ids of all stored sessions, sorted."""
