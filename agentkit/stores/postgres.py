@@ -28,7 +28,7 @@ from ..errors import (
 from ..events import Event
 from ._checks import archive_conflict, check_count, check_events, check_revision, compact_too_far, conflict
 from ._decode import OutOfOrder, Unreadable, restore_events
-from ._pg import DEFAULT_TIMEOUT, Pg, PoolTimeout, channel_name, psycopg
+from ._pg import DEFAULT_TIMEOUT, Pg, channel_name, psycopg
 from ._pg import schema_sql as _schema_sql
 from ._pg_jobs import PostgresJobStore
 from ._pg_turns import PgTurnLease, TurnLocks
