@@ -37,6 +37,7 @@ from .events import (
     ContextReplacedEvent,
     ControlEvent,
     Event,
+    RuntimeEvent,
     ToolResultEvent,
     UserMessageEvent,
     new_id,
@@ -381,6 +382,8 @@ class _Loop:
         finish = "stop"
         last_text = ""
         output: Any = None
+        if self._nothing_to_answer():
+            return self._result("", "nothing-to-answer")
         while True:
             breach = self.budget.before_model_call() if self.budget is not None else None
             if breach is not None:
@@ -504,6 +507,21 @@ class _Loop:
                     continue
             break
         return self._result(last_text, finish, output)
+
+    def _nothing_to_answer(self) -> bool:
+        """True when a model call would have nothing new to answer: the conversation is
+        empty or ends in the model's own answer, no tool call is open (waiting for an
+        approval decision, or left open by a crash) and no runtime event came since (a
+        job's output is one even when only the job status shows it)."""
+        messages, pending, _ = self.host.project(for_model=False)
+        if pending or (messages and messages[-1].role != "assistant"):
+            return False
+        for event in reversed(self.host.events):
+            if isinstance(event, AssistantMessageEvent):
+                return True
+            if isinstance(event, RuntimeEvent):
+                return False
+        return True
 
     def _infer(self, request: ModelRequest) -> _Inference:
         """One model call (under its ``chat`` span when tracing)."""

@@ -53,8 +53,9 @@ class RunResult:
     """The final assistant text."""
     finish_reason: str
     """``stop``, ``length``, ``content-filter``, ``error``, ``other``, ``max-steps``,
-    ``budget-exceeded`` (a :class:`~agentkit.Limits` limit) or ``approval-required``
-    (tool calls wait for ``Session.approve``/``deny``)."""
+    ``budget-exceeded`` (a :class:`~agentkit.Limits` limit), ``approval-required``
+    (tool calls wait for ``Session.approve``/``deny``) or ``nothing-to-answer``
+    (``Session.generate`` found nothing new to answer and called no model)."""
     steps: tuple[Step, ...]
     messages: tuple[Message, ...]
     """The whole conversation as the model sees it (without the system prompt). Pass it
