@@ -7,7 +7,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
@@ -19,7 +19,10 @@ from ..models.base import ToolSpec
 from ..usage import Usage
 from ._fastschema import compile_simple
 
-__all__ = ["Tool", "ToolContext", "ToolDecision", "ToolRegistry", "to_tool_output"]
+__all__ = ["FunctionTool", "Tool", "ToolContext", "ToolDecision", "ToolRegistry", "to_tool_output"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -212,9 +215,22 @@ class Tool:
             parts.append(f"{path}: {err.message} (rule: {err.validator})")
         return f"invalid input for tool {self.name!r}: " + "; ".join(parts)
 
-    def __call__(self, **kwargs: Any) -> Any:
-        """Call the function directly (no validation): handy in tests."""
-        return self.fn(**kwargs)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn`` directly with these arguments, positional or keyword (no schema
+        validation, no hooks, no approvals): handy in tests."""
+        return self.fn(*args, **kwargs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FunctionTool(Tool, Generic[_P, _R]):
+    """A :class:`Tool` made by ``@tool`` from a function: calling it calls the function
+    with the same arguments (``add(1, 2)``, ``add(a=1, b=2)``) and returns what it
+    returns, typed as the function is. A function that takes a :class:`ToolContext`
+    gets one only from the loop: a direct call passes it like any other argument."""
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        """Call the function (no schema validation, no hooks, no approvals)."""
+        return cast(_R, self.fn(*args, **kwargs))
 
 
 def to_tool_output(value: Any) -> ToolOutput:

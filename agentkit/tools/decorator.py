@@ -8,12 +8,15 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 from ..errors import ToolDefinitionError
-from .base import Tool, ToolContext
+from .base import FunctionTool, ToolContext
 
 __all__ = ["tool"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 _SECTION_RE = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?)\s*:\s*$")
 _ARG_RE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -147,9 +150,9 @@ def _schema_error(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> 
     )
 
 
-def _build(fn: Callable[..., Any], name: str | None, description: str | None,
+def _build(fn: Callable[_P, _R], name: str | None, description: str | None,
            read_only: bool, timeout: float | None,
-           parent_ns: Mapping[str, Any] | None = None) -> Tool:
+           parent_ns: Mapping[str, Any] | None = None) -> FunctionTool[_P, _R]:
     import pydantic
 
     model_name = name or getattr(fn, "__name__", None) or type(fn).__name__
@@ -199,7 +202,7 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None,
         return {k: getattr(validated, f) for k, f in params.items()}
 
     simple = all(_is_plain(f[0]) for f in fields.values())
-    return Tool(
+    return FunctionTool(
         name=model_name,
         description=description if description is not None else doc_desc,
         input_schema=schema,
@@ -217,7 +220,7 @@ def _is_plain(annotation: Any) -> bool:
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(fn: Callable[_P, _R], /) -> FunctionTool[_P, _R]: ...
 @overload
 def tool(
     *,
@@ -225,18 +228,18 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     timeout: float | None = None,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+) -> Callable[[Callable[_P, _R]], FunctionTool[_P, _R]]: ...
 
 
 def tool(
-    fn: Callable[..., Any] | None = None,
+    fn: Callable[_P, _R] | None = None,
     /,
     *,
     name: str | None = None,
     description: str | None = None,
     read_only: bool = False,
     timeout: float | None = None,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+) -> FunctionTool[_P, _R] | Callable[[Callable[_P, _R]], FunctionTool[_P, _R]]:
     """Make a :class:`Tool` from a function.
 
     The JSON Schema comes from the type hints (``Literal``, ``Optional``, defaults,
@@ -260,7 +263,7 @@ def tool(
     if fn is not None:
         return _build(fn, name, description, read_only, timeout, parent_ns)
 
-    def wrap(f: Callable[..., Any]) -> Tool:
+    def wrap(f: Callable[_P, _R]) -> FunctionTool[_P, _R]:
         return _build(f, name, description, read_only, timeout, parent_ns)
 
     return wrap
