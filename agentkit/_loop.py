@@ -720,8 +720,8 @@ class _Loop:
                     tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output, intent_id=intent_id
                 )])
                 record = ToolCallRecord(
-                    id=call.tool_call_id,
-                    name=call.tool_name,
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
                     input=self._recorded_call(call).input,
                     output=output,
                     reused=action in ("reuse", "wait"),

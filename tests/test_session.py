@@ -760,7 +760,7 @@ def test_every_tool_call_gets_one_start_and_one_finish_callback_in_order():
         with Session(ScriptedModel(script), tools=[echo], tool_execution=mode) as s:
             s.push_user_message("go")
             s.generate(on_tool_call_start=lambda c, seen=seen: seen.append(("start", c.tool_call_id)),
-                       on_tool_call_finish=lambda r, seen=seen: seen.append(("finish", r.id)))
+                       on_tool_call_finish=lambda r, seen=seen: seen.append(("finish", r.tool_call_id)))
         starts = [cid for kind, cid in seen if kind == "start"]
         finishes = [cid for kind, cid in seen if kind == "finish"]
         assert starts == finishes == ["a", "a", "b", "a"], mode

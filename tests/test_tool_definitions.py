@@ -1,12 +1,14 @@
-"""What a new user meets defining tools: calling a tool as its function (at run time and
-under mypy)."""
+"""What a new user meets defining and running tools: calling a tool as its function (at
+run time and under mypy), the callbacks naming a call one way."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
 
-from agentkit import CancelToken, Tool, ToolContext, tool
+import pytest
+
+from agentkit import CancelToken, ScriptedModel, Tool, ToolCall, ToolContext, run_agent, tool
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,3 +86,18 @@ def test_mypy_accepts_calling_a_tool_as_its_function_and_checks_the_arguments(tm
     assert len(errors) == 2, out
     assert ':16: error: Argument 1 to "__call__" of "FunctionTool" has incompatible type "str"; expected "int"' in out
     assert ":17: error: Incompatible types in assignment" in out, out
+
+
+def test_the_start_and_finish_callbacks_name_a_call_the_same_way():
+    seen = []
+    result = run_agent(
+        ScriptedModel([ToolCall("add", {"a": 1, "b": 2}, id="c1"), "3"]), "1 + 2?", tools=[add],
+        on_tool_call_start=lambda call: seen.append(("start", call.tool_call_id, call.tool_name)),
+        on_tool_call_finish=lambda record: seen.append(("finish", record.tool_call_id, record.tool_name)),
+    )
+    assert seen == [("start", "c1", "add"), ("finish", "c1", "add")]
+    (record,) = result.tool_calls
+    with pytest.warns(DeprecationWarning, match="ToolCallRecord.name is deprecated; use ToolCallRecord.tool_name"):
+        assert record.name == "add"
+    with pytest.warns(DeprecationWarning, match="use ToolCallRecord.tool_call_id"):
+        assert record.id == "c1"

@@ -63,7 +63,7 @@ class Screen:
             self.line(f"[tool] {event.call.tool_name} {short(event.call.input)}")
         elif isinstance(event, ToolEndEvent):
             mark = "error" if event.record.is_error else "result"
-            self.line(f"[{mark}] {event.record.name}: {short(event.record.output.as_text())}")
+            self.line(f"[{mark}] {event.record.tool_name}: {short(event.record.output.as_text())}")
 
     def history(self, messages: list[Message]) -> None:
         """The conversation as the model sees it, one line per part."""
