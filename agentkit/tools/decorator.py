@@ -117,6 +117,21 @@ def _type_name(annotation: Any) -> str:
 _UNKNOWN_TYPE_RE = re.compile(r"Unable to generate pydantic-core schema for (.+?)\. Set `arbitrary_types_allowed")
 
 
+def _schema_detail(exc: Exception) -> str:
+    """What pydantic could not describe as JSON Schema, in one line and without its
+    advice about ``arbitrary_types_allowed`` (JSON cannot carry such a value anyway):
+    ``there is no JSON Schema for Conn``. Structured output's errors use it too."""
+    text = str(exc)
+    m = _UNKNOWN_TYPE_RE.search(text)
+    if m is not None:
+        unknown = re.sub(r"^<class '(?:.*\.)?(\w+)'>$", r"\1", m.group(1))
+        return f"there is no JSON Schema for {unknown}"
+    if "JsonSchema for core_schema." in text:
+        kind = text.split("JsonSchema for core_schema.", 1)[1].split()[0].removesuffix("Schema")
+        return f"a {kind.lower()} has no JSON Schema"
+    return text.split("\n", 1)[0].split(". Set `arbitrary_types_allowed", 1)[0]
+
+
 def _schema_error(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> ToolDefinitionError:
     """A ToolDefinitionError naming the tool and the parameter pydantic cannot describe, in
     @tool's terms (pydantic's advice about ``arbitrary_types_allowed`` is left out: a tool's
@@ -130,16 +145,7 @@ def _schema_error(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> 
         except Exception:  # noqa: BLE001 - the same error, for one field
             culprit = pname
             break
-    text = str(exc)
-    m = _UNKNOWN_TYPE_RE.search(text)
-    if m is not None:
-        unknown = re.sub(r"^<class '(?:[\w.]+\.)?([\w]+)'>$", r"\1", m.group(1))
-        detail = f"there is no JSON Schema for {unknown}"
-    elif "JsonSchema for core_schema." in text:
-        kind = text.split("JsonSchema for core_schema.", 1)[1].split()[0].removesuffix("Schema")
-        detail = f"a {kind.lower()} has no JSON Schema"
-    else:
-        detail = text.split("\n", 1)[0].split(". Set `arbitrary_types_allowed", 1)[0]
+    detail = _schema_detail(exc)
     what = "its type hints" if culprit is None else (
         f"parameter {culprit!r} of type {_type_name(fields[culprit][0])}")
     return ToolDefinitionError(
