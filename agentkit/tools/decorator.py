@@ -7,6 +7,7 @@ import re
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -158,7 +159,7 @@ def _schema_error(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> 
 
 def _build(fn: Callable[_P, _R], name: str | None, description: str | None,
            read_only: bool, timeout: float | None,
-           parent_ns: Mapping[str, Any] | None = None) -> FunctionTool[_P, _R]:
+           parent_ns: Mapping[str, Any] | None = None, strict: bool = True) -> FunctionTool[_P, _R]:
     import pydantic
 
     model_name = name or getattr(fn, "__name__", None) or type(fn).__name__
@@ -208,6 +209,14 @@ def _build(fn: Callable[_P, _R], name: str | None, description: str | None,
         return {k: getattr(validated, f) for k, f in params.items()}
 
     simple = all(_is_plain(f[0]) for f in fields.values())
+    if description is None and not doc_desc:
+        warnings.warn(
+            f"tool {model_name!r} has no description: the model is told only its name and "
+            f"parameters, and may not know when to call it. Give the function a docstring "
+            f"or pass @tool(description=...)",
+            UserWarning,
+            stacklevel=_caller_level(),
+        )
     return FunctionTool(
         name=model_name,
         description=description if description is not None else doc_desc,
@@ -216,8 +225,18 @@ def _build(fn: Callable[_P, _R], name: str | None, description: str | None,
         read_only=read_only,
         timeout=timeout,
         context_param=context_param,
-        prepare_input=None if simple else prepare,
+        prepare_input=None if simple and strict else prepare,
+        strict=strict,
     )
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside agentkit (the code defining the
+    tool), counted from the function calling ``warnings.warn``."""
+    level, frame = 1, sys._getframe(1)
+    while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).startswith("agentkit."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _is_plain(annotation: Any) -> bool:
@@ -234,6 +253,7 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     timeout: float | None = None,
+    strict: bool = True,
 ) -> Callable[[Callable[_P, _R]], FunctionTool[_P, _R]]: ...
 
 
@@ -245,13 +265,18 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     timeout: float | None = None,
+    strict: bool = True,
 ) -> FunctionTool[_P, _R] | Callable[[Callable[_P, _R]], FunctionTool[_P, _R]]:
     """Make a :class:`Tool` from a function.
 
     The JSON Schema comes from the type hints (``Literal``, ``Optional``, defaults,
     lists, nested dataclasses and pydantic models); the description from the docstring,
-    with per-argument descriptions from its ``Args:`` section. A parameter annotated
-    :class:`ToolContext` receives the call context and is not part of the schema::
+    with per-argument descriptions from its ``Args:`` section (a function without either
+    gets a ``UserWarning``: the model would see no description). ``strict=True`` (the
+    default) holds the model's input to the JSON Schema; ``strict=False`` lets pydantic's
+    lax mode check and convert it instead (``"3"`` for an ``int`` becomes ``3``). A
+    parameter annotated :class:`ToolContext` receives the call context and is not part of
+    the schema::
 
         @tool
         def add(a: int, b: int) -> int:
@@ -267,9 +292,9 @@ def tool(
     # things local to the function that applies @tool (e.g. a Literal imported there)
     parent_ns = _parent_namespace(sys._getframe(1))
     if fn is not None:
-        return _build(fn, name, description, read_only, timeout, parent_ns)
+        return _build(fn, name, description, read_only, timeout, parent_ns, strict)
 
     def wrap(f: Callable[_P, _R]) -> FunctionTool[_P, _R]:
-        return _build(f, name, description, read_only, timeout, parent_ns)
+        return _build(f, name, description, read_only, timeout, parent_ns, strict)
 
     return wrap
