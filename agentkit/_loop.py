@@ -512,15 +512,21 @@ class _Loop:
         """True when a model call would have nothing new to answer: the conversation is
         empty or ends in the model's own answer, no tool call is open (waiting for an
         approval decision, or left open by a crash) and no runtime event came since (a
-        job's output is one even when only the job status shows it)."""
+        job's output is one even when only the job status shows it, also one committed
+        while the model was answering: after the answer's ``request_seq``)."""
         messages, pending, _ = self.host.project(for_model=False)
         if pending or (messages and messages[-1].role != "assistant"):
             return False
+        seen: int | None = None  # the last answer's request_seq: what its model call saw
         for event in reversed(self.host.events):
-            if isinstance(event, AssistantMessageEvent):
+            if seen is not None and event.seq <= seen:
                 return True
             if isinstance(event, RuntimeEvent):
                 return False
+            if seen is None and isinstance(event, AssistantMessageEvent):
+                if not event.request_seq:
+                    return True
+                seen = event.request_seq
         return True
 
     def _infer(self, request: ModelRequest) -> _Inference:

@@ -71,6 +71,20 @@ def test_a_job_output_event_hidden_from_the_conversation_still_runs_a_generation
     assert len(rec.requests) == 2
 
 
+def test_job_output_committed_while_the_model_answered_is_something_to_answer():
+    def reply(request):  # a job writes output while the model is answering
+        if len(rec.requests) == 1:
+            session.push_runtime_event("job-output", {"execution_id": "j1", "chunk": "late line"})
+        return "ok"
+
+    rec = Recorder(reply)
+    with Session(rec.model) as session:
+        session.ask("q")
+        assert session.generate().finish_reason == "stop"  # the model did not see that output
+        assert session.generate().finish_reason == "nothing-to-answer"
+    assert len(rec.requests) == 2
+
+
 def test_a_reopened_session_with_a_runtime_event_after_its_answer_runs(tmp_path):
     rec = Recorder()
     with Session(rec.model, session_id="s1", store=FileEventStore(tmp_path)) as s:

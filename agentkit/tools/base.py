@@ -219,12 +219,7 @@ class Tool:
             validator.iter_errors(data),
             key=lambda e: [(isinstance(p, str), p if isinstance(p, int) else str(p)) for p in e.absolute_path],
         )
-        parts = []
-        for err in errors[:5]:
-            path = "$" + "".join(
-                f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path
-            )
-            parts.append(f"{path}: {err.message} (rule: {err.validator})")
+        parts = [f"{_json_path(err.absolute_path)}: {err.message} (rule: {err.validator})" for err in errors[:5]]
         return f"invalid input for tool {self.name!r}: " + "; ".join(parts)
 
     def _lax_problem(self, data: Any) -> str | None:
@@ -237,10 +232,8 @@ class Tool:
             errors = getattr(exc, "errors", None)
             if not callable(errors):
                 return f"invalid input for tool {self.name!r}: {exc}"
-            parts = []
-            for err in errors(include_url=False)[:5]:
-                path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.get("loc", ()))
-                parts.append(f"{path}: {err.get('msg')} (rule: {err.get('type')})")
+            parts = [f"{_json_path(err.get('loc', ()))}: {err.get('msg')} (rule: {err.get('type')})"
+                     for err in errors(include_url=False)[:5]]
             return f"invalid input for tool {self.name!r}: " + "; ".join(parts)
         return None
 
@@ -248,6 +241,11 @@ class Tool:
         """Call ``fn`` directly with these arguments, positional or keyword (no schema
         validation, no hooks, no approvals): handy in tests."""
         return self.fn(*args, **kwargs)
+
+
+def _json_path(parts: Iterable[Any]) -> str:
+    """``$.points[0].x``: where in the input an error is."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -294,7 +292,7 @@ def _tool_output(value: Any, who: str) -> ToolOutput:
             return ToolOutput(kind="json", value=to_jsonable_python(value))
         except PydanticSerializationError:
             text = (
-                f"{who} returned a {type(value).__qualname__} object, which cannot be sent to the "
+                f"{who} returned a {type(value).__name__} object, which cannot be sent to the "
                 f"model (it is not text or JSON); a tool must return a str, a JSON value, a "
                 f"dataclass or pydantic model, content parts or a ToolOutput"
             )
