@@ -37,6 +37,7 @@ from .events import (
     ContextReplacedEvent,
     ControlEvent,
     Event,
+    RuntimeEvent,
     ToolResultEvent,
     UserMessageEvent,
     new_id,
@@ -387,6 +388,8 @@ class _Loop:
         finish = "stop"
         last_text = ""
         output: Any = None
+        if self._nothing_to_answer():
+            return self._result("", "nothing-to-answer")
         while True:
             breach = self.budget.before_model_call() if self.budget is not None else None
             if breach is not None:
@@ -510,6 +513,27 @@ class _Loop:
                     continue
             break
         return self._result(last_text, finish, output)
+
+    def _nothing_to_answer(self) -> bool:
+        """True when a model call would have nothing new to answer: the conversation is
+        empty or ends in the model's own answer, no tool call is open (waiting for an
+        approval decision, or left open by a crash) and no runtime event came since (a
+        job's output is one even when only the job status shows it, also one committed
+        while the model was answering: after the answer's ``request_seq``)."""
+        messages, pending, _ = self.host.project(for_model=False)
+        if pending or (messages and messages[-1].role != "assistant"):
+            return False
+        seen: int | None = None  # the last answer's request_seq: what its model call saw
+        for event in reversed(self.host.events):
+            if seen is not None and event.seq <= seen:
+                return True
+            if isinstance(event, RuntimeEvent):
+                return False
+            if seen is None and isinstance(event, AssistantMessageEvent):
+                if not event.request_seq:
+                    return True
+                seen = event.request_seq
+        return True
 
     def _infer(self, request: ModelRequest) -> _Inference:
         """One model call (under its ``chat`` span when tracing)."""
@@ -716,8 +740,8 @@ class _Loop:
                     tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output, intent_id=intent_id
                 )])
                 record = ToolCallRecord(
-                    id=call.tool_call_id,
-                    name=call.tool_name,
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
                     input=self._recorded_call(call).input,
                     output=output,
                     reused=action in ("reuse", "wait"),

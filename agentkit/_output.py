@@ -149,10 +149,17 @@ def _compile(output_type: Any) -> OutputPlan:
         adapter = pydantic.TypeAdapter(output_type)
         schema = adapter.json_schema()
     except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
+        from .tools.decorator import _schema_detail
+
         raise ConfigurationError(
-            f"output_type {_type_name(output_type)} cannot be validated from JSON: {exc}. Use a "
-            f"pydantic model, a dataclass, a TypedDict or a JSON type (int, str, list[str]...)"
-        ) from exc
+            f"output_type {_shown_type(output_type) if get_args(output_type) else _type_name(output_type)} "
+            f"cannot be validated from JSON "
+            f"({_schema_detail(exc)}). The supported output types are a pydantic model, a "
+            f"dataclass or a TypedDict whose fields have JSON types, and the JSON types "
+            f"themselves (str, int, float, bool, None, list[...], dict[str, ...], Literal, "
+            f"unions)" + ("; a plain class has no fields to fill: make it a dataclass or a "
+                          "pydantic model" if isinstance(output_type, type) else "")
+        ) from None
     description = str(schema.pop("description", "") or "")
     wrapped = schema.get("type") != "object"
     if wrapped:

@@ -39,6 +39,7 @@ def run_agent(
     tools and hooks as ``ToolContext.deps``. Returns a :class:`RunResult`. The one-call
     form of :class:`~agentkit.Agent`: ``Agent(model, tools=..., **options).run(prompt)``.
     """
+    _check_model(model, "run_agent")
     names = option_names()
     session_kwargs = {k: options.pop(k) for k in list(options) if k not in names}  # store=, retention=...
     return run_once(model, prompt, tools=tools, options=GenerationOptions.build(options), messages=messages,
@@ -55,8 +56,17 @@ def run_agent_stream(
     early cancels the run. Takes the same keyword arguments as :func:`run_agent`."""
     if "_emit" in kwargs:
         raise ConfigurationError("run_agent_stream() does not take _emit=")
+    _check_model(model, "run_agent_stream")
 
     def run(emit: Emit, token: CancelToken) -> RunResult:
         return run_agent(model, prompt, cancel=token, _emit=emit, **kwargs)
 
     return AgentStream(run, max_buffer=max_buffer, cancel=cancel)
+
+
+def _check_model(model: Any, function: str) -> None:
+    if model is None:
+        raise ConfigurationError(
+            f"{function}() needs a model as its first argument: a ChatModel or a spec such as "
+            f"'openai:gpt-4.1-mini' (got None)"
+        )

@@ -6,6 +6,7 @@ as often as you like, from any thread.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from typing import Any
@@ -157,7 +158,7 @@ class Agent:
         return run_once(
             self._model, prompt, tools=self._tools, options=self._options.merged(overrides), messages=messages,
             execution_context=self._execution_context, deps=deps, deps_type=self._deps_type, cancel=cancel,
-            emit=_emit,
+            emit=_emit, caller="Agent.run",
         )
 
     def stream(
@@ -219,9 +220,11 @@ def run_once(
     cancel: CancelToken | None,
     emit: Emit | None,
     session_kwargs: dict[str, Any] | None = None,
+    caller: str = "run_agent",
 ) -> RunResult:
     """One conversation to its answer over a fresh Session: ``Agent.run`` and
-    ``run_agent`` (which checks its arguments once, in the Session, not in an Agent)."""
+    ``run_agent`` (which checks its arguments once, in the Session, not in an Agent).
+    A run that stops for approvals is logged as a warning: its session is gone."""
     history = history_from(messages)
     system_texts = [m.text for m in history if m.role == "system"]
     if system_texts:
@@ -237,4 +240,18 @@ def run_once(
                  deps_type=deps_type, _options=options, **(session_kwargs or {})) as session:
         session.push_user_message(prompt)
         result = session.generate(cancel=cancel, deps=deps, _emit=emit)
+        if result.finish_reason == "approval-required":
+            _warn_waiting(caller, session)
     return RunResult(**{f.name: getattr(result, f.name) for f in fields(RunResult)})
+
+
+def _warn_waiting(caller: str, session: Session) -> None:
+    """Say why a one-shot run ended with no answer: its tool calls wait for approval."""
+    calls = ", ".join(repr(r.tool_name) for r in session.pending_approvals())
+    logging.getLogger("agentkit.session").warning(
+        "%s() stopped with finish_reason 'approval-required': tool call(s) %s wait for a "
+        "person's decision and no approver= answered them, so there is no answer. Pass "
+        "approver= to decide in-process, or run the conversation in a Session and answer "
+        "session.pending_approvals() with approve()/deny(), then generate() again.",
+        caller, calls or "(none)",
+    )

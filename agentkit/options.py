@@ -72,11 +72,14 @@ class GenerationOptions:
     on_reasoning: Callable[[str], Any] | None = _opt()
     """Called with each piece of reasoning text."""
     on_tool_call_start: Callable[[ToolCallPart], Any] | None = _opt()
-    """Called before each tool call runs."""
+    """Called with each :class:`~agentkit.ToolCallPart` before it runs (``tool_call_id``,
+    ``tool_name``, ``input``)."""
     on_tool_call_update: Callable[[str, Any], Any] | None = _opt()
     """Called with ``(tool_call_id, update)`` when a tool reports progress."""
     on_tool_call_finish: Callable[[ToolCallRecord], Any] | None = _opt()
-    """Called with each tool call's record once its result is committed."""
+    """Called with each tool call's :class:`~agentkit.ToolCallRecord` once its result is
+    committed (``tool_call_id``, ``tool_name``, ``input``, ``output``: named as in
+    ``on_tool_call_start``)."""
     validate_completion: Callable[[RunResult], str | None] | None = _opt()
     """Return feedback (str) to make the model try again, or None to accept."""
     max_validation_retries: int = _opt(1)

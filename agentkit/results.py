@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,10 +15,12 @@ __all__ = ["GenerateResult", "RunResult", "Step", "ToolCallRecord"]
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallRecord:
-    """One tool call of a run and what came of it."""
+    """One tool call of a run and what came of it. Named as the call is everywhere else
+    (``ToolCallPart``, ``ToolResultEvent``, the stream's JSON): ``tool_call_id`` and
+    ``tool_name``."""
 
-    id: str
-    name: str
+    tool_call_id: str
+    tool_name: str
     input: Any
     output: ToolOutput
     reused: bool = False
@@ -29,9 +32,25 @@ class ToolCallRecord:
         return self.output.is_error
 
     @property
+    def id(self) -> str:
+        """Deprecated name of :attr:`tool_call_id` (0.1.0)."""
+        _renamed("id", "tool_call_id")
+        return self.tool_call_id
+
+    @property
+    def name(self) -> str:
+        """Deprecated name of :attr:`tool_name` (0.1.0)."""
+        _renamed("name", "tool_name")
+        return self.tool_name
+
+    @property
     def error(self) -> str | None:
         """The error text, or None on success."""
         return self.output.as_text() if self.output.is_error else None
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(f"ToolCallRecord.{old} is deprecated; use ToolCallRecord.{new}", DeprecationWarning, stacklevel=3)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,8 +72,9 @@ class RunResult:
     """The final assistant text."""
     finish_reason: str
     """``stop``, ``length``, ``content-filter``, ``error``, ``other``, ``max-steps``,
-    ``budget-exceeded`` (a :class:`~agentkit.Limits` limit) or ``approval-required``
-    (tool calls wait for ``Session.approve``/``deny``)."""
+    ``budget-exceeded`` (a :class:`~agentkit.Limits` limit), ``approval-required``
+    (tool calls wait for ``Session.approve``/``deny``) or ``nothing-to-answer``
+    (``Session.generate`` found nothing new to answer and called no model)."""
     steps: tuple[Step, ...]
     messages: tuple[Message, ...]
     """The whole conversation as the model sees it (without the system prompt). Pass it

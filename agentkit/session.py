@@ -355,6 +355,9 @@ class Session:
         **options: Any,
     ) -> GenerateResult:
         """Run the model (and its tool calls) until it answers without calling tools.
+        With nothing new to answer (the conversation is empty or ends in the model's
+        answer, no tool call is open, no runtime event came since) no model is called and
+        the result's ``finish_reason`` is ``"nothing-to-answer"``.
 
         ``options`` override the session's defaults for this call only (``system``,
         ``max_steps``, callbacks...; ``hooks`` are added after the session's). Calls from

@@ -75,8 +75,8 @@ def _call_dict(call: ToolCallPart) -> dict[str, Any]:
 
 def _record_dict(record: ToolCallRecord) -> dict[str, Any]:
     return {
-        "tool_call_id": record.id,
-        "tool_name": record.name,
+        "tool_call_id": record.tool_call_id,
+        "tool_name": record.tool_name,
         "input": _json_safe(record.input),
         "output": _output_to_dict(record.output),
         "is_error": record.is_error,

@@ -50,7 +50,7 @@ def main() -> int:
             "Save a grocery note, count some words, then tidy up.",
             tools=mcp.tools,
             on_tool_call_finish=lambda call: print(
-                f"  tool {call.name}({call.input}) -> {'ERROR ' if call.is_error else ''}{call.output.as_text()}"
+                f"  tool {call.tool_name}({call.input}) -> {'ERROR ' if call.is_error else ''}{call.output.as_text()}"
             ),
         )
         print(f"answer: {result.text}")

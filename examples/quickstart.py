@@ -60,7 +60,7 @@ def main() -> int:
         "What is 7 + 35, and what is 6 times 9? Use the tools.",
         system="You are a careful assistant. Use the tools for arithmetic.",
         tools=[add, multiply],
-        on_tool_call_finish=lambda call: print(f"  tool {call.name}({call.input}) -> {call.output.as_text()}"),
+        on_tool_call_finish=lambda call: print(f"  tool {call.tool_name}({call.input}) -> {call.output.as_text()}"),
     )
     print(f"answer: {result.text}")
     print(f"steps: {len(result.steps)}, tool calls: {len(result.tool_calls)}, tokens: {result.usage.total_tokens}")

@@ -247,7 +247,7 @@ def test_without_an_approver_the_generation_stops_and_the_next_one_resumes(tmp_p
     assert RAN == ["read", "write a"]  # exactly once
     # results in model order, the approved call's output included
     assert tool_texts(model.requests[1].messages) == [("w", "wrote a"), ("r", "no notes")]
-    assert [r.id for r in result.tool_calls] == ["w"]
+    assert [r.tool_call_id for r in result.tool_calls] == ["w"]
 
 
 def test_a_denied_request_gets_its_error_result_and_the_loop_continues(tmp_path):
@@ -406,7 +406,7 @@ def test_every_tool_kind_passes_the_same_gate_under_ask_writes(tmp_path):
         result = run_agent(ScriptedModel(turns), "go", tools=[*toolset.tools, *builtin, write_note, lc_reverse],
                            approval=ApprovalPolicy(mode="ask-writes"), approver=approver)
     assert asked == ["add", "write_file", "write_note", "lc_reverse"]
-    outcome = {c.name: c.error for c in result.tool_calls}
+    outcome = {c.tool_name: c.error for c in result.tool_calls}
     assert outcome["echo"] is None and outcome["read_file"] is None
     assert all(outcome[n] == "denied: denied by the reviewer" for n in asked)
     assert not (tmp_path / "m.txt").exists() and RAN == []

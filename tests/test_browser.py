@@ -375,7 +375,7 @@ def test_a_scripted_agent_fills_the_form_through_the_tools(browser, sites):
     result = run_agent(FunctionModel(model), "greet Turing", tools=browser_tools(browser),
                        approval=ApprovalPolicy(mode="autopilot"))
     assert result.text == "The page says: Hello, Turing!"
-    assert [c.name for c in result.tool_calls] == ["browser_navigate", "browser_type"]
+    assert [c.tool_name for c in result.tool_calls] == ["browser_navigate", "browser_type"]
 
 
 def test_parallel_tool_calls_and_threads_share_one_browser_safely(browser, sites):
@@ -384,7 +384,7 @@ def test_parallel_tool_calls_and_threads_share_one_browser_safely(browser, sites
     calls = [ToolCall(name=n, input={}) for n in ("browser_snapshot", "browser_screenshot") * 4]
     result = run_agent(ScriptedModel([calls, "ok"]), "look", tools=browser_tools(browser))
     assert all(not c.is_error for c in result.tool_calls)
-    assert all("Count: 0" in c.output.as_text() for c in result.tool_calls if c.name == "browser_snapshot")
+    assert all("Count: 0" in c.output.as_text() for c in result.tool_calls if c.tool_name == "browser_snapshot")
 
     def hammer(i: int) -> str:
         if i % 3 == 0:

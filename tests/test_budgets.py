@@ -11,6 +11,7 @@ from agentkit import (
     ControlEvent,
     FunctionModel,
     Limits,
+    ModelSettings,
     ScriptedModel,
     Session,
     ToolCall,
@@ -99,6 +100,27 @@ def test_reasoning_tokens_are_reported_by_openai_and_limited():
         result = run_agent(model, "go", tools=[work], limits=Limits(reasoning_tokens=20))
         assert result.finish_reason == "budget-exceeded"
         assert result.usage.reasoning_tokens == 25
+        assert len(server.requests) == 1
+
+
+def test_reasoning_tokens_are_reported_by_anthropic_and_limited():
+    from fakes import anthropic_wire as aw
+
+    from agentkit.models.anthropic import AnthropicModel
+
+    with FakeServer() as server:
+        server.check = aw.validate  # the request must be one the Messages API accepts
+        server.add(
+            aw.stream(aw.thinking("plan", "sig-1"), aw.tool_use("c1", "work", ['{"n": 1}']),
+                      stop_reason="tool_use", output_tokens=40, thinking_tokens=25),
+            aw.stream(aw.text("never")),
+        )
+        model = AnthropicModel("claude-fake-1", base_url=server.url, api_key="sk-ant",
+                               retry=RetryPolicy(max_retries=0))
+        result = run_agent(model, "go", tools=[work], limits=Limits(reasoning_tokens=20),
+                           settings=ModelSettings(reasoning_budget=1024))
+        assert result.finish_reason == "budget-exceeded"
+        assert (result.usage.output_tokens, result.usage.reasoning_tokens) == (40, 25)
         assert len(server.requests) == 1
 
 

@@ -103,7 +103,7 @@ def test_full_run_agent_loop_with_streamed_tool_call_chunks():
                        on_token=tokens.append)
     assert result.text == "2+3=5 and 10+1=11"
     assert "".join(tokens) == "Let me add.2+3=5 and 10+1=11"
-    assert [(c.id, c.input, c.output.value) for c in result.tool_calls] == [
+    assert [(c.tool_call_id, c.input, c.output.value) for c in result.tool_calls] == [
         ("call_1", {"a": 2, "b": 3}, 5), ("call_2", {"a": 10, "b": 1}, 11)]
     assert result.usage == Usage(input_tokens=42, output_tokens=13, total_tokens=55)
     assert [s.finish_reason for s in result.steps] == ["tool-calls", "stop"]

@@ -85,7 +85,7 @@ def test_live_agent_loop_with_a_tool(endpoint):
     assert result.usage.output_tokens > 0
     assert result.tool_calls, "the model never called the tool"
     for record in result.tool_calls:
-        assert record.name == "add"
+        assert record.tool_name == "add"
     parsed = [r for r in result.tool_calls if isinstance(r.input, dict) and not r.is_error]
     assert parsed, f"no tool call had parseable arguments: {[r.input for r in result.tool_calls]}"
     for record in parsed:

@@ -51,7 +51,7 @@ def test_run_agent_drives_a_real_stdio_server(demo):
     result = run_agent(model, "add 20 and 22", tools=demo.tools)
     assert result.text == "the answer is 42"
     call = result.tool_calls[0]
-    assert (call.name, call.input, call.is_error) == ("add", {"a": 20, "b": 22}, False)
+    assert (call.tool_name, call.input, call.is_error) == ("add", {"a": 20, "b": 22}, False)
     assert demo.servers["demo"].connected and demo.servers["demo"].transport == "stdio"
     assert demo.servers["demo"].server_name == "demo"
 

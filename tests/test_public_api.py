@@ -314,14 +314,14 @@ PUBLIC_NAMESPACES = {
         'SearchableTool', 'ToolSearch', 'search_tools',
     ],
     'agentkit.tools': [
-        'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobNotFoundError',
+        'DirEntry', 'ExecutionContext', 'FileSystem', 'FunctionTool', 'JobControl', 'JobEvent', 'JobNotFoundError',
         'JobState', 'LocalExecutionContext', 'PermissionRequest', 'Shell', 'ShellResult', 'Tool',
         'ToolContext', 'ToolDecision', 'ToolRegistry', 'TruncatedOutput', 'browser_tools',
         'filesystem_tools', 'format_shell_result', 'http_tools', 'json_path', 'json_tools',
         'shell_tools', 'to_tool_output', 'tool', 'truncate_output',
     ],
     'agentkit.tools.base': [
-        'Tool', 'ToolContext', 'ToolDecision', 'ToolRegistry', 'to_tool_output',
+        'FunctionTool', 'Tool', 'ToolContext', 'ToolDecision', 'ToolRegistry', 'to_tool_output',
     ],
     'agentkit.tools.context': [
         'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobListener',

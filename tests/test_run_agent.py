@@ -55,7 +55,7 @@ def test_full_loop_returns_text_steps_usage_messages_and_tool_calls():
     assert result.finish_reason == "stop"
     assert len(result.steps) == 2 and result.steps[0].tool_calls[0].output.value == 5
     assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]
-    assert [(c.name, c.input, c.output.value, c.error) for c in result.tool_calls] == [
+    assert [(c.tool_name, c.input, c.output.value, c.error) for c in result.tool_calls] == [
         ("add", {"a": 2, "b": 3}, 5, None)
     ]
     assert result.usage == result.steps[0].usage + result.steps[1].usage
@@ -283,7 +283,7 @@ def test_tool_call_callbacks_and_progress():
         tools=[job],
         on_tool_call_start=lambda c: events.append(("start", c.tool_call_id)),
         on_tool_call_update=lambda cid, u: events.append(("update", cid, u)),
-        on_tool_call_finish=lambda r: events.append(("finish", r.id, r.output.value)),
+        on_tool_call_finish=lambda r: events.append(("finish", r.tool_call_id, r.output.value)),
     )
     assert events == [("start", "j"), ("update", "j", "half"), ("finish", "j", "done")]
 

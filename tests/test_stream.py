@@ -186,7 +186,7 @@ def test_callbacks_and_the_stream_see_the_same_events():
     finished: list[str] = []
     model = ScriptedModel([ToolCall("add", {"a": 1, "b": 1}), "two"], chunk_size=1)
     with run_agent_stream(model, "go", tools=[add], on_token=tokens.append,
-                          on_tool_call_finish=lambda r: finished.append(r.name)) as stream:
+                          on_tool_call_finish=lambda r: finished.append(r.tool_name)) as stream:
         deltas = [e.text for e in stream if e.type == "text-delta"]
     assert tokens == deltas == ["t", "w", "o"] and finished == ["add"]
 

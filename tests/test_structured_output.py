@@ -220,7 +220,7 @@ def test_the_model_may_call_tools_first_and_the_output_tool_ends_the_generation(
 
     result = run_agent(FunctionModel(reply), "go", tools=[lookup], output_type=City)
     assert result.output == City(name="Paris", population=2102650)
-    assert [r.name for r in result.tool_calls] == ["lookup", "final_answer"]
+    assert [r.tool_name for r in result.tool_calls] == ["lookup", "final_answer"]
     assert len(result.steps) == 2
 
 

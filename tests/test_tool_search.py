@@ -143,7 +143,7 @@ def test_find_tools_activates_the_right_tool_for_the_next_request():
     [event] = _control(result.events, "tools-discovered")
     assert event.data["query"] == "create github issue"
     assert event.data["names"][0] == "github__create_issue" and len(event.data["names"]) == 3
-    assert event.data["tool_call_id"] == result.tool_calls[0].id
+    assert event.data["tool_call_id"] == result.tool_calls[0].tool_call_id
     # the full schema reaches the model only once the tool is active
     spec = model.requests[1].tools[0]
     assert spec.input_schema["properties"] == {"id": {"type": "string"}}

@@ -148,7 +148,7 @@ def test_return_values_become_outputs():
     assert call(many, {"kind": "none"}) == ToolOutput(kind="json", value=None)
     assert call(many, {"kind": "parts"}).kind == "content"
     assert call(many, {"kind": "output"}).is_error
-    assert call(many, {"kind": "model"}) == ToolOutput.text("Point(x=1, y=0)")
+    assert call(many, {"kind": "model"}) == ToolOutput(kind="json", value={"x": 1, "y": 0})  # a dataclass
 
 
 def test_exceptions_unknown_tools_and_bad_json_become_error_results():
@@ -280,6 +280,7 @@ def test_string_annotations_may_name_things_local_to_the_defining_function():
 
     @tool(name="with_options", read_only=True)
     def with_options(unit: Unit) -> str:
+        """Echo the unit."""
         return unit
 
     assert with_options.input_schema["properties"]["unit"]["enum"] == ["celsius", "fahrenheit"]

@@ -105,6 +105,7 @@ def test_context_builder_replaces_the_projection_and_can_wrap_the_default():
         ]
         assert seen_events == [1]
         assert len(s.events) == 2  # the events never change
+        s.push_user_message("again")  # something new to answer, so the builder is asked
         with pytest.raises(ConfigurationError, match="context_builder must return a list of Message"):
             s.generate(context_builder=lambda events: "nope")
         with pytest.raises(ConfigurationError, match="context_builder result"):

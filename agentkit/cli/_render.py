@@ -66,10 +66,10 @@ class Screen:
             if event.call.tool_call_id not in self.reported:
                 self.line(f"[tool] {event.call.tool_name} {short(event.call.input)}")
         elif isinstance(event, ToolEndEvent):
-            if event.record.id in self.reported:
-                self.reported.discard(event.record.id)  # a call denied earlier: not run now
+            if event.record.tool_call_id in self.reported:
+                self.reported.discard(event.record.tool_call_id)  # a call denied earlier: not run now
             else:
-                self.line(f"{_mark(event.record.output)} {event.record.name}: {short(event.record.output.as_text())}")
+                self.line(f"{_mark(event.record.output)} {event.record.tool_name}: {short(event.record.output.as_text())}")
 
     def history(self, messages: list[Message]) -> None:
         """The conversation as the model sees it, one line per part."""

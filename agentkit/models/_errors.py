@@ -66,11 +66,20 @@ def _is_overflow(status: int | None, message: str, etype: str | None, code: str 
     return any(marker in haystack for marker in _OVERFLOW_MARKERS)
 
 
-def connection_failure(exc: BaseException, provider: str, label: str, *, timed_out: bool) -> TranslatedError:
-    """The SDK could not reach the server (or it timed out): transient."""
+def connection_failure(exc: BaseException, provider: str, label: str, *, timed_out: bool,
+                       server: str | None = None) -> TranslatedError:
+    """The SDK could not reach the server (or it timed out): transient. The message names
+    ``server`` (the client's base URL) and where it came from."""
     what = "timed out" if timed_out else "could not be reached"
+    where = f" at {server}" if server else ""
+    hint = "" if timed_out or not server else (
+        f"; check the server address (base_url=, or {provider.upper()}_BASE_URL in the environment) "
+        f"and that the server is running"
+    )
     return TranslatedError(
-        error=ProviderUnavailableError(f"the {label} API {what}: {exc}", provider=provider), retryable=True
+        error=ProviderUnavailableError(f"the {label} API {what}{where}: {str(exc).rstrip('.')}{hint}",
+                                       provider=provider),
+        retryable=True,
     )
 
 
@@ -104,12 +113,15 @@ def invalid_payload(exc: json.JSONDecodeError, provider: str, label: str) -> Tra
     )
 
 
-def translate_sdk_error(exc: Exception, sdk: Any, provider: str, label: str) -> TranslatedError | None:
+def translate_sdk_error(exc: Exception, sdk: Any, provider: str, label: str,
+                        server: str | None = None) -> TranslatedError | None:
     """``exc`` raised through an official SDK module ``sdk`` (``openai`` or ``anthropic``,
     which share their exception classes' names and shapes), including the raw transport
-    and JSON errors the SDK lets through; None for anything else."""
+    and JSON errors the SDK lets through; None for anything else. ``server`` (the
+    client's base URL) is named when it cannot be reached."""
     if isinstance(exc, sdk.APIConnectionError):  # includes APITimeoutError
-        return connection_failure(exc, provider, label, timed_out=isinstance(exc, sdk.APITimeoutError))
+        return connection_failure(exc, provider, label, timed_out=isinstance(exc, sdk.APITimeoutError),
+                                  server=server)
     if isinstance(exc, sdk.APIError):
         return api_failure(exc, provider, label)
     if isinstance(exc, json.JSONDecodeError):  # a garbage event in the stream

@@ -153,7 +153,7 @@ class AnthropicModel(SDKModel):
     def translate_error(self, exc: Exception) -> TranslatedError | None:
         """The anthropic SDK's exceptions (and raw transport or JSON errors it lets through)
         as agentkit errors; None for anything else."""
-        return translate_sdk_error(exc, _anthropic, "anthropic", "Anthropic")
+        return translate_sdk_error(exc, _anthropic, "anthropic", "Anthropic", str(self._client.base_url))
 
     def _create(self) -> Callable[..., Any]:
         return self._client.messages.create  # type: ignore[no-any-return]

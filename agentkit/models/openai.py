@@ -160,7 +160,7 @@ class OpenAIChatModel(SDKModel):
     def translate_error(self, exc: Exception) -> TranslatedError | None:
         """The openai SDK's exceptions (and raw transport or JSON errors it lets through)
         as agentkit errors; None for anything else."""
-        return translate_sdk_error(exc, _openai, "openai", "OpenAI")
+        return translate_sdk_error(exc, _openai, "openai", "OpenAI", str(self._client.base_url))
 
     def _create(self) -> Callable[..., Any]:
         return self._client.chat.completions.create  # type: ignore[no-any-return]

@@ -45,6 +45,24 @@ def _adapter_class(class_name: str, feature: str | None = None) -> Any:
     return getattr(importlib.import_module(module_name), class_name)
 
 
+# model name prefixes -> the provider that serves them (for "did you mean" only)
+_KNOWN_PREFIXES = (
+    (re.compile(r"^(gpt-|chatgpt-|o[1-9](-|$)|text-embedding-)"), "openai"),
+    (re.compile(r"^claude-"), "anthropic"),
+)
+
+
+def _did_you_mean(spec: object) -> str:
+    """``"; did you mean 'openai:gpt-4o'?"`` for a bare model name a provider is known
+    for, else ''."""
+    if not isinstance(spec, str):
+        return ""
+    for pattern, provider in _KNOWN_PREFIXES:
+        if pattern.match(spec):
+            return f" (did you mean {provider + ':' + spec!r}?)"
+    return ""
+
+
 def get_model(spec: str, **kwargs: Any) -> ChatModel:
     """Build a model from ``"<provider>:<model>"``.
 
@@ -58,7 +76,7 @@ def get_model(spec: str, **kwargs: Any) -> ChatModel:
         spec = "echo:echo"
     if not isinstance(spec, str) or ":" not in spec:
         raise ConfigurationError(
-            f"invalid model spec {spec!r}: write '<provider>:<model>', e.g. "
+            f"invalid model spec {spec!r}: write '<provider>:<model>'{_did_you_mean(spec)}, e.g. "
             f"'openai:gpt-4.1-mini' or 'anthropic:claude-sonnet-4-5' (or 'echo', the offline demo)"
         )
     provider, _, name = spec.partition(":")
@@ -69,7 +87,7 @@ def get_model(spec: str, **kwargs: Any) -> ChatModel:
     entry = _PROVIDERS.get(provider)
     if entry is None:
         raise ConfigurationError(
-            f"unknown model provider {provider!r} in {spec!r}; known: "
+            f"unknown model provider {provider!r} in {spec!r}{_did_you_mean(spec)}; known: "
             f"{', '.join(sorted(_PROVIDERS))}"
         )
     if not name:

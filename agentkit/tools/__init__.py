@@ -22,7 +22,7 @@ from ..execution import (
     ShellResult,
 )
 from ..truncate import TruncatedOutput, truncate_output
-from .base import Tool, ToolContext, ToolDecision, ToolRegistry, to_tool_output
+from .base import FunctionTool, Tool, ToolContext, ToolDecision, ToolRegistry, to_tool_output
 from .decorator import tool
 from .filesystem import filesystem_tools
 from .json_tools import json_path, json_tools
@@ -46,6 +46,7 @@ __all__ = [
     "DirEntry",
     "ExecutionContext",
     "FileSystem",
+    "FunctionTool",
     "JobControl",
     "JobEvent",
     "JobNotFoundError",

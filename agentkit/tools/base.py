@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
@@ -19,7 +20,10 @@ from ..models.base import ToolSpec
 from ..usage import Usage
 from ._fastschema import compile_simple
 
-__all__ = ["Tool", "ToolContext", "ToolDecision", "ToolRegistry", "to_tool_output"]
+__all__ = ["FunctionTool", "Tool", "ToolContext", "ToolDecision", "ToolRegistry", "to_tool_output"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -145,6 +149,10 @@ class Tool:
         default=None, repr=False
     )
     """Turns validated JSON input into the keyword arguments ``fn`` takes."""
+    strict: bool = True
+    """True: the model's input must match ``input_schema`` exactly (``"3"`` is not an
+    integer). False (lax): ``prepare_input`` alone checks and converts it, as pydantic's
+    lax mode does (``"3"`` becomes ``3``); its errors go back to the model."""
     before_call: Callable[[ToolCallPart, ToolContext], ToolDecision | None] | None = field(
         default=None, repr=False
     )
@@ -182,6 +190,11 @@ class Tool:
             raise ToolDefinitionError(f"tool {self.name!r}: redact_input must be callable")
         if self.timeout is not None and self.timeout <= 0:
             raise ToolDefinitionError(f"tool {self.name!r}: timeout must be positive")
+        if not self.strict and self.prepare_input is None:
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: strict=False needs prepare_input (what checks and converts "
+                f"the input instead of the JSON Schema); @tool(strict=False) makes one"
+            )
         object.__setattr__(self, "_validator", jsonschema.Draft202012Validator(schema))
         object.__setattr__(self, "_certainly_valid", compile_simple(schema))
 
@@ -192,7 +205,9 @@ class Tool:
 
     def validation_error(self, data: Any) -> str | None:
         """A readable message naming the path and rule of the first schema violation, or
-        None when ``data`` is valid."""
+        None when ``data`` is valid (for a lax tool, when ``prepare_input`` accepts it)."""
+        if not self.strict:
+            return self._lax_problem(data)
         fast = getattr(self, "_certainly_valid", None)  # a flat object of scalars: no jsonschema
         if fast is not None and fast(data):
             return None
@@ -204,21 +219,58 @@ class Tool:
             validator.iter_errors(data),
             key=lambda e: [(isinstance(p, str), p if isinstance(p, int) else str(p)) for p in e.absolute_path],
         )
-        parts = []
-        for err in errors[:5]:
-            path = "$" + "".join(
-                f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path
-            )
-            parts.append(f"{path}: {err.message} (rule: {err.validator})")
+        parts = [f"{_json_path(err.absolute_path)}: {err.message} (rule: {err.validator})" for err in errors[:5]]
         return f"invalid input for tool {self.name!r}: " + "; ".join(parts)
 
-    def __call__(self, **kwargs: Any) -> Any:
-        """Call the function directly (no validation): handy in tests."""
-        return self.fn(**kwargs)
+    def _lax_problem(self, data: Any) -> str | None:
+        assert self.prepare_input is not None
+        if not isinstance(data, dict):
+            return f"invalid input for tool {self.name!r}: $: the arguments must be a JSON object"
+        try:
+            self.prepare_input(data)
+        except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError, or the tool's own
+            errors = getattr(exc, "errors", None)
+            if not callable(errors):
+                return f"invalid input for tool {self.name!r}: {exc}"
+            parts = [f"{_json_path(err.get('loc', ()))}: {err.get('msg')} (rule: {err.get('type')})"
+                     for err in errors(include_url=False)[:5]]
+            return f"invalid input for tool {self.name!r}: " + "; ".join(parts)
+        return None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn`` directly with these arguments, positional or keyword (no schema
+        validation, no hooks, no approvals): handy in tests."""
+        return self.fn(*args, **kwargs)
+
+
+def _json_path(parts: Iterable[Any]) -> str:
+    """``$.points[0].x``: where in the input an error is."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FunctionTool(Tool, Generic[_P, _R]):
+    """A :class:`Tool` made by ``@tool`` from a function: calling it calls the function
+    with the same arguments (``add(1, 2)``, ``add(a=1, b=2)``) and returns what it
+    returns, typed as the function is. A function that takes a :class:`ToolContext`
+    gets one only from the loop: a direct call passes it like any other argument."""
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        """Call the function (no schema validation, no hooks, no approvals)."""
+        return cast(_R, self.fn(*args, **kwargs))
 
 
 def to_tool_output(value: Any) -> ToolOutput:
-    """Convert what a tool function returned into a :class:`ToolOutput`."""
+    """Convert what a tool function returned into a :class:`ToolOutput`: a str is text,
+    JSON values are JSON, pydantic models, dataclasses (and dates, enums, sets...) their
+    JSON form, content parts content. Any other object is refused: an error result saying
+    so, and a warning on the ``agentkit.tools`` logger (its ``repr`` would tell the model
+    nothing)."""
+    return _tool_output(value, "a tool")
+
+
+def _tool_output(value: Any, who: str) -> ToolOutput:
+    """:func:`to_tool_output`, with ``who`` (``"tool 'connect'"``) named in a refusal."""
     if isinstance(value, ToolOutput):
         return value
     if isinstance(value, str):
@@ -234,10 +286,18 @@ def to_tool_output(value: Any) -> ToolOutput:
     try:
         json.dumps(value)
     except (TypeError, ValueError):
-        to_dict = getattr(value, "model_dump", None)
-        if callable(to_dict):
-            return ToolOutput(kind="json", value=to_dict(mode="json"))
-        return ToolOutput(kind="text", value=str(value))
+        from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+        try:  # pydantic models, dataclasses, datetimes, enums, sets, UUIDs, paths...
+            return ToolOutput(kind="json", value=to_jsonable_python(value))
+        except PydanticSerializationError:
+            text = (
+                f"{who} returned a {type(value).__name__} object, which cannot be sent to the "
+                f"model (it is not text or JSON); a tool must return a str, a JSON value, a "
+                f"dataclass or pydantic model, content parts or a ToolOutput"
+            )
+            logging.getLogger("agentkit.tools").warning("%s", text)
+            return ToolOutput.error(text)
     return ToolOutput(kind="json", value=value)
 
 

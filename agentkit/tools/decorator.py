@@ -7,13 +7,17 @@ import re
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 from ..errors import ToolDefinitionError
-from .base import Tool, ToolContext
+from .base import FunctionTool, ToolContext
 
 __all__ = ["tool"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 _SECTION_RE = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?)\s*:\s*$")
 _ARG_RE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -114,6 +118,21 @@ def _type_name(annotation: Any) -> str:
 _UNKNOWN_TYPE_RE = re.compile(r"Unable to generate pydantic-core schema for (.+?)\. Set `arbitrary_types_allowed")
 
 
+def _schema_detail(exc: Exception) -> str:
+    """What pydantic could not describe as JSON Schema, in one line and without its
+    advice about ``arbitrary_types_allowed`` (JSON cannot carry such a value anyway):
+    ``there is no JSON Schema for Conn``. Structured output's errors use it too."""
+    text = str(exc)
+    m = _UNKNOWN_TYPE_RE.search(text)
+    if m is not None:
+        unknown = re.sub(r"^<class '(?:.*\.)?(\w+)'>$", r"\1", m.group(1))
+        return f"there is no JSON Schema for {unknown}"
+    if "JsonSchema for core_schema." in text:
+        kind = text.split("JsonSchema for core_schema.", 1)[1].split()[0].removesuffix("Schema")
+        return f"a {kind.lower()} has no JSON Schema"
+    return text.split("\n", 1)[0].split(". Set `arbitrary_types_allowed", 1)[0]
+
+
 def _schema_error(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> ToolDefinitionError:
     """A ToolDefinitionError naming the tool and the parameter pydantic cannot describe, in
     @tool's terms (pydantic's advice about ``arbitrary_types_allowed`` is left out: a tool's
@@ -127,16 +146,7 @@ def _schema_error(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> 
         except Exception:  # noqa: BLE001 - the same error, for one field
             culprit = pname
             break
-    text = str(exc)
-    m = _UNKNOWN_TYPE_RE.search(text)
-    if m is not None:
-        unknown = re.sub(r"^<class '(?:[\w.]+\.)?([\w]+)'>$", r"\1", m.group(1))
-        detail = f"there is no JSON Schema for {unknown}"
-    elif "JsonSchema for core_schema." in text:
-        kind = text.split("JsonSchema for core_schema.", 1)[1].split()[0].removesuffix("Schema")
-        detail = f"a {kind.lower()} has no JSON Schema"
-    else:
-        detail = text.split("\n", 1)[0].split(". Set `arbitrary_types_allowed", 1)[0]
+    detail = _schema_detail(exc)
     what = "its type hints" if culprit is None else (
         f"parameter {culprit!r} of type {_type_name(fields[culprit][0])}")
     return ToolDefinitionError(
@@ -147,9 +157,9 @@ def _schema_error(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> 
     )
 
 
-def _build(fn: Callable[..., Any], name: str | None, description: str | None,
+def _build(fn: Callable[_P, _R], name: str | None, description: str | None,
            read_only: bool, timeout: float | None,
-           parent_ns: Mapping[str, Any] | None = None) -> Tool:
+           parent_ns: Mapping[str, Any] | None = None, strict: bool = True) -> FunctionTool[_P, _R]:
     import pydantic
 
     model_name = name or getattr(fn, "__name__", None) or type(fn).__name__
@@ -199,7 +209,15 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None,
         return {k: getattr(validated, f) for k, f in params.items()}
 
     simple = all(_is_plain(f[0]) for f in fields.values())
-    return Tool(
+    if description is None and not doc_desc:
+        warnings.warn(
+            f"tool {model_name!r} has no description: the model is told only its name and "
+            f"parameters, and may not know when to call it. Give the function a docstring "
+            f"or pass @tool(description=...)",
+            UserWarning,
+            stacklevel=_caller_level(),
+        )
+    return FunctionTool(
         name=model_name,
         description=description if description is not None else doc_desc,
         input_schema=schema,
@@ -207,8 +225,18 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None,
         read_only=read_only,
         timeout=timeout,
         context_param=context_param,
-        prepare_input=None if simple else prepare,
+        prepare_input=None if simple and strict else prepare,
+        strict=strict,
     )
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside agentkit (the code defining the
+    tool), counted from the function calling ``warnings.warn``."""
+    level, frame = 1, sys._getframe(1)
+    while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).startswith("agentkit."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _is_plain(annotation: Any) -> bool:
@@ -217,7 +245,7 @@ def _is_plain(annotation: Any) -> bool:
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(fn: Callable[_P, _R], /) -> FunctionTool[_P, _R]: ...
 @overload
 def tool(
     *,
@@ -225,24 +253,30 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     timeout: float | None = None,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+    strict: bool = True,
+) -> Callable[[Callable[_P, _R]], FunctionTool[_P, _R]]: ...
 
 
 def tool(
-    fn: Callable[..., Any] | None = None,
+    fn: Callable[_P, _R] | None = None,
     /,
     *,
     name: str | None = None,
     description: str | None = None,
     read_only: bool = False,
     timeout: float | None = None,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    strict: bool = True,
+) -> FunctionTool[_P, _R] | Callable[[Callable[_P, _R]], FunctionTool[_P, _R]]:
     """Make a :class:`Tool` from a function.
 
     The JSON Schema comes from the type hints (``Literal``, ``Optional``, defaults,
     lists, nested dataclasses and pydantic models); the description from the docstring,
-    with per-argument descriptions from its ``Args:`` section. A parameter annotated
-    :class:`ToolContext` receives the call context and is not part of the schema::
+    with per-argument descriptions from its ``Args:`` section (a function without either
+    gets a ``UserWarning``: the model would see no description). ``strict=True`` (the
+    default) holds the model's input to the JSON Schema; ``strict=False`` lets pydantic's
+    lax mode check and convert it instead (``"3"`` for an ``int`` becomes ``3``). A
+    parameter annotated :class:`ToolContext` receives the call context and is not part of
+    the schema::
 
         @tool
         def add(a: int, b: int) -> int:
@@ -258,9 +292,9 @@ def tool(
     # things local to the function that applies @tool (e.g. a Literal imported there)
     parent_ns = _parent_namespace(sys._getframe(1))
     if fn is not None:
-        return _build(fn, name, description, read_only, timeout, parent_ns)
+        return _build(fn, name, description, read_only, timeout, parent_ns, strict)
 
-    def wrap(f: Callable[..., Any]) -> Tool:
-        return _build(f, name, description, read_only, timeout, parent_ns)
+    def wrap(f: Callable[_P, _R]) -> FunctionTool[_P, _R]:
+        return _build(f, name, description, read_only, timeout, parent_ns, strict)
 
     return wrap

@@ -12,7 +12,7 @@ from .._json import dumps, json_problem, loads
 from .._tracing import note_tool_error
 from ..errors import AgentkitError, CancelledError
 from ..messages import ToolCallPart, ToolOutput, content_to_dict
-from .base import Tool, ToolContext, ToolDecision, to_tool_output
+from .base import Tool, ToolContext, ToolDecision, _tool_output
 
 __all__ = ["run_tool_call"]
 
@@ -134,7 +134,7 @@ def _plain_json(value: Any) -> Any:
 def _invoke(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     try:
         value = tool.fn(**kwargs)
-        return _recordable(tool, to_tool_output(value))
+        return _recordable(tool, _tool_output(value, f"tool {tool.name!r}"))
     except CancelledError:
         if ctx.cancel.cancelled:
             raise
