@@ -69,7 +69,8 @@ class Screen:
             if event.record.tool_call_id in self.reported:
                 self.reported.discard(event.record.tool_call_id)  # a call denied earlier: not run now
             else:
-                self.line(f"{_mark(event.record.output)} {event.record.tool_name}: {short(event.record.output.as_text())}")
+                record = event.record
+                self.line(f"{_mark(record.output)} {record.tool_name}: {short(record.output.as_text())}")
 
     def history(self, messages: list[Message]) -> None:
         """The conversation as the model sees it, one line per part."""
