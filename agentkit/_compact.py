@@ -8,7 +8,7 @@ the step loop asks about compaction and the shape of each request.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from .approval import APPROVAL_REMEMBERED, ApprovalState
@@ -37,7 +37,7 @@ class CompactionHost(Protocol):
     @property
     def events(self) -> tuple[Event, ...]: ...
 
-    def commit(self, events: Sequence[Event]) -> list[Event]: ...
+    def decide(self, decide: Callable[[], Sequence[Event]]) -> list[Event]: ...
 
     def projection_of(self, events: Sequence[Event]) -> list[Message]: ...
 
@@ -62,9 +62,21 @@ def compact_log(
     summary = summary_messages(compactor(messages, reason=reason, cancel=cancel))
     cancel.raise_if_cancelled()
     event = CompactionEvent(summary=summary, covered_through=covered[-1].id, covered=boundary, reason=reason)
-    committed = log.commit([event, *_carried_rules(covered, event.id)])[0]
-    assert isinstance(committed, CompactionEvent)
-    return committed
+    decided = [event, *_carried_rules(covered, event.id)]
+    ids = [e.id for e in covered]
+
+    def decide() -> list[Event]:
+        # the summary holds while the log still begins with what it covers; another
+        # process that compacted meanwhile made this compaction moot
+        now = log.events
+        return decided if [e.id for e in now[:boundary]] == ids else []
+
+    committed = log.decide(decide)
+    if not committed:
+        return None
+    first = committed[0]
+    assert isinstance(first, CompactionEvent)
+    return first
 
 
 def _carried_rules(covered: Sequence[Event], compaction_id: str) -> list[Event]:

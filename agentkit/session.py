@@ -317,9 +317,12 @@ class Session:
     def _decide(self, request_id: str, decision: ApprovalDecision) -> Event:
         if decision.note is not None and not isinstance(decision.note, str):
             raise ConfigurationError(f"note must be a str or None, not {type(decision.note).__name__}")
-        with self._log.lock:  # the check and the commit are one step
+
+        def decide() -> list[Event]:  # again on the caught-up state if another process wrote first
             request = self._log.approval_state().check_decidable(request_id, approving=decision.approved)
-            return self._log.commit(decision_events(request, decision, source="host"))[0]
+            return decision_events(request, decision, source="host")
+
+        return self._log.decide(decide)[0]
 
     def _executor(self) -> Executor:
         with self._log.lock:
@@ -399,7 +402,7 @@ class Session:
         emit = opts.event_sink()
         turn = contextlib.ExitStack()
         try:
-            if _prompt is not None or self._log.retry_conflicts:  # ask(), or a pooled session
+            if _prompt is not None or self._log.durable:  # ask(), or a store-backed session
                 try:
                     self._begin_turn(turn, _prompt)
                 except BaseException as exc:

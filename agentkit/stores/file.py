@@ -144,7 +144,13 @@ class FileEventStore:
         seconds (:class:`~agentkit.errors.StoreLockTimeout` after that)."""
         validate_session_id(session_id)
         self._ensure_root()
-        with locked(os.path.join(self.root_dir, _LOCKS, session_id + ".turn.lock"), timeout=timeout):
+        path = os.path.join(self.root_dir, _LOCKS, session_id + ".turn.lock")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | _O_CLOEXEC, 0o644))
+        except OSError as exc:
+            raise os_error(f"cannot create lock file {path}", exc) from exc
+        # held through a read-only descriptor: a turn keeps no file open for writing
+        with locked(path, timeout=timeout, create=False):
             yield
 
     @contextmanager

@@ -32,6 +32,12 @@ class InMemoryEventStore:
                 return None
             return StoredSession(session_id=session_id, events=tuple(log), revision=self._revisions[session_id])
 
+    def head(self, session_id: str) -> int | None:
+        """The session's current revision, or None when it does not exist."""
+        validate_session_id(session_id)
+        with self._lock:
+            return self._revisions.get(session_id)
+
     def append(self, session_id: str, events: Sequence[Event], *, expected_revision: int) -> int:
         """Compare-and-swap append; returns the new revision."""
         validate_session_id(session_id)

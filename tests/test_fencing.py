@@ -1,0 +1,167 @@
+"""Decide again, never re-append: two SessionPools (or two Sessions) over one store stand
+for two web workers. A worker whose session is stale catches up and decides its command
+again on the new state, so a decision another worker made first is refused with the
+documented error (or is a no-op where the same decision is idempotent)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentkit import (
+    ApprovalError,
+    ApprovalPolicy,
+    AssistantMessageEvent,
+    ControlEvent,
+    FileEventStore,
+    FunctionModel,
+    InMemoryEventStore,
+    Session,
+    SessionPool,
+    ToolCall,
+    ToolCallPart,
+    TransactionError,
+    UserMessageEvent,
+    tool,
+)
+from agentkit.messages import TextPart
+
+RAN: list[str] = []
+
+
+@tool
+def write_note(text: str) -> str:
+    """Write a note."""
+    RAN.append(text)
+    return f"wrote {text!r}"
+
+
+def reply(request):
+    last = request.messages[-1]
+    if last.role == "user":
+        return ToolCall("write_note", {"text": last.text})
+    return "the tool said: " + " | ".join(p.output.as_text() for p in last.content)
+
+
+@pytest.fixture(autouse=True)
+def _clear():
+    RAN.clear()
+
+
+@pytest.fixture(params=["file", "memory"])
+def store(request, tmp_path):
+    return FileEventStore(tmp_path) if request.param == "file" else InMemoryEventStore()
+
+
+def pools(store):
+    kwargs = {"model": FunctionModel(reply), "tools": [write_note], "approval": ApprovalPolicy(mode="ask-writes"),
+              "idle_timeout": None}
+    return SessionPool(store, **kwargs), SessionPool(store, **kwargs)
+
+
+def decisions(session):
+    return [e.data["decision"] for e in session.events
+            if isinstance(e, ControlEvent) and e.action == "approval-decided"]
+
+
+def test_a_stale_approve_after_another_worker_denied_is_refused_and_the_tool_never_runs(store):
+    a, b = pools(store)
+    with a, b:
+        assert a.get("c").ask("x").finish_reason == "approval-required"
+        (pending,) = b.get("c").pending_approvals()  # B is open and current here
+        a.get("c").deny(pending.id, reason="no")
+        with pytest.raises(ApprovalError, match="already denied"):
+            b.get("c").approve(pending.id)  # stale: decided again on the caught-up log
+        assert b.get("c").generate().text == "the tool said: denied: no"
+        assert RAN == []
+        assert decisions(Session.open("c", store=store)) == ["denied"]
+
+
+def test_a_stale_deny_after_another_worker_approved_is_refused_and_the_tool_runs_once(store):
+    a, b = pools(store)
+    with a, b:
+        a.get("c").ask("x")
+        (pending,) = b.get("c").pending_approvals()
+        a.get("c").approve(pending.id)
+        with pytest.raises(ApprovalError, match="already approved"):
+            b.get("c").deny(pending.id, reason="no")
+        assert b.get("c").generate().text == "the tool said: wrote 'x'"
+        assert RAN == ["x"]
+
+
+def test_approving_twice_is_an_error_the_second_time(store):
+    a, b = pools(store)
+    with a, b:
+        a.get("c").ask("x")
+        (pending,) = b.get("c").pending_approvals()
+        a.get("c").approve(pending.id)
+        with pytest.raises(ApprovalError, match="already approved"):
+            b.get("c").approve(pending.id)
+        with pytest.raises(ApprovalError, match="already approved"):
+            a.get("c").approve(pending.id)
+        assert decisions(Session.open("c", store=store)) == ["approved"]
+
+
+def test_a_remembered_deny_is_not_overturned_by_a_stale_remembered_approve(store):
+    a, b = pools(store)
+    with a, b:
+        a.get("c").ask("x")
+        (pending,) = b.get("c").pending_approvals()
+        a.get("c").deny(pending.id, reason="never", remember=True)
+        with pytest.raises(ApprovalError, match="already denied"):
+            b.get("c").approve(pending.id, remember=True)
+        b.get("c").generate()
+        later = b.get("c").ask("y")  # denied by the remembered rule, without asking
+        assert later.finish_reason == "stop" and b.get("c").pending_approvals() == []
+        assert later.tool_calls[0].output.is_error
+        assert RAN == []
+
+
+def _uncertain_store(store) -> str:
+    """What a process killed mid-tool leaves: a call and its intent, no result."""
+    call = ToolCallPart(tool_call_id="call_k", tool_name="charge", input={"amount": 42})
+    store.append("c", [
+        UserMessageEvent(content=(TextPart(text="Charge 42."),), seq=1),
+        AssistantMessageEvent(content=(call,), seq=2),
+        ControlEvent(action="tool-execution-intent", seq=3,
+                     data={"tool_call_id": "call_k", "tool_name": "charge", "input": {"amount": 42}}),
+    ], expected_revision=0)
+    return store.load("c").events[2].id
+
+
+def test_a_stale_reconciliation_that_differs_is_refused_and_the_same_one_is_a_no_op(store):
+    intent_id = _uncertain_store(store)
+    with Session.open("c", store=store) as a, Session.open("c", store=store) as b:
+        assert [u.intent_id for u in b.uncertain_tool_executions()] == [intent_id]
+        a.reconcile_tool_execution(intent_id, "executed", output={"charge_id": "ch_1"})
+        with pytest.raises(TransactionError, match="already reconciled"):
+            b.reconcile_tool_execution(intent_id, "not-executed")  # stale: decided again, refused
+        b.reconcile_tool_execution(intent_id, "executed", output={"charge_id": "ch_1"})  # the same: no-op
+        reconciled = [e for e in Session.open("c", store=store).events
+                      if isinstance(e, ControlEvent) and e.action == "tool-execution-reconciled"]
+        assert len(reconciled) == 1 and reconciled[0].data["resolution"] == "executed"
+        assert b.uncertain_tool_executions() == []
+
+
+def test_a_stale_finalize_is_decided_again(store):
+    model = FunctionModel(lambda r: "candidate")
+    with Session.open("c", store=store, model=model) as a, Session.open("c", store=store, model=model) as b:
+        txn = a.begin_generation("draft it")
+        a.generate(transaction=txn)
+        b.refresh()
+        a.finalize_generation(txn, "accepted")
+        b.finalize_generation(txn, "accepted")  # the same outcome: a no-op
+        with pytest.raises(TransactionError):
+            b.finalize_generation(txn, "rejected")
+        outcomes = [e for e in Session.open("c", store=store).events
+                    if isinstance(e, ControlEvent) and e.action == "generation-accepted"]
+        assert len(outcomes) == 1
+
+
+def test_plain_commits_of_stale_sessions_follow_the_other_writers(store):
+    with Session.open("c", store=store) as a, Session.open("c", store=store) as b:
+        a.push_user_message("one")
+        b.push_runtime_event("tick", {"n": 1})  # stale: caught up, appended after "one"
+        a.push_user_message("two")
+        seqs = [e.seq for e in Session.open("c", store=store).events]
+        assert seqs == [1, 2, 3]
+        assert [e.type for e in a.events] == ["user-message", "runtime", "user-message"]
