@@ -202,12 +202,15 @@ class Session:
 
     @property
     def events(self) -> tuple[Event, ...]:
-        """A snapshot of all committed events, in commit order."""
+        """A snapshot of all committed events, in commit order (with a store: every
+        event any process committed before the call; see :meth:`refresh`)."""
+        self._log.sync()
         return self._log.events
 
     @property
     def revision(self) -> int:
-        """The store revision of the last commit (0 without a store)."""
+        """The store revision this session is current with (0 without a store)."""
+        self._log.sync()
         return self._log.revision
 
     @property
@@ -222,6 +225,7 @@ class Session:
 
     def model_messages(self) -> list[Message]:
         """The messages the next inference would see (without the system prompt)."""
+        self._log.sync()
         return self._log.project()[0]
 
     def history(self) -> Iterator[Event]:
@@ -247,8 +251,10 @@ class Session:
     def refresh(self) -> list[Event]:
         """Load what other writers (another process, another host) committed to this
         session's store since this object's revision, and return those events. Their
-        listeners hear them too. Call it after a :class:`~agentkit.errors.StoreConflictError`
-        (nothing of yours was written), then retry. A no-op without a store."""
+        listeners hear them too. Reads (:attr:`events`, :meth:`pending_approvals`...)
+        and commands catch up by themselves (a cheap check of the store's head first),
+        so this is needed only to hear other processes' events without reading. A no-op
+        without a store."""
         return self._log.refresh()
 
     def push_user_message(self, content: Prompt) -> Event:
@@ -294,6 +300,7 @@ class Session:
     def pending_approvals(self) -> list[ApprovalRequest]:
         """The tool calls waiting for a person's answer, in the order they were asked
         (rebuilt from the log: a session opened in another process sees the same list)."""
+        self._log.sync()
         with self._log.lock:
             return self._log.approval_state().pending()
 
@@ -474,6 +481,7 @@ class Session:
         ``execution-started``, ``execution-completed``, ``accepted``, ``rejected``,
         ``interrupted``), by generation id in the order they began; rebuilt from the log
         in one pass when the session is opened, then kept current."""
+        self._log.sync()
         with self._log.lock:
             return self._log.ledger.states()
 
@@ -482,6 +490,7 @@ class Session:
         reconciliation: after a crash, the calls that were running, whose effect may or
         may not have happened. Calls this session object is running now are not listed.
         Without a store no intent is written, so this is always empty."""
+        self._log.sync()
         with self._log.lock:
             return self._log.ledger.uncertain()
 

@@ -127,3 +127,36 @@ def test_scripted_tool_calls_of_two_processes_get_distinct_ids(tmp_path):
         results = [e for e in session.events if e.type == "tool-result"]
         assert [r.tool_call_id for r in results] == [a, b]
 
+
+
+def test_a_session_open_in_one_process_reads_what_another_process_committed_at_once(tmp_path):
+    store, notes = tmp_path / "store", tmp_path / "notes"
+    here = Session.open("c", store=FileEventStore(store), **{k: v for k, v in _tools(notes).items()
+                                                            if k != "idle_timeout"})
+    crashed = Session.open("k", store=FileEventStore(store))
+    readers = {  # each read, on a session opened before the other process wrote
+        "events": lambda: [e.type for e in here.events],
+        "history": lambda: [e.type for e in here.history()],
+        "model_messages": lambda: [m.role for m in here.model_messages()],
+        "pending_approvals": lambda: [p.id for p in here.pending_approvals()],
+        "transactions": lambda: list(here.transactions().items()),
+        "revision": lambda: here.revision,
+    }
+    before = {name: read() for name, read in readers.items()}
+    assert before["events"] == [] and crashed.uncertain_tool_executions() == []
+    made = run("commit", str(store), str(notes), "c")  # process B: an ask, a transaction
+    assert made["finish"] == "approval-required"
+    after = {name: read() for name, read in readers.items()}  # no refresh() anywhere
+    assert after["pending_approvals"] == made["pending"]
+    assert after["transactions"] == [(made["generation_id"], "interrupted")]  # B closed its session
+    assert after["revision"] == FileEventStore(store).load("c").revision > made["revision"]
+    assert after["events"] == after["history"] and "tool-call" not in after["events"]
+    assert after["events"][:2] == ["user-message", "assistant-message"]
+    assert after["model_messages"][:2] == ["user", "assistant"]
+    here.approve(made["pending"][0])  # decided on what B committed
+    crash = subprocess.run([sys.executable, CHILD, "crash", str(store), "k"], capture_output=True, timeout=120)
+    assert crash.returncode == -9  # SIGKILLed inside the tool
+    (unknown,) = crashed.uncertain_tool_executions()
+    assert (unknown.tool_name, unknown.input) == ("charge", {"amount": 42})
+    here.close()
+    crashed.close()

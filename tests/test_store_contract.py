@@ -415,3 +415,39 @@ def test_the_retention_sequence_keeps_seq_numbers_and_is_idempotent(store):
     assert [e.seq for e in store.load_archive("s1", "comp-1")] == [1, 2, 3]
     store.archive("s1", "comp-1", events[:3])  # after the prune too
     assert [e.seq for e in store.load_archive("s1", "comp-1")] == [1, 2, 3]
+
+
+def test_head_is_the_current_revision_without_reading_events(store):
+    assert store.head("s1") is None
+    assert store.append("s1", [user("a")], expected_revision=0) == 1
+    assert store.head("s1") == 1
+    other = another(store)  # another process's writes, through its own store object
+    assert other.append("s1", [user("b"), user("c")], expected_revision=1) == 3
+    assert store.head("s1") == 3 == store.load("s1").revision
+    assert store.head("s2") is None  # other sessions are not touched
+    with pytest.raises(ConfigurationError):
+        store.head("../etc")
+
+
+def test_head_follows_another_writers_compaction_and_delete(store):
+    store.append("s1", [user(t) for t in "abcd"], expected_revision=0)
+    assert store.head("s1") == 4
+    other = another(store)
+    summary = RuntimeEvent(runtime_type="summary", data={"of": 3})
+    assert other.compact("s1", "arch-1", expected_revision=4, remove=3, summary=[summary]) == 5
+    assert store.head("s1") == 5 == store.load("s1").revision
+    # a compacted log of exactly the size and shape of the one before: head still moves
+    store.append("s1", [user("e")], expected_revision=5)
+    assert other.compact("s1", "arch-2", expected_revision=6, remove=1, summary=[summary]) == 7
+    assert store.head("s1") == 7
+    assert other.delete("s1") is True
+    assert store.head("s1") is None
+
+
+def test_head_agrees_with_load_through_a_run_of_appends_by_two_writers(store):
+    other = another(store)
+    revision = 0
+    for i in range(30):
+        writer = store if i % 3 else other
+        revision = writer.append("s1", [user(str(i))], expected_revision=revision)
+        assert store.head("s1") == revision == other.head("s1") == store.load("s1").revision

@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
 from ..errors import ConfigurationError, StoreCorruptionError
 from ..events import Event, event_from_dict
@@ -41,7 +42,7 @@ from ._fsio import atomic_write, fsync_dir, make_dir, make_dirs, os_error, read_
 from ._locks import locked
 from ._records import DamagedRecord, decode_record, encode_archive, encode_events, encode_record
 from ._scan import scan
-from ._views import View, ViewCache
+from ._views import View, ViewCache, stamp_of
 from .base import SCHEMA_VERSION, StoredSession, validate_session_id
 
 log = logging.getLogger("agentkit.stores")
@@ -218,11 +219,12 @@ class FileEventStore:
         header = self._read_header(fd, path, session_id)
         data = read_range(fd, st.st_size, 0)
         res = scan(data[len(header) :], path=path, revision=0, first_line=2, want_events=want_events)
-        view = View(st.st_dev, st.st_ino, header, len(header) + res.end, res.revision, 1 + res.lines)
+        view = View(st.st_dev, st.st_ino, header, len(header) + res.end, res.revision, 1 + res.lines,
+                    () if res.torn else stamp_of(st))
         return view, res.events, max(res.schema_version, SCHEMA_VERSION if res.lines == 0 else 0), res.torn
 
     def _catch_up(self, fd: int, session_id: str, path: str) -> tuple[View, bool]:
-        """Under the write lock: the log's current view and whether it has a torn tail,
+        """Under the session's lock: the log's current view and whether it has a torn tail,
         reading only what was appended since this object last looked."""
         st = os.fstat(fd)
         view = self._views.get(session_id)
@@ -236,6 +238,39 @@ class FileEventStore:
                 return View(view.dev, view.ino, view.header, end, res.revision, lines), res.torn
         new, _events, _version, torn = self._scan_fd(fd, session_id, path, want_events=False)
         return new, torn
+
+    def head(self, session_id: str) -> int | None:
+        """The session's current revision, or None when it has no log; no events are
+        decoded. One ``stat`` when the log is as this object last verified it; otherwise
+        only what was appended since is read (the whole log after another process
+        compacted it)."""
+        validate_session_id(session_id)
+        path = self._log_path(session_id)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise os_error(f"cannot stat {path}", exc) from exc
+        view = self._views.get(session_id)
+        if view is not None and view.stamp == stamp_of(st):
+            return view.revision
+        with self._read_lock(session_id):
+            try:
+                fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+            except FileNotFoundError:
+                return None  # deleted meanwhile
+            except OSError as exc:
+                raise os_error(f"cannot read {path}", exc) from exc
+            try:
+                st = os.fstat(fd)  # the read lock keeps writers out: this is what is read
+                view, torn = self._catch_up(fd, session_id, path)
+            except OSError as exc:
+                raise os_error(f"cannot read {path}", exc) from exc
+            finally:
+                os.close(fd)
+            self._views.put(session_id, view if torn else replace(view, stamp=stamp_of(st)))
+            return view.revision
 
     def load(self, session_id: str) -> StoredSession | None:
         """The stored session (a torn tail from a crash left out), or None."""
@@ -362,7 +397,8 @@ class FileEventStore:
             raise os_error(f"cannot append to {path}", exc, tail=tail) from exc
         if not batch:
             return view.revision
-        after = View(view.dev, view.ino, view.header, view.offset + len(line), expected + len(batch), view.lines + 1)
+        after = View(view.dev, view.ino, view.header, view.offset + len(line), expected + len(batch), view.lines + 1,
+                     _stamp_or_none(fd))
         self._views.put(session_id, after)
         return expected + len(batch)
 
@@ -548,6 +584,14 @@ class FileEventStore:
                 fsync_dir(self.root_dir)
         shutil.rmtree(trash, ignore_errors=True)
         return True
+
+
+def _stamp_or_none(fd: int) -> tuple[int, ...]:
+    """The stamp of the file open as ``fd`` (() when it cannot be had: head() reads then)."""
+    try:
+        return stamp_of(os.fstat(fd))
+    except OSError:
+        return ()
 
 
 def _starts_with(path: str, prefix: bytes) -> bool:
