@@ -30,8 +30,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from ._subscriptions import Listener, Subscription
 from .approval import ApprovalState
@@ -48,7 +49,7 @@ from .errors import (
 from .events import ControlEvent, Event, _storable_problem
 from .messages import Message
 from .projection import Projector, RuntimeRenderer
-from .stores.base import EventStore
+from .stores.base import EventStore, TurnLease
 from .transactions import INTENT, TransactionLedger
 
 __all__ = ["EventLog"]
@@ -100,6 +101,8 @@ class EventLog:
         self._join_seconds = listener_join_seconds
         self.closed = False
         self.failed: BaseException | None = None
+        self._lease: TurnLease | None = None
+        self._lease_thread: int | None = None
 
     # -- state -------------------------------------------------------------------------
 
@@ -250,13 +253,33 @@ class EventLog:
             committed.append(ev.with_seq(seq))
         return committed
 
+    @contextmanager
+    def holding(self, lease: TurnLease) -> Iterator[None]:
+        """Make the appends of this thread carry ``lease`` (a held turn lock) for the
+        block: the store refuses them once the lease is lost (fencing)."""
+        with self.lock:
+            before = self._lease, self._lease_thread
+            self._lease, self._lease_thread = lease, threading.get_ident()
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._lease, self._lease_thread = before
+
+    @property
+    def turn_held_here(self) -> bool:
+        """True on the thread that holds this session's turn lock."""
+        return self._lease is not None and self._lease_thread == threading.get_ident()
+
     def _append(self, committed: list[Event]) -> None:
         assert self._store is not None
+        fenced: dict[str, Any] = {"lease": self._lease} if self.turn_held_here else {}
         try:
             self._revision = self._store.append(
                 self.session_id,  # type: ignore[arg-type]
                 committed,
                 expected_revision=self._revision,
+                **fenced,
             )
         except (StoreConflictError, ConfigurationError, TurnLockLostError):
             raise  # nothing was written (a stale revision, a lost turn lock, or refused before any side effect)
@@ -304,7 +327,9 @@ class EventLog:
             if stored is not None and stored.revision != self._revision:
                 raise StoreConflictError(
                     f"session {sid!r} is at revision {stored.revision} in the store, this object "
-                    f"at {self._revision}: another process wrote it meanwhile"
+                    f"at {self._revision}: another process wrote it meanwhile",
+                    expected_revision=self._revision,
+                    actual_revision=stored.revision,
                 )
             index = next((i for i, e in enumerate(events) if e.id == event_id), None)
             if index is None:

@@ -411,7 +411,7 @@ class Session:
         try:
             if _prompt is not None or self._log.durable:  # ask(), or a store-backed session
                 try:
-                    self._begin_turn(turn, _prompt)
+                    self._begin_turn(turn, _prompt, token)
                 except BaseException as exc:
                     if transaction is not None:
                         _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
@@ -506,24 +506,37 @@ class Session:
         :class:`~agentkit.errors.TransactionError`. No tool is run."""
         _transact.reconcile(self._log, intent_id, resolution, output, error)
 
-    def _begin_turn(self, turn: contextlib.ExitStack, prompt: UserMessageEvent | None) -> None:
-        """Start a turn (an ask(), or any generation of a pooled session): hold the
-        store's turn lock when it has one (other processes' turns of this session wait),
-        load what they committed, then commit the prompt."""
-        lock = getattr(self._log.store, "generation_lock", None)
-        if callable(lock) and self.session_id is not None:
-            turn.enter_context(lock(self.session_id, timeout=_TURN_LOCK_SECONDS))
-            self._log.refresh()
+    def _begin_turn(self, turn: contextlib.ExitStack, prompt: UserMessageEvent | None, cancel: CancelToken) -> None:
+        """Start a turn (an ask(), or any generation of a store-backed session): hold the
+        store's turn lock (other processes' turns of this session wait), load what they
+        committed, then commit the prompt: an ask cancelled while it waits for its turn
+        leaves nothing in the log."""
+        turn.enter_context(self._turn(cancel))
         if prompt is not None:
             self._log.commit([prompt])
+
+    @contextlib.contextmanager
+    def _turn(self, cancel: CancelToken | None = None) -> Iterator[None]:
+        """Hold this session's turn lock for the block (``store.turn_lock``), caught up
+        with what other processes committed; this thread's commits carry its lease.
+        Re-entrant on the thread that holds it; a no-op without a store."""
+        store, sid = self._log.store, self.session_id
+        lock = getattr(store, "turn_lock", None)
+        if lock is None or sid is None or self._log.turn_held_here:
+            yield
+            return
+        with lock(sid, timeout=_TURN_LOCK_SECONDS, cancel=cancel) as lease, self._log.holding(lease):
+            self._log.sync()
+            yield
 
     def ask(self, prompt: Prompt, *, cancel: CancelToken | None = None, **generate_kwargs: Any) -> GenerateResult:
         """Wait for this session's turn, then commit ``prompt`` as a user message and
         :meth:`generate` its answer; returns the result. Concurrent callers each get the
         answer to their own message, in call order (``push_user_message`` followed by
         ``generate`` does not: five of those at once commit five messages, then answer
-        them in turns). With a store that has a turn lock (``FileEventStore``), processes
-        sharing the session take turns too. Takes :meth:`generate`'s keyword arguments."""
+        them in turns). With a store, processes sharing the session take turns too (the
+        store's turn lock); a call cancelled while it waits commits nothing. Takes
+        :meth:`generate`'s keyword arguments."""
         return self.generate(cancel=cancel, _prompt=_prompt_event(prompt), **generate_kwargs)
 
     def ask_stream(self, prompt: Prompt, *, max_buffer: int = 1000, cancel: CancelToken | None = None,

@@ -165,3 +165,52 @@ def test_plain_commits_of_stale_sessions_follow_the_other_writers(store):
         seqs = [e.seq for e in Session.open("c", store=store).events]
         assert seqs == [1, 2, 3]
         assert [e.type for e in a.events] == ["user-message", "runtime", "user-message"]
+
+
+def test_a_planning_run_holds_the_turn_so_another_sessions_ask_waits_for_it(tmp_path):
+    import threading
+
+    from _plan_child import GOAL, executor, planner, work_tool
+
+    from agentkit import PlanningAgent
+
+    store = FileEventStore(tmp_path / "store")
+    entered, release = threading.Event(), threading.Event()
+
+    def synthesize(request):
+        entered.set()
+        assert release.wait(60)
+        return "the report"
+
+    agent = PlanningAgent(executor(), tools=[work_tool(tmp_path / "m")], planner=planner(["collect alpha"]),
+                          synthesizer=FunctionModel(synthesize))
+    box = {}
+    with Session.open("c", store=store) as run_in, Session.open("c", store=FileEventStore(tmp_path / "store"),
+                                                                model=FunctionModel(lambda r: "answer")) as other:
+        runner = threading.Thread(target=lambda: box.setdefault("run", agent.run(GOAL, session=run_in)))
+        runner.start()
+        assert entered.wait(60)  # the run is in its last stage, holding the turn
+        asker = threading.Thread(target=lambda: box.setdefault("ask", other.ask("meanwhile")))
+        asker.start()
+        asker.join(0.2)
+        assert asker.is_alive()  # it waits for the turn ...
+        assert "meanwhile" not in [e.content[0].text for e in other.events if isinstance(e, UserMessageEvent)]
+        release.set()  # ... and goes on once the run ends
+        runner.join(60)
+        asker.join(60)
+        assert box["run"].text == "the report" and box["ask"].text == "answer"
+        kinds = [e.action if isinstance(e, ControlEvent) else e.type for e in Session.open("c", store=store).events]
+        assert kinds.index("plan-synthesized") < kinds.index("user-message", 1)  # the ask came after the run
+
+
+def test_an_append_under_a_lost_turn_lock_is_not_retried_and_leaves_the_session_usable(store):
+    from agentkit import TurnLockLostError
+
+    with Session.open("c", store=store) as session:
+        with store.turn_lock("c") as lease:
+            pass  # released: another turn may be granted now
+        with session._log.holding(lease), pytest.raises(TurnLockLostError):
+            session.push_user_message("from a turn that lost its lock")
+        assert session.events == () and store.load("c") is None  # nothing written, no retry
+        session.push_user_message("outside any turn")
+        assert [e.content[0].text for e in session.events] == ["outside any turn"]

@@ -160,3 +160,59 @@ def test_a_session_open_in_one_process_reads_what_another_process_committed_at_o
     assert (unknown.tool_name, unknown.input) == ("charge", {"amount": 42})
     here.close()
     crashed.close()
+
+
+def _prompts(store: Path, sid: str) -> list[str]:
+    stored = FileEventStore(store).load(sid)
+    return [e.content[0].text for e in stored.events if e.type == "user-message"] if stored else []
+
+
+def test_an_ask_cancelled_while_another_process_holds_the_turn_leaves_nothing_in_the_log(tmp_path):
+    import threading
+
+    from _procs import wait_for
+
+    from agentkit import CancelledError, CancelToken
+
+    store = tmp_path / "store"
+    holder = start("wait-ask", str(store), "c", "first")  # its model waits for the release file
+    try:
+        wait_for(lambda: _prompts(store, "c") == ["first"], 60, "the other process's turn to start")
+        token, box = CancelToken(), {}
+        with Session.open("c", store=FileEventStore(store), model=FunctionModel(lambda r: "mine")) as session:
+            def ask():
+                try:
+                    box["result"] = session.ask("second", cancel=token)
+                except BaseException as exc:  # noqa: BLE001 - inspected below
+                    box["error"] = exc
+
+            asker = threading.Thread(target=ask)
+            asker.start()
+            token.cancel("the client went away")
+            asker.join(60)
+            assert isinstance(box.get("error"), CancelledError)
+            (store / "release").touch()
+            assert line(holder) == {"asked": "first"}
+            assert _prompts(store, "c") == ["first"]  # the cancelled prompt was never committed
+            kinds = [e.type for e in session.events]
+            assert kinds == ["user-message", "assistant-message"]  # no generation-aborted either
+            assert session.ask("third").text == "mine"  # the turn is free again
+    finally:
+        (store / "release").touch()
+        holder.communicate(timeout=60)
+
+
+def test_a_process_killed_inside_its_turn_releases_the_turn_lock(tmp_path):
+    import os
+    import signal
+
+    from _procs import wait_for
+
+    store = tmp_path / "store"
+    holder = start("wait-ask", str(store), "c", "first")
+    wait_for(lambda: _prompts(store, "c") == ["first"], 60, "the other process's turn to start")
+    os.kill(holder.pid, signal.SIGKILL)  # dies holding the turn
+    holder.communicate(timeout=60)
+    with Session.open("c", store=FileEventStore(store), model=FunctionModel(lambda r: "after the crash")) as session:
+        assert session.ask("second").text == "after the crash"
+    assert _prompts(store, "c") == ["first", "second"]

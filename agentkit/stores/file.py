@@ -5,7 +5,7 @@ Layout under ``root_dir``::
     <session_id>/events.jsonl          header line, then one checksummed record per append
     <session_id>/archives/<id>.json    events removed from the active log by compaction
     .locks/<session_id>.lock           the session's lock file (kept after delete)
-    .locks/<session_id>.turn.lock      held by a process running an ask() turn
+    .locks/<session_id>.turn.lock      the turn lock (held by the process running a turn; its epoch)
 
 Appends take the session's exclusive lock (``portalocker`` plus a process-wide thread
 lock), check the revision, write one line and fsync it before returning. A session's
@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError, StoreCorruptionError
 from ..events import Event, event_from_dict
@@ -34,7 +35,9 @@ from ._checks import (
     archive_conflict,
     check_count,
     check_events,
+    check_lease,
     check_revision,
+    check_turn_timeout,
     compact_too_far,
     conflict,
 )
@@ -42,8 +45,12 @@ from ._fsio import atomic_write, fsync_dir, make_dir, make_dirs, os_error, read_
 from ._locks import locked
 from ._records import DamagedRecord, decode_record, encode_archive, encode_events, encode_record
 from ._scan import scan
+from ._turns import held_turn, read_epoch
 from ._views import View, ViewCache, stamp_of
-from .base import SCHEMA_VERSION, StoredSession, validate_session_id
+from .base import SCHEMA_VERSION, StoredSession, TurnLease, validate_session_id
+
+if TYPE_CHECKING:
+    from ..cancel import CancelToken
 
 log = logging.getLogger("agentkit.stores")
 
@@ -137,22 +144,26 @@ class FileEventStore:
             except OSError as exc:
                 raise os_error(f"cannot write session {session_id!r}: cannot open {path} for writing", exc) from exc
 
+    def _turn_path(self, session_id: str) -> str:
+        return os.path.join(self.root_dir, _LOCKS, session_id + ".turn.lock")
+
     @contextmanager
-    def generation_lock(self, session_id: str, *, timeout: float) -> Iterator[None]:
+    def turn_lock(
+        self, session_id: str, *, timeout: float | None = None, cancel: CancelToken | None = None
+    ) -> Iterator[TurnLease]:
         """Hold session ``session_id``'s turn lock (``.locks/<id>.turn.lock``) for the
-        block, so one process at a time runs a turn of it: :meth:`agentkit.Session.ask`
-        holds it from committing the prompt to the answer. Waits at most ``timeout``
-        seconds (:class:`~agentkit.errors.StoreLockTimeout` after that)."""
+        block, so one turn of it runs at a time across threads and processes on this host;
+        the operating system releases it when the holding process dies. Yields the lease:
+        its epoch (kept in the lock file) grows with every grant, and an append made with
+        it is refused once it is no longer held. Waits at most ``timeout`` seconds (None:
+        no bound), then raises :class:`~agentkit.errors.StoreUnavailableError`
+        (``written=False``); ``cancel`` ends the wait with
+        :class:`~agentkit.errors.CancelledError`."""
         validate_session_id(session_id)
+        wait = check_turn_timeout(timeout)
         self._ensure_root()
-        path = os.path.join(self.root_dir, _LOCKS, session_id + ".turn.lock")
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | _O_CLOEXEC, 0o644))
-        except OSError as exc:
-            raise os_error(f"cannot create lock file {path}", exc) from exc
-        # held through a read-only descriptor: a turn keeps no file open for writing
-        with locked(path, timeout=timeout, create=False):
-            yield
+        with held_turn(self._turn_path(session_id), session_id, timeout=wait, cancel=cancel) as lease:
+            yield lease
 
     @contextmanager
     def _write_lock(self, session_id: str) -> Iterator[None]:
@@ -334,8 +345,12 @@ class FileEventStore:
         self._views.put(session_id, View(st.st_dev, st.st_ino, header, len(data), len(batch), lines))
         return len(batch)
 
-    def append(self, session_id: str, events: Sequence[Event], *, expected_revision: int) -> int:
+    def append(
+        self, session_id: str, events: Sequence[Event], *, expected_revision: int, lease: TurnLease | None = None
+    ) -> int:
         """Compare-and-swap append of ``events`` as one record; durable when it returns.
+        With ``lease`` (from :meth:`turn_lock`), refused with
+        :class:`~agentkit.errors.TurnLockLostError` unless it is still the held lease.
 
         Returns the new revision (the number of events in the log)."""
         validate_session_id(session_id)
@@ -344,6 +359,8 @@ class FileEventStore:
         line = encode_events(batch, expected + len(batch))
         path = self._log_path(session_id)
         with self._write_lock(session_id):
+            if lease is not None:
+                check_lease(session_id, lease, read_epoch(self._turn_path(session_id)))
             try:
                 fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
             except FileNotFoundError:
