@@ -209,8 +209,8 @@ class Session:
 
     @property
     def revision(self) -> int:
-        """The store revision this session is current with (0 without a store)."""
-        self._log.sync()
+        """The store revision of what this object holds (0 without a store): the last
+        commit, or the last catch-up (a read or :meth:`refresh`)."""
         return self._log.revision
 
     @property
