@@ -39,6 +39,7 @@ from .errors import (
     SessionClosedError,
     SessionError,
     StoreError,
+    StoreUnavailableError,
 )
 from .events import CompactionEvent, ControlEvent, Event, RuntimeEvent, UserMessageEvent
 from .execution.base import JobControl, JobState
@@ -177,7 +178,7 @@ class Session:
             self._log.commit(initial)
         # nobody holds the claim token of a transaction left open (by a crash, or in the
         # events= given): interrupt it for good, never resume its work
-        _transact.interrupt_open(self._log, "the session was reopened while this generation was unfinished")
+        self._interrupt_unfinished("the session was reopened while this generation was unfinished")
         if retention is not None:
             self._finish_interrupted_retention()
         self._scheduler = GenerationScheduler(self.generate)
@@ -515,8 +516,20 @@ class Session:
         if prompt is not None:
             self._log.commit([prompt])
 
+    def _interrupt_unfinished(self, reason: str) -> None:
+        """Interrupt the transactions left open, but only while no turn of this session
+        runs anywhere: a generation another process (or thread) is running holds the
+        turn lock, and its transaction is not abandoned."""
+        if not self._log.ledger.open_generations():
+            return
+        try:
+            with self._turn(timeout=0):
+                _transact.interrupt_open(self._log, reason)
+        except StoreUnavailableError:
+            return  # a turn is running: it finishes or interrupts its own transaction
+
     @contextlib.contextmanager
-    def _turn(self, cancel: CancelToken | None = None) -> Iterator[None]:
+    def _turn(self, cancel: CancelToken | None = None, *, timeout: float = _TURN_LOCK_SECONDS) -> Iterator[None]:
         """Hold this session's turn lock for the block (``store.turn_lock``), caught up
         with what other processes committed; this thread's commits carry its lease.
         Re-entrant on the thread that holds it; a no-op without a store."""
@@ -525,7 +538,7 @@ class Session:
         if lock is None or sid is None or self._log.turn_held_here:
             yield
             return
-        with lock(sid, timeout=_TURN_LOCK_SECONDS, cancel=cancel) as lease, self._log.holding(lease):
+        with lock(sid, timeout=timeout, cancel=cancel) as lease, self._log.holding(lease):
             self._log.sync()
             yield
 
@@ -700,7 +713,7 @@ class Session:
         with self._log.lock:
             if not self._log.closed and self._log.failed is None:
                 try:  # an unfinished transaction can never be finished by anyone now
-                    _transact.interrupt_open(self._log, "the session was closed")
+                    self._interrupt_unfinished("the session was closed")
                 except (SessionError, StoreError):
                     pass  # the session could not commit: reopening interrupts it
             if not self._log.close():

@@ -214,3 +214,28 @@ def test_an_append_under_a_lost_turn_lock_is_not_retried_and_leaves_the_session_
         assert session.events == () and store.load("c") is None  # nothing written, no retry
         session.push_user_message("outside any turn")
         assert [e.content[0].text for e in session.events] == ["outside any turn"]
+
+
+def test_opening_and_closing_a_session_elsewhere_does_not_interrupt_a_running_transaction(store):
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(request):
+        entered.set()
+        assert release.wait(60)
+        return "candidate"
+
+    box = {}
+    with Session.open("c", store=store, model=FunctionModel(slow)) as a:
+        txn = a.begin_generation("draft it")
+        runner = threading.Thread(target=lambda: box.setdefault("run", a.generate(transaction=txn)))
+        runner.start()
+        assert entered.wait(60)  # A's transactional generation runs, holding the turn
+        with Session.open("c", store=store) as b:  # another worker opens (and closes) the session
+            assert b.transactions()[txn.generation_id] == "execution-started"
+        release.set()
+        runner.join(60)
+        assert box["run"].text == "candidate"
+        a.finalize_generation(txn, "accepted")
+        assert a.transactions()[txn.generation_id] == "accepted"
