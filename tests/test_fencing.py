@@ -239,3 +239,29 @@ def test_opening_and_closing_a_session_elsewhere_does_not_interrupt_a_running_tr
         assert box["run"].text == "candidate"
         a.finalize_generation(txn, "accepted")
         assert a.transactions()[txn.generation_id] == "accepted"
+
+
+def test_a_persons_decision_made_elsewhere_wins_over_the_in_process_approvers_later_answer(store):
+    import threading
+
+    asked, answer = threading.Event(), threading.Event()
+
+    def approver(request):
+        asked.set()
+        assert answer.wait(60)
+        return True  # too late: a person denied it in another worker meanwhile
+
+    policy = ApprovalPolicy(mode="ask-writes")
+    box = {}
+    with Session.open("c", store=store, model=FunctionModel(reply), tools=[write_note], approval=policy,
+                      approver=approver) as a, Session.open("c", store=store) as b:
+        runner = threading.Thread(target=lambda: box.setdefault("run", a.ask("x")))
+        runner.start()
+        assert asked.wait(60)
+        b.refresh()  # (reads catch up by themselves; explicit here to isolate the approver's answer)
+        (pending,) = b.pending_approvals()  # the request is in the store while the approver thinks
+        b.deny(pending.id, reason="a person said no")
+        answer.set()
+        runner.join(60)
+        assert box["run"].text == "the tool said: denied: a person said no"
+        assert RAN == [] and decisions(Session.open("c", store=store)) == ["denied"]
