@@ -265,3 +265,29 @@ def test_a_persons_decision_made_elsewhere_wins_over_the_in_process_approvers_la
         runner.join(60)
         assert box["run"].text == "the tool said: denied: a person said no"
         assert RAN == [] and decisions(Session.open("c", store=store)) == ["denied"]
+
+
+def test_stale_sessions_compact_and_prune_in_turns_without_refresh_and_lose_nothing(tmp_path):
+    import warnings
+
+    from agentkit import Retention
+
+    def summary(messages, *, reason, cancel):
+        return f"summary of {len(messages)} messages"
+
+    store = FileEventStore(tmp_path, fsync=False)
+    kwargs = dict(store=store, model=FunctionModel(lambda r: "ok"), compactor=summary,
+                  retention=Retention(max_events=6, keep_last=2))
+    with Session.open("c", **kwargs) as a, Session.open("c", **kwargs) as b, warnings.catch_warnings():
+        warnings.simplefilter("error")  # no retention step may fail
+        for turn in range(10):
+            first, second = (a, b) if turn % 2 == 0 else (b, a)
+            first.ask(f"turn {turn}")  # the other object is stale: it catches up and decides again
+            second.compact(keep_last=2, reason="manual")
+        history = list(Session.open("c", store=store).history())
+        assert [e.seq for e in history] == list(range(1, len(history) + 1))  # each event once, in order
+        asked = [e.content[0].text for e in history if isinstance(e, UserMessageEvent)]
+        assert asked == [f"turn {t}" for t in range(10)]
+        active = store.load("c").events
+        assert len(active) <= 6 + 4 < len(history)  # compacted and pruned along the way
+        assert sum(e.type == "compaction" for e in history) >= 5
