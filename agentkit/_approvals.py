@@ -42,6 +42,8 @@ Approver = Callable[[ApprovalRequest], "bool | ApprovalDecision"]
 class _Host(Protocol):
     def commit(self, events: Sequence[Event]) -> list[Event]: ...
 
+    def decide(self, decide: Callable[[], Sequence[Event]]) -> list[Event]: ...
+
     def approval_state(self) -> ApprovalState: ...
 
 
@@ -126,11 +128,25 @@ class ApprovalGate:
             plan.suspended = [call for call, _ in asks]
             return plan
         for call, request in asks:  # one at a time, in model order
-            decision, source = self._ask(request)
-            self._host.commit(decision_events(request, decision, source=source))
+            decision = self._answer(request)
             if not decision.approved:
                 self._deny(call.tool_call_id, decision)
         return plan
+
+    def _answer(self, request: ApprovalRequest) -> ApprovalDecision:
+        """Ask the approver and commit its answer; the decision that holds is returned:
+        a person's decision committed first (by another process) wins over it."""
+        decision, source = self._ask(request)
+
+        def decide() -> list[Event]:
+            entry = self._host.approval_state().open_request(request.tool_call_id)
+            if entry is not None and entry[1] is not None:
+                return []  # decided meanwhile, elsewhere
+            return decision_events(request, decision, source=source)
+
+        self._host.decide(decide)
+        entry = self._host.approval_state().open_request(request.tool_call_id)
+        return entry[1] if entry is not None and entry[1] is not None else decision
 
     def _deny(self, call_id: str, decision: ApprovalDecision) -> None:
         self._denied[call_id] = ToolOutput.error(denied_text(decision))
@@ -182,9 +198,7 @@ class ApprovalGate:
         if undecided and self._approver is None:
             raise WaitingForApproval
         for asked in undecided:  # asked before and not answered: the approver answers now
-            answer, source = self._ask(asked)
-            self._host.commit(decision_events(asked, answer, source=source))
-            entries[asked.tool_call_id] = (asked, answer)
+            entries[asked.tool_call_id] = (asked, self._answer(asked))
         calls: list[ToolCallPart] = []
         answered: dict[str, ToolOutput] = {}
         for cid, name in pending.items():

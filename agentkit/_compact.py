@@ -8,7 +8,7 @@ the step loop asks about compaction and the shape of each request.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from ._held import carry, report
@@ -27,6 +27,7 @@ from .events import CompactionEvent, ControlEvent, Event
 from .invariants import check_messages
 from .messages import Message
 from .stores.base import EventStore
+from .transactions import UncertainExecution
 from .view import cap_tool_outputs, clear_tool_results
 
 __all__ = ["ContextShaper", "apply_retention", "compact_log", "finish_prune", "iter_history"]
@@ -38,7 +39,7 @@ class CompactionHost(Protocol):
     @property
     def events(self) -> tuple[Event, ...]: ...
 
-    def commit(self, events: Sequence[Event]) -> list[Event]: ...
+    def decide(self, decide: Callable[[], Sequence[Event]]) -> list[Event]: ...
 
     def projection_of(self, events: Sequence[Event]) -> list[Message]: ...
 
@@ -68,12 +69,31 @@ def compact_log(
     cancel.raise_if_cancelled()
     event = CompactionEvent(summary=(*summary, *carried.shown), covered_through=covered[-1].id, covered=boundary,
                             reason=reason)
-    held = [] if ledger is None else carried.fresh(ledger)
-    records = [] if ledger is None else carried.records(event.id, ledger)
-    committed = log.commit([event, *_carried_rules(covered, event.id), *records])[0]
-    assert isinstance(committed, CompactionEvent)
+    rules = _carried_rules(covered, event.id)
+    ids = [e.id for e in covered]
+    held: list[UncertainExecution] = []
+
+    def decide() -> list[Event]:
+        # the summary holds while the log still begins with what it covers and every call
+        # it carries is still unresolved; another process that compacted or reconciled
+        # meanwhile made this compaction moot (the next one starts from the new state)
+        if [e.id for e in log.events[:boundary]] != ids:
+            return []
+        now = getattr(log, "ledger", None)
+        if now is None:
+            return [event, *rules]
+        if any(now.unresolved(i.intent_id) is None for i in carried.intents):
+            return []
+        held[:] = carried.fresh(now)  # decided on the current ledger: reported once per call
+        return [event, *rules, *carried.records(event.id, now)]
+
+    committed = log.decide(decide)
+    if not committed:
+        return None
+    first = committed[0]
+    assert isinstance(first, CompactionEvent)
     report(held, getattr(log, "session_id", None))
-    return committed
+    return first
 
 
 def _carried_rules(covered: Sequence[Event], compaction_id: str) -> list[Event]:

@@ -8,9 +8,19 @@ on the store revision) and hands them to listeners only after they are durable;
 and intent state from the same commits (:mod:`agentkit.transactions`), and a change of a
 transaction's state starts the projection again, since it changes which events the model
 may see. One re-entrant lock orders
-commits and reads. A stale revision (another writer appended first) writes nothing and
-leaves the log usable: ``refresh`` loads what the other writer committed; so does an
-unreachable database server (:class:`~agentkit.errors.StoreUnavailableError`). Any other
+commits and reads.
+
+Every write is a decision (:meth:`EventLog.decide`): a function of the state this log
+holds that returns the events to append, appended with compare-and-swap on the revision
+it was decided at. When another process appended first (a stale revision writes
+nothing), the log catches up (``refresh``) and decides *again* on the new state, which
+may now refuse the command with its documented error
+(:class:`~agentkit.errors.ApprovalError`, :class:`~agentkit.errors.TransactionError`) or
+find it already done (no events). A refusal is only trusted on current state: when the
+store's head moved, the log catches up and decides again before raising it. A plain
+commit (a user message, a runtime event) is a decision whose premise always holds, so it
+always succeeds after catching up. An unreachable database server
+(:class:`~agentkit.errors.StoreUnavailableError`) leaves the log usable too. Any other
 failed append marks the log failed: it then refuses every commit, since what is durable
 is no longer known to be what this object holds.
 """
@@ -20,27 +30,39 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from ._follow import follow, unfollow
 from ._subscriptions import Listener, Subscription, Unsubscribe
 from .approval import ApprovalState
 from .errors import (
+    ApprovalError,
     ConfigurationError,
     SessionClosedError,
     SessionFailedError,
     StoreConflictError,
     StoreUnavailableError,
+    TransactionError,
+    TurnLockLostError,
 )
 from .events import ControlEvent, Event, _storable_problem
 from .messages import Message
 from .projection import Projector, RuntimeRenderer
-from .stores.base import EventStore
+from .stores.base import EventStore, TurnLease
 from .transactions import TransactionLedger
 
 __all__ = ["EventLog"]
 
 log = logging.getLogger("agentkit.session")
+
+_T = TypeVar("_T")
+
+DECIDE_ATTEMPTS = 100
+"""How many times a decision is made again after other processes appended first, before
+the :class:`~agentkit.errors.StoreConflictError` is let through (each attempt catches up
+first, so only a store that other writers never stop appending to reaches it)."""
 
 
 class EventLog:
@@ -80,8 +102,8 @@ class EventLog:
         self._join_seconds = listener_join_seconds
         self.closed = False
         self.failed: BaseException | None = None
-        self.retry_conflicts = False
-        """Refresh and append once more on a stale revision (pooled sessions)."""
+        self._lease: TurnLease | None = None
+        self._lease_thread: int | None = None
 
     # -- state -------------------------------------------------------------------------
 
@@ -129,30 +151,84 @@ class EventLog:
 
     def commit(self, events: Sequence[Event]) -> list[Event]:
         """Number ``events``, make them durable, then tell listeners; returns them with
-        their ``seq``. Nothing is committed when any of them is refused. With
-        :attr:`retry_conflicts`, a stale revision (another process appended first) loads
-        the other writer's events and appends once more after them."""
+        their ``seq``. Nothing is committed when any of them is refused. A decision whose
+        premise always holds (see :meth:`decide`): when another process appended first,
+        the events follow what it committed."""
+        batch = list(events)
+        return self.decide(lambda: batch)
+
+    def decide(self, decide: Callable[[], Sequence[Event]]) -> list[Event]:
+        """Run ``decide()`` under the lock on this log's state and commit the events it
+        returns (none: nothing to do), with compare-and-swap on the revision it read.
+        When another process appended first, catch up and run ``decide()`` again on the
+        new state; when it refuses (ApprovalError, TransactionError) and the store's
+        head moved, catch up and ask it again. Returns the committed events."""
+        return self.fenced(lambda: self._commit_locked(decide()))
+
+    def fenced(self, attempt: Callable[[], _T]) -> _T:
+        """Run ``attempt()`` (a decision and its compare-and-swap write) under the lock
+        until no other writer got there first (the module docstring's rule); the one
+        loop every decision of this log goes through."""
         with self.lock:
-            self.check_usable()
-            committed = self._numbered(events)
-            if self._store is not None:
+            attempts = 1
+            while True:
+                self.check_usable()
                 try:
-                    self._append(committed)
+                    return attempt()
                 except StoreConflictError:
-                    if not self.retry_conflicts:
-                        raise  # nothing was written: refresh() loads the other writer's events
-                    self.refresh()
-                    committed = self._numbered(events)
-                    self._append(committed)
-            self._events.extend(committed)
-            self._ids.update(e.id for e in committed)
-            self._seq = committed[-1].seq if committed else self._seq
-            self._fold(committed, live=True)
-            # a copy: offer() may remove a listener that fell behind or stalled, and the
-            # ones after it must still hear this commit
-            for sub in list(self.subs):
-                sub.offer(committed)
-            return committed
+                    if attempts == DECIDE_ATTEMPTS:
+                        raise
+                    self.refresh()  # decide again on what the other writers committed
+                except (ApprovalError, TransactionError):
+                    if attempts == DECIDE_ATTEMPTS or not self._caught_up():
+                        raise  # refused on current state
+                attempts += 1
+
+    def _caught_up(self) -> bool:
+        """Load what other writers committed when the store's head moved; True when
+        this log changed."""
+        if not self.behind():
+            return False
+        before = self._revision
+        self.refresh()
+        return self._revision != before
+
+    def behind(self) -> bool:
+        """True when the store's head is past this log's revision (another process
+        committed or compacted): one cheap ``store.head`` call, no events read."""
+        store, sid = self._store, self.session_id
+        if store is None or sid is None:
+            return False
+        head = getattr(store, "head", None)
+        if head is None:  # a store written before the port had head(): load to know
+            return True
+        return (head(sid) or 0) != self._revision
+
+    def sync(self) -> None:
+        """Catch up with the store when its head moved (what a read calls first). The
+        head check is made outside the lock, so a read never waits behind a slow
+        append just to learn it is current; the lock is taken only to load."""
+        if self.closed or self.failed is not None or not self.behind():
+            return
+        with self.lock:
+            if not self.closed and self.failed is None:
+                self.refresh()
+
+    def _commit_locked(self, events: Sequence[Event]) -> list[Event]:
+        if not events:
+            return []
+        committed = self._numbered(events)
+        if self._store is not None:
+            self._append(committed)
+        self._events.extend(committed)
+        self._ids.update(e.id for e in committed)
+        self._seq = committed[-1].seq
+        self._fold(committed, live=True)
+        # a copy: offer() may remove a listener that fell behind or stalled, and the
+        # ones after it must still hear this commit
+        for sub in list(self.subs):
+            sub.offer(committed)
+        return committed
 
     def _numbered(self, events: Sequence[Event]) -> list[Event]:
         """``events`` with the next seq numbers, refused before anything is written when
@@ -178,16 +254,36 @@ class EventLog:
             committed.append(ev.with_seq(seq))
         return committed
 
+    @contextmanager
+    def holding(self, lease: TurnLease) -> Iterator[None]:
+        """Make the appends of this thread carry ``lease`` (a held turn lock) for the
+        block: the store refuses them once the lease is lost (fencing)."""
+        with self.lock:
+            before = self._lease, self._lease_thread
+            self._lease, self._lease_thread = lease, threading.get_ident()
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._lease, self._lease_thread = before
+
+    @property
+    def turn_held_here(self) -> bool:
+        """True on the thread that holds this session's turn lock."""
+        return self._lease is not None and self._lease_thread == threading.get_ident()
+
     def _append(self, committed: list[Event]) -> None:
         assert self._store is not None
+        fenced: dict[str, Any] = {"lease": self._lease} if self.turn_held_here else {}
         try:
             self._revision = self._store.append(
                 self.session_id,  # type: ignore[arg-type]
                 committed,
                 expected_revision=self._revision,
+                **fenced,
             )
-        except (StoreConflictError, ConfigurationError):
-            raise  # nothing was written (a stale revision, or refused before any side effect)
+        except (StoreConflictError, ConfigurationError, TurnLockLostError):
+            raise  # nothing was written (a stale revision, a lost turn lock, or refused before any side effect)
         except StoreUnavailableError:
             # the server was unreachable; whatever became of the append, this object
             # is unchanged and compare-and-swap guards the next one: refresh() loads
@@ -221,25 +317,31 @@ class EventLog:
         store = self._store
         if store is None:
             raise ConfigurationError("only a session with a store can archive events")
-        with self.lock:
-            self.check_usable()
-            sid = self.session_id
-            assert sid is not None
-            # the stored log, not this object's copy: another process may have pruned it
-            # already (what refresh() loaded then continues a shorter log)
+        sid = self.session_id
+        assert sid is not None
+
+        def attempt() -> int:
+            # decided on the stored log, not this object's copy: another process may have
+            # appended or pruned it already
             stored = store.load(sid)
             events = list(stored.events) if stored is not None else []
+            if stored is not None and stored.revision != self._revision:
+                raise StoreConflictError(
+                    f"session {sid!r} is at revision {stored.revision} in the store, this object "
+                    f"at {self._revision}: another process wrote it meanwhile",
+                    expected_revision=self._revision,
+                    actual_revision=stored.revision,
+                )
             index = next((i for i, e in enumerate(events) if e.id == event_id), None)
             if index is None:
-                if stored is not None and stored.revision == self._revision and len(events) < len(self._events):
-                    self._replace_events(events)  # pruned elsewhere: drop what it removed
-                return 0
+                return 0  # pruned already (by another process, or before a crash)
             covered = events[: index + 1]
             store.archive(sid, archive_id, covered)
-            # a StoreConflictError (another writer) removes nothing: refresh(), then retry
             self._revision = store.compact(sid, archive_id, expected_revision=self._revision, remove=len(covered))
             self._replace_events(events[index + 1 :])
             return len(covered)
+
+        return self.fenced(attempt)
 
     def _replace_events(self, events: list[Event]) -> None:
         """Hold ``events`` (the stored active log, a tail of this one) and project them

@@ -112,6 +112,11 @@ class LoopHost(Protocol):
         """Number, persist and publish ``events``; returns them with their ``seq``."""
         ...
 
+    def decide(self, decide: Callable[[], Sequence[Event]]) -> list[Event]:
+        """Commit what ``decide()`` returns on the current state, deciding again on
+        the caught-up state when another process wrote first."""
+        ...
+
     def projection_of(self, events: Sequence[Event]) -> list[Message]:
         """The plain conversation ``events`` project to."""
         ...
@@ -612,9 +617,12 @@ class _Loop:
         self._run_tools(resume.calls, resume.answered)
 
     def _close_orphans(self, pending: dict[str, str]) -> None:
-        self.host.commit(
-            [ToolResultEvent(tool_call_id=cid, tool_name=name, output=_interrupted()) for cid, name in pending.items()]
-        )
+        def decide() -> list[Event]:  # only the calls still open (another process may have closed some)
+            still = self.host.project(for_model=False)[1]
+            return [ToolResultEvent(tool_call_id=cid, tool_name=name, output=_interrupted())
+                    for cid, name in pending.items() if cid in still]
+
+        self.host.decide(decide)
 
     # -- what is recorded (redaction) --------------------------------------------------
 

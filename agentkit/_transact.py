@@ -1,14 +1,16 @@
 """The Session's side of transactional generations and intent reconciliation (private).
 
-Each step checks legality against the event log's :class:`~agentkit.transactions.TransactionLedger`
-and commits the control event under the log's lock, so a check and its commit cannot be
-separated by another thread. The rules are in :mod:`agentkit.transactions`.
+Each step is a decision (:meth:`~agentkit._eventlog.EventLog.decide`): it checks legality
+against the event log's :class:`~agentkit.transactions.TransactionLedger` and returns the
+control events to commit, under the log's lock, so a check and its commit cannot be
+separated by another thread; when another process wrote first, the step is decided again
+on the caught-up ledger. The rules are in :mod:`agentkit.transactions`.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._eventlog import EventLog
@@ -70,6 +72,9 @@ class TaggedLog:
     def commit(self, events: Sequence[Event]) -> list[Event]:
         return self._log.commit([_tag(ev, self.generation_id) for ev in events])
 
+    def decide(self, decide: Callable[[], Sequence[Event]]) -> list[Event]:
+        return self._log.decide(lambda: [_tag(ev, self.generation_id) for ev in decide()])
+
     def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]:
         with self._log.lock:
             state = self._log.ledger.state(self.generation_id)
@@ -110,49 +115,59 @@ def begin(log: EventLog, prompt: Prompt) -> GenerationTransaction:
 
 def check_claim(log: EventLog, txn: GenerationTransaction) -> None:
     """Raise TransactionError unless ``txn`` may be claimed for execution now."""
-    with log.lock:
+
+    def decide() -> list[Event]:
         log.ledger.authorize(txn, STARTED)
+        return []
+
+    log.decide(decide)
 
 
 def claim(log: EventLog, txn: GenerationTransaction) -> TaggedLog:
     """Commit ``generation-execution-started`` (before any model or tool work)."""
-    with log.lock:
+
+    def decide() -> list[Event]:
         log.ledger.authorize(txn, STARTED)
-        log.commit([_step(txn.generation_id, STARTED)])
+        return [_step(txn.generation_id, STARTED)]
+
+    log.decide(decide)
     return TaggedLog(log, txn.generation_id)
 
 
 def complete(log: EventLog, generation_id: str) -> None:
     """Commit ``generation-execution-completed``; TransactionError when the transaction
     was interrupted meanwhile (the session closed)."""
-    with log.lock:
+
+    def decide() -> list[Event]:
         state = log.ledger.state(generation_id)
         if state != STARTED:
             raise TransactionError(
                 f"generation {generation_id!r} is {state} (interrupted while it ran); its "
                 f"candidate will never be shown to the model"
             )
-        log.commit([_step(generation_id, COMPLETED)])
+        return [_step(generation_id, COMPLETED)]
+
+    log.decide(decide)
 
 
 def interrupt(log: EventLog, generation_id: str, reason: str) -> None:
     """Commit ``interrupted`` for a transaction that is still open; best effort (a closed
     or failed session cannot commit, and says so itself)."""
-    with log.lock:
+
+    def decide() -> list[Event]:
         if generation_id not in log.ledger.open_generations():
-            return
-        try:
-            log.commit([_step(generation_id, INTERRUPTED, reason=reason)])
-        except (SessionError, StoreError):
-            pass  # best effort: a closed or failed log is interrupted on the next open
+            return []
+        return [_step(generation_id, INTERRUPTED, reason=reason)]
+
+    try:
+        log.decide(decide)
+    except (SessionError, StoreError):
+        pass  # best effort: a closed or failed log is interrupted on the next open
 
 
 def interrupt_open(log: EventLog, reason: str) -> None:
     """Interrupt every open transaction, in one append (restore, close)."""
-    with log.lock:
-        open_ids = log.ledger.open_generations()
-        if open_ids:
-            log.commit([_step(gid, INTERRUPTED, reason=reason) for gid in open_ids])
+    log.decide(lambda: [_step(gid, INTERRUPTED, reason=reason) for gid in log.ledger.open_generations()])
 
 
 def finalize(log: EventLog, txn: GenerationTransaction, outcome: str) -> None:
@@ -161,11 +176,9 @@ def finalize(log: EventLog, txn: GenerationTransaction, outcome: str) -> None:
         raise ConfigurationError(
             f"outcome must be one of {', '.join(map(repr, OUTCOMES))}, not {outcome!r}"
         )
-    with log.lock:
-        if log.ledger.authorize(txn, outcome):
-            return
-        data = {"reason": "finalized as interrupted by the host"} if outcome == INTERRUPTED else {}
-        log.commit([_step(txn.generation_id, outcome, **data)])
+    data = {"reason": "finalized as interrupted by the host"} if outcome == INTERRUPTED else {}
+    # already finalized with this outcome (here or by another process): nothing to do
+    log.decide(lambda: [] if log.ledger.authorize(txn, outcome) else [_step(txn.generation_id, outcome, **data)])
 
 
 _UNRUN = "the host reconciled this tool call: it did not run"
@@ -216,10 +229,11 @@ def reconcile(
         )
     if resolution == "executed":
         result = _output_from_dict(record["output"])
-    with log.lock:
+
+    def decide() -> list[Event]:
         intent = log.ledger.check_reconcile(intent_id, record)
         if intent is None:
-            return  # this same reconciliation is committed already
+            return []  # this same reconciliation is committed already (here or elsewhere)
         gid = intent.generation_id
         control = ControlEvent(action=RECONCILED, data=record, generation_id=gid)
         visible: Event
@@ -239,7 +253,9 @@ def reconcile(
                 },
                 generation_id=gid,
             )
-        log.commit([control, visible])
+        return [control, visible]
+
+    log.decide(decide)
 
 
 def closed_reason(exc: BaseException) -> str:

@@ -208,7 +208,9 @@ class PlanningAgent:
         asked again (``goal`` must then be the same goal). Without ``session`` the run
         is recorded in a new in-memory session. ``cancel`` stops the run (raises
         :class:`~agentkit.errors.CancelledError`); what it committed stays committed.
-        ``deps`` reach the executor's tools as ``ToolContext.deps``.
+        ``deps`` reach the executor's tools as ``ToolContext.deps``. A run on a stored
+        session holds its turn lock (``store.turn_lock``) throughout, so another process's
+        run or turn of that session waits, then continues from what this one committed.
         """
         if not isinstance(goal, str) or not goal.strip():
             raise ConfigurationError("goal must be a non-empty str")
@@ -218,7 +220,8 @@ class PlanningAgent:
         own = session is None
         target = session if session is not None else Session()
         try:
-            return _Run(self, target, token, deps).run(goal)
+            with target._turn(token):  # one run or turn of a stored session at a time, across processes
+                return _Run(self, target, token, deps).run(goal)
         finally:
             if own:
                 target.close()

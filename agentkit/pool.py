@@ -9,10 +9,12 @@ for ``idle_timeout`` seconds or when more than ``max_open`` are open (least rece
 first; a session in use is never closed under a caller).
 
 Several processes (gunicorn or uvicorn workers) may each hold a pool over one store: a
-pooled session that finds another process appended first loads those events and appends
-once more after them, so pool callers do not see ``StoreConflictError`` for that case,
-and :meth:`~agentkit.Session.ask` takes the store's turn lock (``FileEventStore``), so
-turns of one conversation run one at a time across processes.
+session that finds another process appended first catches up and decides its command
+again on the new state (as every store-backed :class:`~agentkit.Session` does), so pool
+callers never see ``StoreConflictError`` for that case, and a stale decision (approving a
+request another worker denied) gets its documented error. :meth:`~agentkit.Session.ask`
+and :meth:`~agentkit.Session.generate` take the store's turn lock, so turns of one
+conversation run one at a time across processes.
 """
 
 from __future__ import annotations
@@ -151,7 +153,6 @@ class SessionPool:
                     )
                 kwargs.update(extra)
             session = Session.open(session_id, store=self.store, **kwargs)
-            session._log.retry_conflicts = True  # other processes' appends: catch up, retry once
             entry.session = session
             return session
 

@@ -39,6 +39,7 @@ from .errors import (
     SessionClosedError,
     SessionError,
     StoreError,
+    StoreUnavailableError,
 )
 from .events import CompactionEvent, ControlEvent, Event, RuntimeEvent, UserMessageEvent
 from .execution.base import JobControl, JobState
@@ -177,7 +178,7 @@ class Session:
             self._log.commit(initial)
         # nobody holds the claim token of a transaction left open (by a crash, or in the
         # events= given): interrupt it for good, never resume its work
-        _transact.interrupt_open(self._log, "the session was reopened while this generation was unfinished")
+        self._interrupt_unfinished("the session was reopened while this generation was unfinished")
         if retention is not None:
             self._finish_interrupted_retention()
         self._scheduler = GenerationScheduler(self.generate)
@@ -202,12 +203,15 @@ class Session:
 
     @property
     def events(self) -> tuple[Event, ...]:
-        """A snapshot of all committed events, in commit order."""
+        """A snapshot of all committed events, in commit order (with a store: every
+        event any process committed before the call; see :meth:`refresh`)."""
+        self._log.sync()
         return self._log.events
 
     @property
     def revision(self) -> int:
-        """The store revision of the last commit (0 without a store)."""
+        """The store revision of what this object holds (0 without a store): the last
+        commit, or the last catch-up (a read or :meth:`refresh`)."""
         return self._log.revision
 
     @property
@@ -222,6 +226,7 @@ class Session:
 
     def model_messages(self) -> list[Message]:
         """The messages the next inference would see (without the system prompt)."""
+        self._log.sync()
         return self._log.project()[0]
 
     def history(self) -> Iterator[Event]:
@@ -247,8 +252,10 @@ class Session:
     def refresh(self) -> list[Event]:
         """Load what other writers (another process, another host) committed to this
         session's store since this object's revision, and return those events. Their
-        listeners hear them too. Call it after a :class:`~agentkit.errors.StoreConflictError`
-        (nothing of yours was written), then retry. A no-op without a store."""
+        listeners hear them too. Reads (:attr:`events`, :meth:`pending_approvals`...)
+        and commands catch up by themselves (a cheap check of the store's head first),
+        so this is needed only to hear other processes' events without reading. A no-op
+        without a store."""
         return self._log.refresh()
 
     def push_user_message(self, content: Prompt) -> Event:
@@ -294,6 +301,7 @@ class Session:
     def pending_approvals(self) -> list[ApprovalRequest]:
         """The tool calls waiting for a person's answer, in the order they were asked
         (rebuilt from the log: a session opened in another process sees the same list)."""
+        self._log.sync()
         with self._log.lock:
             return self._log.approval_state().pending()
 
@@ -317,9 +325,12 @@ class Session:
     def _decide(self, request_id: str, decision: ApprovalDecision) -> Event:
         if decision.note is not None and not isinstance(decision.note, str):
             raise ConfigurationError(f"note must be a str or None, not {type(decision.note).__name__}")
-        with self._log.lock:  # the check and the commit are one step
+
+        def decide() -> list[Event]:  # again on the caught-up state if another process wrote first
             request = self._log.approval_state().check_decidable(request_id, approving=decision.approved)
-            return self._log.commit(decision_events(request, decision, source="host"))[0]
+            return decision_events(request, decision, source="host")
+
+        return self._log.decide(decide)[0]
 
     def _executor(self) -> Executor:
         with self._log.lock:
@@ -406,9 +417,9 @@ class Session:
         emit = opts.event_sink()
         turn = contextlib.ExitStack()
         try:
-            if _prompt is not None or self._log.retry_conflicts:  # ask(), or a pooled session
+            if _prompt is not None or self._log.durable:  # ask(), or a store-backed session
                 try:
-                    self._begin_turn(turn, _prompt)
+                    self._begin_turn(turn, _prompt, token)
                 except BaseException as exc:
                     if transaction is not None:
                         _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
@@ -478,6 +489,7 @@ class Session:
         ``execution-started``, ``execution-completed``, ``accepted``, ``rejected``,
         ``interrupted``), by generation id in the order they began; rebuilt from the log
         in one pass when the session is opened, then kept current."""
+        self._log.sync()
         with self._log.lock:
             return self._log.ledger.states()
 
@@ -486,6 +498,7 @@ class Session:
         reconciliation: after a crash, the calls that were running, whose effect may or
         may not have happened. Calls this session object is running now are not listed.
         Without a store no intent is written, so this is always empty."""
+        self._log.sync()
         with self._log.lock:
             return self._log.ledger.uncertain()
 
@@ -501,24 +514,49 @@ class Session:
         :class:`~agentkit.errors.TransactionError`. No tool is run."""
         _transact.reconcile(self._log, intent_id, resolution, output, error)
 
-    def _begin_turn(self, turn: contextlib.ExitStack, prompt: UserMessageEvent | None) -> None:
-        """Start a turn (an ask(), or any generation of a pooled session): hold the
-        store's turn lock when it has one (other processes' turns of this session wait),
-        load what they committed, then commit the prompt."""
-        lock = getattr(self._log.store, "generation_lock", None)
-        if callable(lock) and self.session_id is not None:
-            turn.enter_context(lock(self.session_id, timeout=_TURN_LOCK_SECONDS))
-            self._log.refresh()
+    def _begin_turn(self, turn: contextlib.ExitStack, prompt: UserMessageEvent | None, cancel: CancelToken) -> None:
+        """Start a turn (an ask(), or any generation of a store-backed session): hold the
+        store's turn lock (other processes' turns of this session wait), load what they
+        committed, then commit the prompt: an ask cancelled while it waits for its turn
+        leaves nothing in the log."""
+        turn.enter_context(self._turn(cancel))
         if prompt is not None:
             self._log.commit([prompt])
+
+    def _interrupt_unfinished(self, reason: str) -> None:
+        """Interrupt the transactions left open, but only while no turn of this session
+        runs anywhere: a generation another process (or thread) is running holds the
+        turn lock, and its transaction is not abandoned."""
+        if not self._log.ledger.open_generations():
+            return
+        try:
+            with self._turn(timeout=0):
+                _transact.interrupt_open(self._log, reason)
+        except StoreUnavailableError:
+            return  # a turn is running: it finishes or interrupts its own transaction
+
+    @contextlib.contextmanager
+    def _turn(self, cancel: CancelToken | None = None, *, timeout: float = _TURN_LOCK_SECONDS) -> Iterator[None]:
+        """Hold this session's turn lock for the block (``store.turn_lock``), caught up
+        with what other processes committed; this thread's commits carry its lease.
+        Re-entrant on the thread that holds it; a no-op without a store."""
+        store, sid = self._log.store, self.session_id
+        lock = getattr(store, "turn_lock", None)
+        if lock is None or sid is None or self._log.turn_held_here:
+            yield
+            return
+        with lock(sid, timeout=timeout, cancel=cancel) as lease, self._log.holding(lease):
+            self._log.sync()
+            yield
 
     def ask(self, prompt: Prompt, *, cancel: CancelToken | None = None, **generate_kwargs: Any) -> GenerateResult:
         """Wait for this session's turn, then commit ``prompt`` as a user message and
         :meth:`generate` its answer; returns the result. Concurrent callers each get the
         answer to their own message, in call order (``push_user_message`` followed by
         ``generate`` does not: five of those at once commit five messages, then answer
-        them in turns). With a store that has a turn lock (``FileEventStore``), processes
-        sharing the session take turns too. Takes :meth:`generate`'s keyword arguments."""
+        them in turns). With a store, processes sharing the session take turns too (the
+        store's turn lock); a call cancelled while it waits commits nothing. Takes
+        :meth:`generate`'s keyword arguments."""
         return self.generate(cancel=cancel, _prompt=_prompt_event(prompt), **generate_kwargs)
 
     def ask_stream(self, prompt: Prompt, *, max_buffer: int = 1000, cancel: CancelToken | None = None,
@@ -682,7 +720,7 @@ class Session:
         with self._log.lock:
             if not self._log.closed and self._log.failed is None:
                 try:  # an unfinished transaction can never be finished by anyone now
-                    _transact.interrupt_open(self._log, "the session was closed")
+                    self._interrupt_unfinished("the session was closed")
                 except (SessionError, StoreError):
                     pass  # the session could not commit: reopening interrupts it
             if not self._log.close():

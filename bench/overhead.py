@@ -77,11 +77,11 @@ def store_factory(root: str):
     class TimedStore(FileEventStore):
         """The file store, timing the appends that carry only execution intents."""
 
-        def append(self, session_id, events, *, expected_revision):
+        def append(self, session_id, events, *, expected_revision, **fencing):  # lease= since 0.2
             intents = all(getattr(e, "action", None) == "tool-execution-intent" for e in events)
             t0 = time.perf_counter()
             try:
-                return super().append(session_id, events, expected_revision=expected_revision)
+                return super().append(session_id, events, expected_revision=expected_revision, **fencing)
             finally:
                 if intents:
                     INTENT_APPENDS_MS.append((time.perf_counter() - t0) * 1e3)

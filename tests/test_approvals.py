@@ -480,8 +480,6 @@ def test_cancelling_while_the_approver_thinks_stops_at_once_and_leaves_the_reque
 
 
 def test_a_stale_session_cannot_decide_what_another_writer_decided(tmp_path):
-    from agentkit import StoreConflictError
-
     model = ScriptedModel([ToolCall("write_note", {"text": "a"}), "ok"])
     with durable(tmp_path, model) as first:
         first.push_user_message("go")
@@ -489,12 +487,11 @@ def test_a_stale_session_cannot_decide_what_another_writer_decided(tmp_path):
         (pending,) = first.pending_approvals()
         with durable(tmp_path, model) as other:  # another writer decides first
             other.deny(pending.id, reason="no", note="other host")
-        with pytest.raises(StoreConflictError):
-            first.approve(pending.id)  # compare-and-swap: nothing written
-        first.refresh()
-        assert first.pending_approvals() == []
         with pytest.raises(ApprovalError, match="already denied"):
-            first.approve(pending.id)
+            first.approve(pending.id)  # caught up and decided again: refused, nothing written
+        assert first.pending_approvals() == []
+        decisions = [e.data["decision"] for e in first.events if e.type == "control" and e.action == "approval-decided"]
+        assert decisions == ["denied"]
         assert first.generate().text == "ok"
     assert RAN == []
 

@@ -38,9 +38,9 @@ class RecordingStore(InMemoryEventStore):
         super().__init__()
         self.batches: list[list] = []
 
-    def append(self, session_id, events, *, expected_revision):
+    def append(self, session_id, events, *, expected_revision, lease=None):
         self.batches.append(list(events))
-        return super().append(session_id, events, expected_revision=expected_revision)
+        return super().append(session_id, events, expected_revision=expected_revision, lease=lease)
 
 
 def intents(events) -> list[ControlEvent]:

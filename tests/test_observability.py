@@ -381,7 +381,7 @@ def test_a_store_failure_is_logged(caplog, tmp_path):
     from agentkit.errors import SessionFailedError
 
     class BrokenStore(InMemoryEventStore):
-        def append(self, session_id, events, expected_revision):
+        def append(self, session_id, events, expected_revision, lease=None):
             raise OSError("disk on fire")
 
     with caplog.at_level(logging.WARNING, logger="agentkit"):

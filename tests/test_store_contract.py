@@ -16,6 +16,7 @@ from agentkit import (
     InMemoryEventStore,
     RuntimeEvent,
     StoreConflictError,
+    StoreUnavailableError,
     UserMessageEvent,
 )
 from agentkit.messages import TextPart
@@ -429,3 +430,93 @@ def test_the_retention_sequence_keeps_seq_numbers_and_is_idempotent(store):
     assert [e.seq for e in store.load_archive("s1", "comp-1")] == [1, 2, 3]
     store.archive("s1", "comp-1", events[:3])  # after the prune too
     assert [e.seq for e in store.load_archive("s1", "comp-1")] == [1, 2, 3]
+
+
+def test_head_is_the_current_revision_without_reading_events(store):
+    assert store.head("s1") is None
+    assert store.append("s1", [user("a")], expected_revision=0) == 1
+    assert store.head("s1") == 1
+    other = another(store)  # another process's writes, through its own store object
+    assert other.append("s1", [user("b"), user("c")], expected_revision=1) == 3
+    assert store.head("s1") == 3 == store.load("s1").revision
+    assert store.head("s2") is None  # other sessions are not touched
+    with pytest.raises(ConfigurationError):
+        store.head("../etc")
+
+
+def test_head_follows_another_writers_compaction_and_delete(store):
+    store.append("s1", [user(t) for t in "abcd"], expected_revision=0)
+    assert store.head("s1") == 4
+    other = another(store)
+    summary = RuntimeEvent(runtime_type="summary", data={"of": 3})
+    assert other.compact("s1", "arch-1", expected_revision=4, remove=3, summary=[summary]) == 5
+    assert store.head("s1") == 5 == store.load("s1").revision
+    # a compacted log of exactly the size and shape of the one before: head still moves
+    store.append("s1", [user("e")], expected_revision=5)
+    assert other.compact("s1", "arch-2", expected_revision=6, remove=1, summary=[summary]) == 7
+    assert store.head("s1") == 7
+    assert other.delete("s1") is True
+    assert store.head("s1") is None
+
+
+def test_head_agrees_with_load_through_a_run_of_appends_by_two_writers(store):
+    other = another(store)
+    revision = 0
+    for i in range(30):
+        writer = store if i % 3 else other
+        revision = writer.append("s1", [user(str(i))], expected_revision=revision)
+        assert store.head("s1") == revision == other.head("s1") == store.load("s1").revision
+
+
+# -- the turn lock -------------------------------------------------------------------------
+
+
+def test_the_turn_lock_is_held_by_one_at_a_time_and_its_epoch_grows(store):
+    with store.turn_lock("s1") as first:
+        assert first.held and first.session_id == "s1"
+        with pytest.raises(StoreUnavailableError, match="stayed taken") as info:
+            with another(store).turn_lock("s1", timeout=0.05):
+                pass
+        assert info.value.written is False
+        with another(store).turn_lock("s2", timeout=5):  # other sessions are not held up
+            pass
+    assert not first.held
+    with another(store).turn_lock("s1", timeout=5) as second:
+        assert second.epoch > first.epoch
+
+
+def test_a_wait_for_the_turn_lock_ends_at_once_on_cancel(store):
+    from agentkit import CancelledError, CancelToken
+
+    token, box = CancelToken(), {}
+    with store.turn_lock("s1"):
+        def wait():
+            try:
+                with another(store).turn_lock("s1", cancel=token):  # no timeout: only the cancel ends it
+                    box["got"] = True
+            except BaseException as exc:  # noqa: BLE001 - inspected below
+                box["error"] = exc
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        token.cancel("the caller gave up")
+        waiter.join(30)
+        assert not waiter.is_alive()
+    assert isinstance(box.get("error"), CancelledError) and "got" not in box
+
+
+def test_an_append_under_a_lease_is_refused_once_the_lease_is_lost(store):
+    from agentkit import TurnLockLostError
+
+    with store.turn_lock("s1") as old:
+        assert store.append("s1", [user("a")], expected_revision=0, lease=old) == 1
+    with pytest.raises(TurnLockLostError, match="no longer held"):
+        store.append("s1", [user("late")], expected_revision=1, lease=old)  # released
+    with another(store).turn_lock("s1") as new:
+        with pytest.raises(TurnLockLostError):
+            store.append("s1", [user("late")], expected_revision=1, lease=old)  # an older epoch
+        assert another(store).append("s1", [user("b")], expected_revision=1, lease=new) == 2
+    assert texts(store.load("s1").events) == ["a", "b"]
+    with pytest.raises(ConfigurationError, match="timeout"):
+        with store.turn_lock("s1", timeout=-1):
+            pass

@@ -310,8 +310,8 @@ def test_a_reused_call_id_with_another_task_gets_a_fresh_child(tmp_path):
     child = FunctionModel(lambda r: f"answer to {r.messages[-1].content[0].text}")
     research = subagent_tool({"model": child}, name="research", description="d")
     for task in ("first task", "second task", "first task"):
-        # a scripted model numbers its calls from call_1 again: the same call id each time
-        parent = ScriptedModel([ToolCall(name="research", input={"task": task}), "ok"])
+        # the same call id each time (as a provider that repeats ids would give)
+        parent = ScriptedModel([ToolCall(name="research", input={"task": task}, id="call_1"), "ok"])
         with Session(parent, tools=[research], store=store, session_id="p") as s:
             s.push_user_message(task)
             assert s.generate().tool_calls[0].output.as_text() == f"answer to {task}"

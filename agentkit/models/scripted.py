@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -10,6 +9,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Union
 
 from ..errors import ConfigurationError, ScriptExhaustedError
+from ..events import new_id
 from ..messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from ..usage import Usage
 from .base import (
@@ -124,7 +124,6 @@ class ScriptedModel:
         self._keep = keep_requests
         self._count = 0
         self._lock = threading.Lock()
-        self._ids = itertools.count(1)
         self._chars = _CharCounter()
         self.requests: list[ModelRequest] = []
         """The most recent requests (at most ``keep_requests``), oldest first."""
@@ -196,7 +195,7 @@ class ScriptedModel:
         out_chars += len(text)
         for call in turn.tool_calls:
             cancel.raise_if_cancelled()
-            call_id = call.id or f"call_{next(self._ids)}"
+            call_id = call.id or _call_id()
             out_chars += len(call.name) + len(json.dumps(call.input, default=str))
             yield ToolCallEvent(tool_call_id=call_id, tool_name=call.name, input=call.input)
         with self._lock:
@@ -205,6 +204,12 @@ class ScriptedModel:
         out = max(1, out_chars // 4) if out_chars else 0
         yield UsageEvent(Usage(input_tokens=inp, output_tokens=out, total_tokens=inp + out))
         yield FinishEvent("tool-calls" if turn.tool_calls else "stop")
+
+
+def _call_id() -> str:
+    """A tool-call id for a call the script gave none: random, as real providers' are,
+    so the calls of processes sharing one conversation never share an id."""
+    return f"call_{new_id()[:24]}"
 
 
 class FunctionModel(ScriptedModel):

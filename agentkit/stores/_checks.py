@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import ConfigurationError, StoreConflictError
+from ..errors import ConfigurationError, StoreConflictError, StoreUnavailableError, TurnLockLostError
 from ..events import Event, _storable_problem
 from ._decode import LogOrder, OutOfOrder
+from .base import TurnLease
 
 
 def check_events(events: Sequence[Event]) -> list[Event]:
@@ -74,3 +75,40 @@ def conflict(session_id: str, expected: int, actual: int) -> StoreConflictError:
         expected_revision=expected,
         actual_revision=actual,
     )
+
+
+def check_turn_timeout(timeout: object) -> float | None:
+    """``timeout`` of a turn lock wait, or ConfigurationError when it is not None or a
+    finite number of seconds >= 0."""
+    if timeout is None:
+        return None
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 <= timeout < float("inf"):
+        raise ConfigurationError(f"turn_lock timeout must be None or a number of seconds >= 0, got {timeout!r}")
+    return float(timeout)
+
+
+def turn_timeout(session_id: str, timeout: float) -> StoreUnavailableError:
+    """The error for a turn lock another turn held past the wait's timeout."""
+    return StoreUnavailableError(
+        f"the turn of session {session_id!r} stayed taken for {timeout:g}s: another turn of this "
+        f"conversation (in this or another process) is still running. Nothing was written. "
+        f"Retry once it ends, or wait longer (a larger timeout).",
+        written=False,
+    )
+
+
+def check_lease(session_id: str, lease: TurnLease, epoch: int | None) -> None:
+    """Refuse an append under ``lease`` (TurnLockLostError) unless it is the held lease
+    of the turn lock whose latest epoch is ``epoch``."""
+    if not isinstance(lease, TurnLease):
+        raise ConfigurationError(f"lease must be a TurnLease from store.turn_lock, not {type(lease).__name__}")
+    if lease.session_id != session_id:
+        raise ConfigurationError(
+            f"this lease is the turn lock of session {lease.session_id!r}, not {session_id!r}"
+        )
+    if not lease.held or lease.epoch != epoch:
+        raise TurnLockLostError(
+            f"the turn lock of session {session_id!r} this append was made under (epoch {lease.epoch}) "
+            f"is no longer held{'' if epoch is None else f' (the latest granted is epoch {epoch})'}: "
+            f"another turn may be running now. Nothing was written; stop this turn."
+        )

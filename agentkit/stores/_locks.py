@@ -15,11 +15,15 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, BinaryIO
 
 import portalocker
 
 from ..errors import StoreError, StoreLockTimeout
 from ._fsio import os_error
+
+if TYPE_CHECKING:
+    from ..cancel import CancelToken
 
 
 class _ThreadLock:
@@ -60,16 +64,24 @@ def _is_contention(exc: Exception) -> bool:
     return False
 
 
+_POLL = 0.05
+"""The longest pause between two tries of a contended lock (a cancel is seen within it)."""
+
+
 @contextmanager
-def locked(path: str, *, timeout: float, shared: bool = False, create: bool = True) -> Iterator[None]:
-    """Hold the lock file ``path`` (exclusive, or shared for readers) for the block.
+def locked(
+    path: str, *, timeout: float | None, shared: bool = False, create: bool = True, cancel: CancelToken | None = None
+) -> Iterator[BinaryIO]:
+    """Hold the lock file ``path`` (exclusive, or shared for readers) for the block; the
+    block gets the open lock file.
 
     ``create=False`` opens an existing lock file read-only (for readers on a read-only
-    file system); a missing one then means there is nothing to lock."""
-    deadline = time.monotonic() + timeout
+    file system); a missing one then means there is nothing to lock. ``timeout=None``
+    waits without bound; ``cancel`` ends the wait with CancelledError."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     tl = _thread_lock(path)
-    if not tl.lock.acquire(timeout=max(timeout, 0.0)):
-        raise _timeout_error(path, timeout, "another thread of this process")
+    if not wait_for_lock(tl.lock, timeout, cancel):
+        raise _timeout_error(path, timeout or 0.0, "another thread of this process")
     try:
         try:  # a file object: portalocker before 4 does not take a bare descriptor
             fh = open(path, "ab" if create else "rb", buffering=0)
@@ -88,16 +100,46 @@ def locked(path: str, *, timeout: float, shared: bool = False, create: bool = Tr
                             f"cannot lock {path}: {exc}. The file system may not support locks "
                             f"(NFS, some FUSE mounts): put the store on a local file system"
                         ) from exc
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise _timeout_error(path, timeout, "another process") from None
-                    time.sleep(min(delay, remaining))
-                    delay = min(delay * 2, 0.05)
+                    _still_waiting(path, timeout, deadline, cancel, "another process")
+                    left = _slice(deadline, cancel)
+                    time.sleep(delay if left < 0 else min(delay, left))
+                    delay = min(delay * 2, _POLL)
             try:
-                yield
+                yield fh
             finally:
                 portalocker.unlock(fh)
         finally:
             fh.close()
     finally:
         tl.lock.release()
+
+
+def wait_for_lock(lock: threading.Lock, timeout: float | None, cancel: CancelToken | None) -> bool:
+    """Acquire ``lock`` within ``timeout`` seconds (None: no bound); False when the time
+    ran out. ``cancel`` ends the wait with CancelledError."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not lock.acquire(timeout=_slice(deadline, cancel)):
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+    return True
+
+
+def _slice(deadline: float | None, cancel: CancelToken | None) -> float:
+    """How long the next wait may take: what is left of the timeout, in short slices
+    when a cancel token must be watched (0 when the time is up)."""
+    left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+    if cancel is None:
+        return -1 if left is None else left  # (-1: threading's "no bound")
+    return _POLL if left is None else min(left, _POLL)
+
+
+def _still_waiting(path: str, timeout: float | None, deadline: float | None, cancel: CancelToken | None,
+                   what: str) -> None:
+    """Raise when the wait must end: the cancel token was cancelled, or time is up."""
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+    if deadline is not None and time.monotonic() >= deadline:
+        assert timeout is not None
+        raise _timeout_error(path, timeout, what) from None

@@ -7,6 +7,7 @@ full scan of that log at its next append) and safe to use from several threads.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -26,6 +27,15 @@ class View:
     """Bytes of the file that are intact records (the header included)."""
     revision: int
     lines: int
+    stamp: tuple[int, ...] = ()
+    """The file's (device, inode, size, mtime, ctime) when it was verified to end here
+    with no torn tail, or () when not known: ``head`` trusts the view while a ``stat``
+    of the file still gives the same stamp."""
+
+
+def stamp_of(st: os.stat_result) -> tuple[int, ...]:
+    """A file's identity and the last change to it, as ``View.stamp`` holds them."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class ViewCache:

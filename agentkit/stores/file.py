@@ -5,7 +5,7 @@ Layout under ``root_dir``::
     <session_id>/events.jsonl          header line, then one checksummed record per append
     <session_id>/archives/<id>.json    events removed from the active log by compaction
     .locks/<session_id>.lock           the session's lock file (kept after delete)
-    .locks/<session_id>.turn.lock      held by a process running an ask() turn
+    .locks/<session_id>.turn.lock      the turn lock (held by the process running a turn; its epoch)
 
 Appends take the session's exclusive lock (``portalocker`` plus a process-wide thread
 lock), check the revision, write one line and fsync it before returning. A session's
@@ -26,6 +26,8 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError, StoreCorruptionError
 from ..events import Event
@@ -33,7 +35,9 @@ from ._checks import (
     archive_conflict,
     check_count,
     check_events,
+    check_lease,
     check_revision,
+    check_turn_timeout,
     compact_too_far,
     conflict,
 )
@@ -42,8 +46,12 @@ from ._fsio import atomic_write, fsync_dir, make_dir, make_dirs, os_error, read_
 from ._locks import locked
 from ._records import DamagedRecord, decode_record, encode_archive, encode_events, encode_record
 from ._scan import scan
-from ._views import View, ViewCache
-from .base import SCHEMA_VERSION, StoredSession, validate_session_id
+from ._turns import held_turn, read_epoch
+from ._views import View, ViewCache, stamp_of
+from .base import SCHEMA_VERSION, StoredSession, TurnLease, validate_session_id
+
+if TYPE_CHECKING:
+    from ..cancel import CancelToken
 
 log = logging.getLogger("agentkit.stores")
 
@@ -137,16 +145,26 @@ class FileEventStore:
             except OSError as exc:
                 raise os_error(f"cannot write session {session_id!r}: cannot open {path} for writing", exc) from exc
 
+    def _turn_path(self, session_id: str) -> str:
+        return os.path.join(self.root_dir, _LOCKS, session_id + ".turn.lock")
+
     @contextmanager
-    def generation_lock(self, session_id: str, *, timeout: float) -> Iterator[None]:
+    def turn_lock(
+        self, session_id: str, *, timeout: float | None = None, cancel: CancelToken | None = None
+    ) -> Iterator[TurnLease]:
         """Hold session ``session_id``'s turn lock (``.locks/<id>.turn.lock``) for the
-        block, so one process at a time runs a turn of it: :meth:`agentkit.Session.ask`
-        holds it from committing the prompt to the answer. Waits at most ``timeout``
-        seconds (:class:`~agentkit.errors.StoreLockTimeout` after that)."""
+        block, so one turn of it runs at a time across threads and processes on this host;
+        the operating system releases it when the holding process dies. Yields the lease:
+        its epoch (kept in the lock file) grows with every grant, and an append made with
+        it is refused once it is no longer held. Waits at most ``timeout`` seconds (None:
+        no bound), then raises :class:`~agentkit.errors.StoreUnavailableError`
+        (``written=False``); ``cancel`` ends the wait with
+        :class:`~agentkit.errors.CancelledError`."""
         validate_session_id(session_id)
+        wait = check_turn_timeout(timeout)
         self._ensure_root()
-        with locked(os.path.join(self.root_dir, _LOCKS, session_id + ".turn.lock"), timeout=timeout):
-            yield
+        with held_turn(self._turn_path(session_id), session_id, timeout=wait, cancel=cancel) as lease:
+            yield lease
 
     @contextmanager
     def _write_lock(self, session_id: str) -> Iterator[None]:
@@ -213,11 +231,12 @@ class FileEventStore:
         header = self._read_header(fd, path, session_id)
         data = read_range(fd, st.st_size, 0)
         res = scan(data[len(header) :], path=path, revision=0, first_line=2, want_events=want_events)
-        view = View(st.st_dev, st.st_ino, header, len(header) + res.end, res.revision, 1 + res.lines)
+        view = View(st.st_dev, st.st_ino, header, len(header) + res.end, res.revision, 1 + res.lines,
+                    () if res.torn else stamp_of(st))
         return view, res.events, max(res.schema_version, SCHEMA_VERSION if res.lines == 0 else 0), res.torn
 
     def _catch_up(self, fd: int, session_id: str, path: str) -> tuple[View, bool]:
-        """Under the write lock: the log's current view and whether it has a torn tail,
+        """Under the session's lock: the log's current view and whether it has a torn tail,
         reading only what was appended since this object last looked."""
         st = os.fstat(fd)
         view = self._views.get(session_id)
@@ -231,6 +250,39 @@ class FileEventStore:
                 return View(view.dev, view.ino, view.header, end, res.revision, lines), res.torn
         new, _events, _version, torn = self._scan_fd(fd, session_id, path, want_events=False)
         return new, torn
+
+    def head(self, session_id: str) -> int | None:
+        """The session's current revision, or None when it has no log; no events are
+        decoded. One ``stat`` when the log is as this object last verified it; otherwise
+        only what was appended since is read (the whole log after another process
+        compacted it)."""
+        validate_session_id(session_id)
+        path = self._log_path(session_id)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise os_error(f"cannot stat {path}", exc) from exc
+        view = self._views.get(session_id)
+        if view is not None and view.stamp == stamp_of(st):
+            return view.revision
+        with self._read_lock(session_id):
+            try:
+                fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+            except FileNotFoundError:
+                return None  # deleted meanwhile
+            except OSError as exc:
+                raise os_error(f"cannot read {path}", exc) from exc
+            try:
+                st = os.fstat(fd)  # the read lock keeps writers out: this is what is read
+                view, torn = self._catch_up(fd, session_id, path)
+            except OSError as exc:
+                raise os_error(f"cannot read {path}", exc) from exc
+            finally:
+                os.close(fd)
+            self._views.put(session_id, view if torn else replace(view, stamp=stamp_of(st)))
+            return view.revision
 
     def load(self, session_id: str) -> StoredSession | None:
         """The stored session (a torn tail from a crash left out), or None."""
@@ -294,8 +346,12 @@ class FileEventStore:
         self._views.put(session_id, View(st.st_dev, st.st_ino, header, len(data), len(batch), lines))
         return len(batch)
 
-    def append(self, session_id: str, events: Sequence[Event], *, expected_revision: int) -> int:
+    def append(
+        self, session_id: str, events: Sequence[Event], *, expected_revision: int, lease: TurnLease | None = None
+    ) -> int:
         """Compare-and-swap append of ``events`` as one record; durable when it returns.
+        With ``lease`` (from :meth:`turn_lock`), refused with
+        :class:`~agentkit.errors.TurnLockLostError` unless it is still the held lease.
 
         Returns the new revision (the number of events in the log)."""
         validate_session_id(session_id)
@@ -304,6 +360,8 @@ class FileEventStore:
         line = encode_events(batch, expected + len(batch))
         path = self._log_path(session_id)
         with self._write_lock(session_id):
+            if lease is not None:
+                check_lease(session_id, lease, read_epoch(self._turn_path(session_id)))
             try:
                 fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
             except FileNotFoundError:
@@ -357,7 +415,8 @@ class FileEventStore:
             raise os_error(f"cannot append to {path}", exc, tail=tail) from exc
         if not batch:
             return view.revision
-        after = View(view.dev, view.ino, view.header, view.offset + len(line), expected + len(batch), view.lines + 1)
+        after = View(view.dev, view.ino, view.header, view.offset + len(line), expected + len(batch), view.lines + 1,
+                     _stamp_or_none(fd))
         self._views.put(session_id, after)
         return expected + len(batch)
 
@@ -543,6 +602,14 @@ class FileEventStore:
                 fsync_dir(self.root_dir)
         shutil.rmtree(trash, ignore_errors=True)
         return True
+
+
+def _stamp_or_none(fd: int) -> tuple[int, ...]:
+    """The stamp of the file open as ``fd`` (() when it cannot be had: head() reads then)."""
+    try:
+        return stamp_of(os.fstat(fd))
+    except OSError:
+        return ()
 
 
 def _starts_with(path: str, prefix: bytes) -> bool:

@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from ..events import Event
-from ._checks import archive_conflict, check_count, check_events, check_revision, compact_too_far, conflict
+from ._checks import (
+    archive_conflict,
+    check_count,
+    check_events,
+    check_lease,
+    check_revision,
+    check_turn_timeout,
+    compact_too_far,
+    conflict,
+    turn_timeout,
+)
+from ._locks import wait_for_lock
 from ._records import stored_copies
-from .base import StoredSession, validate_session_id
+from .base import StoredSession, TurnLease, validate_session_id
+
+if TYPE_CHECKING:
+    from ..cancel import CancelToken
 
 __all__ = ["InMemoryEventStore"]
 
@@ -22,6 +38,8 @@ class InMemoryEventStore:
         self._logs: dict[str, list[Event]] = {}
         self._revisions: dict[str, int] = {}
         self._archives: dict[tuple[str, str], tuple[Event, ...]] = {}
+        self._turns: dict[str, threading.Lock] = {}
+        self._epochs: dict[str, int] = {}
 
     def load(self, session_id: str) -> StoredSession | None:
         """The stored session, or None."""
@@ -32,12 +50,49 @@ class InMemoryEventStore:
                 return None
             return StoredSession(session_id=session_id, events=tuple(log), revision=self._revisions[session_id])
 
-    def append(self, session_id: str, events: Sequence[Event], *, expected_revision: int) -> int:
-        """Compare-and-swap append; returns the new revision."""
+    def head(self, session_id: str) -> int | None:
+        """The session's current revision, or None when it does not exist."""
+        validate_session_id(session_id)
+        with self._lock:
+            return self._revisions.get(session_id)
+
+    @contextmanager
+    def turn_lock(
+        self, session_id: str, *, timeout: float | None = None, cancel: CancelToken | None = None
+    ) -> Iterator[TurnLease]:
+        """Hold session ``session_id``'s turn lock for the block (one turn of it at a time
+        across the threads of this process); yields the lease, whose epoch grows with every
+        grant. Waits at most ``timeout`` seconds (None: no bound), then raises
+        StoreUnavailableError; ``cancel`` ends the wait with CancelledError."""
+        validate_session_id(session_id)
+        wait = check_turn_timeout(timeout)
+        with self._lock:
+            lock = self._turns.setdefault(session_id, threading.Lock())
+        if not wait_for_lock(lock, wait, cancel):
+            assert wait is not None
+            raise turn_timeout(session_id, wait)
+        try:
+            with self._lock:
+                epoch = self._epochs[session_id] = self._epochs.get(session_id, 0) + 1
+            lease = TurnLease(session_id, epoch)
+            try:
+                yield lease
+            finally:
+                lease._mark_lost()
+        finally:
+            lock.release()
+
+    def append(
+        self, session_id: str, events: Sequence[Event], *, expected_revision: int, lease: TurnLease | None = None
+    ) -> int:
+        """Compare-and-swap append; returns the new revision. With ``lease``, refused
+        (TurnLockLostError) unless it is the turn lock's held lease."""
         validate_session_id(session_id)
         check_revision(expected_revision)
         batch = stored_copies(check_events(events))
         with self._lock:
+            if lease is not None:
+                check_lease(session_id, lease, self._epochs.get(session_id))
             current = self._revisions.get(session_id, 0)
             if expected_revision != current:
                 raise conflict(session_id, expected_revision, current)
