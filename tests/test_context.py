@@ -425,10 +425,10 @@ def test_output_printed_on_sigterm_is_drained_during_the_grace_period(root):
     # 2 MB of last words: far more than the pipe and the read queue hold, so a supervisor
     # that stops reading while it waits out the grace period would block and SIGKILL it
     code = (
-        "import signal, sys, time\n"
-        "def bye(*_):\n"
-        "    for _ in range(20000): sys.stdout.write('x' * 100 + '\\n')\n"
-        "    sys.stdout.write('clean exit\\n'); sys.stdout.flush(); sys.exit(3)\n"
+        "import os, signal, time\n"
+        "def bye(*_):\n"  # os.write: the signal may come while print() holds stdout's buffer
+        "    for _ in range(20000): os.write(1, b'x' * 100 + b'\\n')\n"
+        "    os.write(1, b'clean exit\\n'); os._exit(3)\n"
         "signal.signal(signal.SIGTERM, bye)\n"
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
@@ -509,7 +509,8 @@ def test_a_timeout_ends_a_command_whose_escaped_grandchild_prints_nothing(root, 
     pidfile = tmp_path / "escaped.pid"
     with LocalExecutionContext(root, kill_grace=0.3) as c:
         try:
-            result = within(lambda: c.shell.run(escaping(pidfile, chatty=False), timeout=3.0))
+            # 1 s: the timeout must come before the pipes are abandoned (2 s after the exit)
+            result = within(lambda: c.shell.run(escaping(pidfile, chatty=False), timeout=1.0))
             # the escaped process writes its pid by itself, maybe after the command ended
             pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the pid file"))
             assert alive(pid)  # what left the group survives (documented) ...

@@ -172,7 +172,8 @@ def test_abort_ends_a_job_whose_escaped_grandchild_keeps_printing(ctx, tmp_path)
 def test_a_timeout_fails_a_job_whose_escaped_grandchild_prints_nothing(ctx, tmp_path):
     pidfile = tmp_path / "escaped.pid"
     try:
-        state = ctx.jobs.start(escaping(pidfile, chatty=False), raw=True, timeout=3.0)
+        # 1 s: the timeout must come before the pipes are abandoned (2 s after the exit)
+        state = ctx.jobs.start(escaping(pidfile, chatty=False), raw=True, timeout=1.0)
         final = within(lambda: wait_for(lambda: ctx.jobs.get(state.execution_id).running is False
                                         and ctx.jobs.get(state.execution_id), 30.0))
         # the escaped process writes its pid by itself, maybe after the job ended
