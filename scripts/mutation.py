@@ -53,8 +53,9 @@ RECORD = REPO / "scripts" / "mutation-scores.json"
 DOCS = REPO / "docs" / "architecture.md"
 FLOOR = 90.0
 SAMPLE = 30  # mutants --check tests per changed module
+# node_modules: the npm MCP reference servers (thousands of files; no core module's tests use them)
 _COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.egg-info", ".tox", ".mypy_cache", ".ruff_cache",
-                                      ".pytest_cache", "build", "dist", ".venv", "venv")
+                                      ".pytest_cache", "build", "dist", ".venv", "venv", "node_modules")
 
 _CMP_SWAPS: dict[type[ast.cmpop], tuple[type[ast.cmpop], ...]] = {
     ast.Eq: (ast.NotEq,),
