@@ -13,16 +13,30 @@ the checkout in a temporary directory (the checkout is never modified, so severa
 can go on at once), with a per-mutant timeout. A failing test run kills the mutant; a
 passing one means no test noticed the change: its diff is printed at the end.
 
-Not part of CI: a run takes minutes. See CONTRIBUTING.md, "Mutation testing".
+The core modules' figures are recorded in ``scripts/mutation-scores.json`` (a content
+hash of each module and its tests, and the outcome counts); docs/architecture.md's table
+is made from that file:
+
+    python scripts/mutation.py --record --jobs 2      # re-measure every module whose hash changed
+    python scripts/mutation.py agentkit/cancel.py --record
+    python scripts/mutation.py --check --jobs 2       # the `mutation` tox env
+
+``--check`` trusts a recorded figure whose hash still matches, and re-measures a
+deterministic sample of the mutants of each module that changed since its measurement;
+it fails when a score is under the floor (90%), and, in CI (``AGENTKIT_CI``), when a
+record is out of date. See CONTRIBUTING.md, "Mutation testing", and docs/architecture.md, "How well tested".
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import datetime
 import difflib
+import hashlib
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -35,8 +49,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+RECORD = REPO / "scripts" / "mutation-scores.json"
+DOCS = REPO / "docs" / "architecture.md"
+FLOOR = 90.0
+SAMPLE = 30  # mutants --check tests per changed module
+# node_modules: the npm MCP reference servers (thousands of files; no core module's tests use them)
 _COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.egg-info", ".tox", ".mypy_cache", ".ruff_cache",
-                                      ".pytest_cache", "build", "dist", ".venv", "venv")
+                                      ".pytest_cache", "build", "dist", ".venv", "venv", "node_modules")
 
 _CMP_SWAPS: dict[type[ast.cmpop], tuple[type[ast.cmpop], ...]] = {
     ast.Eq: (ast.NotEq,),
@@ -328,8 +347,9 @@ def _copy_checkout(into: Path) -> Path:
 
 
 def run(module: Path, tests: list[str], *, jobs: int, timeout: float | None, python: str,
-        only: set[int] | None, progress: bool = True) -> tuple[list[Outcome], float]:
-    """Run the tests against every mutant; returns the outcomes and the baseline time."""
+        only: set[int] | None, progress: bool = True, min_timeout: float = 30.0) -> tuple[list[Outcome], float]:
+    """Run the tests against every mutant; returns the outcomes and the baseline time.
+    Without ``timeout``, a mutant gets 4x the unmutated run, at least ``min_timeout``."""
     mutants = [m for m in make_mutants(module) if only is None or m.number in only]
     rel = module.resolve().relative_to(REPO)
     with tempfile.TemporaryDirectory(prefix="agentkit-mutation-") as tmp:
@@ -338,7 +358,7 @@ def run(module: Path, tests: list[str], *, jobs: int, timeout: float | None, pyt
             status, baseline, text = servers[0].run(3600)
             if status != "survived":
                 raise SystemExit(f"the tests fail without any mutation; fix them first:\n{text[-3000:]}")
-            limit = timeout if timeout is not None else max(30.0, 4 * baseline)
+            limit = timeout if timeout is not None else max(min_timeout, 4 * baseline)
             if progress:
                 print(f"{rel}: {len(mutants)} mutants; tests take {baseline:.1f}s unmutated; "
                       f"timeout {limit:g}s per mutant", flush=True)
@@ -368,12 +388,10 @@ def run(module: Path, tests: list[str], *, jobs: int, timeout: float | None, pyt
 
 
 def report(module: Path, outcomes: list[Outcome]) -> str:
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("killed", "survived", "timeout")}
-    total = len(outcomes) or 1
-    score = 100 * (counts["killed"] + counts["timeout"]) / total
-    lines = [f"{_display(module)}: {len(outcomes)} mutants: {counts['killed']} killed, "
-             f"{counts['survived']} survived, {counts['timeout']} timed out; "
-             f"score {score:.0f}% (killed + timed out)"]
+    c = counts(outcomes)
+    lines = [f"{_display(module)}: {len(outcomes)} mutants: {c['killed']} killed, "
+             f"{c['survived']} survived, {c['timeout']} timed out; "
+             f"score {score(c['killed'], c['timeout'], len(outcomes)):.0f}% (killed + timed out)"]
     for o in outcomes:
         if o.status == "survived":
             lines.append(f"\n--- survived #{o.mutant.number} (line {o.mutant.line}: {o.mutant.what})")
@@ -381,9 +399,152 @@ def report(module: Path, outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+# -- the recorded figures -----------------------------------------------------------
+
+
+def counts(outcomes: list[Outcome]) -> dict[str, int]:
+    """How many mutants were killed, survived and timed out."""
+    return {s: sum(o.status == s for o in outcomes) for s in ("killed", "survived", "timeout")}
+
+
+def score(killed: int, timed_out: int, mutants: int) -> float:
+    """The share caught (killed or timed out), in percent."""
+    return 100 * (killed + timed_out) / (mutants or 1)
+
+
+def fingerprint(module: str, tests: list[str]) -> str:
+    """sha256 over the module's source and its test files: a recorded figure holds while
+    this is unchanged."""
+    digest = hashlib.sha256()
+    for rel in [module, *sorted(tests)]:
+        digest.update(rel.encode() + b"\0" + (REPO / rel).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def load_record(path: Path = RECORD) -> dict[str, dict[str, object]]:
+    """module (``agentkit/...``) -> its recorded measurement."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    modules: dict[str, dict[str, object]] = data["modules"]
+    return modules
+
+
+def save_record(modules: dict[str, dict[str, object]], path: Path = RECORD) -> None:
+    text = json.dumps({"floor": FLOOR, "modules": dict(sorted(modules.items()))}, indent=1) + "\n"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def entry_for(module: str, tests: list[str], outcomes: list[Outcome], timeout: float) -> dict[str, object]:
+    """A module's record from a full run."""
+    c = counts(outcomes)
+    return {
+        "tests": tests,
+        "sha256": fingerprint(module, tests),
+        "mutants": len(outcomes),
+        "killed": c["killed"],
+        "timed_out": c["timeout"],
+        "survived": c["survived"],
+        "score": round(score(c["killed"], c["timeout"], len(outcomes)), 1),
+        "survivors": [f"line {o.mutant.line}: {o.mutant.what}" for o in outcomes if o.status == "survived"],
+        "measured": f"{datetime.date.today().isoformat()}, Python {platform.python_version()}, "
+                    f"{timeout:g} s per mutant",
+    }
+
+
+TABLE_START = "<!-- mutation-table: made from scripts/mutation-scores.json by scripts/mutation.py --record -->"
+TABLE_END = "<!-- /mutation-table -->"
+
+
+def table(modules: dict[str, dict[str, object]]) -> str:
+    """docs/architecture.md's table of the recorded figures."""
+    rows = ["| module | its tests | mutants | caught | measured |", "|---|---|---|---|---|"]
+    for module, e in sorted(modules.items()):
+        tests = ", ".join(f"`{t}`" for t in e["tests"])  # type: ignore[attr-defined]
+        parts = [f"{e['killed']} killed"]
+        if e["timed_out"]:
+            parts.append(f"{e['timed_out']} timed out")
+        if e["survived"]:
+            parts.append(f"{e['survived']} survived")
+        rows.append(f"| `{module}` | {tests} | {e['mutants']} | {float(e['score']):.0f}% ({', '.join(parts)}) "  # type: ignore[arg-type]
+                    f"| {e['measured']} |")
+    return "\n".join(rows)
+
+
+def docs_table(text: str) -> str:
+    """The table between the markers in docs/architecture.md."""
+    start, end = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
+    return text[start:end].strip("\n")
+
+
+def write_docs_table(modules: dict[str, dict[str, object]], path: Path = DOCS) -> None:
+    text = path.read_text(encoding="utf-8")
+    start, end = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
+    path.write_text(text[:start] + "\n" + table(modules) + "\n" + text[end:], encoding="utf-8")
+
+
+def sample(mutants: list[Mutant], n: int) -> list[Mutant]:
+    """``n`` of the mutants, the same ones for the same source (ordered by a hash of each)."""
+    if len(mutants) <= n:
+        return mutants
+    chosen = sorted(mutants, key=lambda m: hashlib.sha256(m.source.encode()).hexdigest())[:n]
+    return sorted(chosen, key=lambda m: m.number)
+
+
+def check(record: Path, *, jobs: int, n: int, python: str, strict: bool, floor: float = FLOOR) -> int:
+    """The gate: every recorded module scores at least the floor; a module changed since
+    its measurement is re-measured on a sample. Returns the exit code."""
+    modules = load_record(record)
+    failures, stale = [], []
+    for module, e in modules.items():
+        tests = list(e["tests"])  # type: ignore[call-overload]
+        if fingerprint(module, tests) == e["sha256"]:
+            got = float(e["score"])  # type: ignore[arg-type]
+            print(f"{module}: recorded {got:.0f}% of {e['mutants']} mutants (unchanged since: {e['measured']})")
+            if got < floor:
+                failures.append(f"{module}: recorded {got:.0f}% < {floor:.0f}%")
+            continue
+        stale.append(module)
+        chosen = sample(make_mutants(REPO / module), n)
+        print(f"{module}: changed since its measurement; testing {len(chosen)} sampled mutants", flush=True)
+        outcomes, _ = run(REPO / module, tests, jobs=jobs, timeout=None, python=python,
+                          only={m.number for m in chosen}, progress=False, min_timeout=15.0)
+        print(report(REPO / module, outcomes))
+        c = counts(outcomes)
+        got = score(c["killed"], c["timeout"], len(outcomes))
+        if got < floor:
+            failures.append(f"{module}: {got:.0f}% of {len(outcomes)} sampled mutants caught < {floor:.0f}% "
+                            f"(write tests that kill the survivors above)")
+    if stale:
+        print(f"\nout of date in {_display(record)}: {', '.join(stale)} (or its tests) changed since it was "
+              f"measured; record it with\n  python3 scripts/mutation.py --record --jobs 2\n"
+              f"and commit {_display(record)} and docs/architecture.md")
+        if strict:
+            failures.append(f"the recorded figures of {', '.join(stale)} are out of date (CI: AGENTKIT_CI is set)")
+    for f in failures:
+        print(f"FAIL: {f}")
+    return 1 if failures else 0
+
+
+def record_modules(targets: dict[str, list[str]], *, jobs: int, timeout: float | None, python: str,
+                   path: Path = RECORD, docs: Path = DOCS) -> int:
+    """Measure each module fully and write its figures to the record and the docs table."""
+    low = 0
+    for module, tests in targets.items():
+        outcomes, baseline = run(REPO / module, tests, jobs=jobs, timeout=timeout, python=python, only=None)
+        print(report(REPO / module, outcomes), flush=True)
+        modules = load_record(path)  # as it is now: another run may have recorded a module meanwhile
+        modules[module] = entry_for(module, tests, outcomes, timeout or max(30.0, 4 * baseline))
+        save_record(modules, path)
+        write_docs_table(modules, docs)
+        low += float(modules[module]["score"]) < FLOOR  # type: ignore[arg-type]
+    print(f"recorded {', '.join(targets) or 'nothing (every record is current)'} in {_display(path)}")
+    return 1 if low else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("module", type=Path, help="the module to mutate, e.g. agentkit/cancel.py")
+    parser.add_argument("module", type=Path, nargs="?", help="the module to mutate, e.g. agentkit/cancel.py")
     parser.add_argument("--tests", nargs="+", help="test files to run (default: the module's own, "
                         "tests/test_<package>_<module>.py)")
     parser.add_argument("--timeout", type=float, help="seconds per mutant (default: 4x the unmutated run, >= 30)")
@@ -392,10 +553,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the mutants and exit")
     parser.add_argument("--json", type=Path, help="also write the outcomes to this file")
     parser.add_argument("--python", default=sys.executable, help="interpreter that runs pytest")
+    parser.add_argument("--record", action="store_true", help="measure the module fully and record its figures "
+                        "(without a module: every recorded module whose hash changed)")
+    parser.add_argument("--check", action="store_true", help="fail when a recorded module scores under the floor "
+                        "(modules changed since their measurement are re-measured on a sample)")
+    parser.add_argument("--sample", type=int, default=SAMPLE, help=f"mutants --check tests per changed module "
+                        f"(default {SAMPLE})")
+    parser.add_argument("--floor", type=float, default=FLOOR, help=f"--check fails under this score "
+                        f"(default {FLOOR:g}%%)")
+    parser.add_argument("--record-file", type=Path, default=RECORD, help=argparse.SUPPRESS)
+    parser.add_argument("--docs-file", type=Path, default=DOCS, help=argparse.SUPPRESS)
     if argv is None and sys.argv[1:2] == ["--_serve"]:
         _serve(sys.argv[2], sys.argv[3:])
         return 0
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    if args.check:
+        if args.module is not None or args.record:
+            parser.error("--check takes no module and no --record")
+        return check(args.record_file, jobs=args.jobs, n=args.sample, python=args.python,
+                     strict=bool(os.environ.get("AGENTKIT_CI")), floor=args.floor)
+    if args.module is None:
+        if not args.record:
+            parser.error("name a module, or pass --record or --check")
+        stale = {m: list(e["tests"]) for m, e in load_record(args.record_file).items()  # type: ignore[call-overload]
+                 if fingerprint(m, list(e["tests"])) != e["sha256"]}  # type: ignore[call-overload]
+        return record_modules(stale, jobs=args.jobs, timeout=args.timeout, python=args.python,
+                              path=args.record_file, docs=args.docs_file)
     module = args.module.resolve()
     if not module.is_file() or REPO / "agentkit" not in module.parents:
         parser.error(f"{args.module} is not a module of this checkout's agentkit package")
@@ -408,8 +593,11 @@ def main(argv: list[str] | None = None) -> int:
         if not (REPO / t).is_file():
             parser.error(f"test file {t} does not exist (pass --tests)")
     only = {int(n) for n in args.only.split(",")} if args.only else None
-    if args.jobs < 1:
-        parser.error("--jobs must be at least 1")
+    if args.record:
+        if only is not None:
+            parser.error("--record measures every mutant: drop --only")
+        return record_modules({_display(module): tests}, jobs=args.jobs, timeout=args.timeout,
+                              python=args.python, path=args.record_file, docs=args.docs_file)
     outcomes, _ = run(module, tests, jobs=args.jobs, timeout=args.timeout, python=args.python, only=only)
     print()
     print(report(module, outcomes))

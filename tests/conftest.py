@@ -9,6 +9,8 @@ import socket
 import sys
 
 import pytest
+from _env import in_ci, lacked
+from _env import missing as lacks
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -87,6 +89,43 @@ def pytest_collection_modifyitems(config, items):
             )
 
 
+# -- the coverage floor holds only where every test ran ----------------------------------
+
+_LACKED: list[str] = []  # tests skipped for what this machine lacks (tests/_env.py)
+_FLOOR = pytest.StashKey[float]()
+_CONFIG: list[pytest.Config] = []
+
+
+def pytest_configure(config):
+    _CONFIG[:] = [config]
+
+
+def pytest_runtest_logreport(report):
+    """A test skipped for what the machine lacks (no PostgreSQL, Chromium, MCP reference
+    servers...) takes its lines out of the coverage total, so the floor of ``fail_under``
+    (pyproject.toml) is not applied to this run: pytest-cov reads it after the tests. CI,
+    where these tests fail instead of skipping, always applies it."""
+    if not lacked(report) or report.nodeid in _LACKED:
+        return
+    _LACKED.append(report.nodeid)
+    config = _CONFIG[0]
+    cov = config.pluginmanager.getplugin("_cov")
+    options = getattr(cov, "options", None)
+    if not in_ci() and getattr(options, "cov_fail_under", None):
+        config.stash[_FLOOR] = options.cov_fail_under
+        options.cov_fail_under = None
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    floor = config.stash.get(_FLOOR, None)
+    if floor is not None:
+        terminalreporter.write_sep("=", "coverage floor not applied")
+        terminalreporter.write_line(
+            f"{len(_LACKED)} tests skipped for what this machine lacks (their reasons, above, say what to "
+            f"install), so the coverage total leaves out their lines and is not held to the floor of "
+            f"{floor:g}%. CI (.ci/run, AGENTKIT_CI=1) runs them all and applies it.")
+
+
 # -- PostgreSQL: one throwaway cluster per test session ----------------------------------
 
 
@@ -107,10 +146,7 @@ def pg_cluster():
     if bin_dir is None:
         missing.append("the PostgreSQL server binaries")
     if missing:
-        message = f"missing {' and '.join(missing)}: {HOW_TO}"
-        if os.environ.get("AGENTKIT_CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        lacks(f"missing {' and '.join(missing)}: {HOW_TO}")
     cluster = Cluster(bin_dir)
     try:
         yield cluster
@@ -142,8 +178,5 @@ def chromium() -> str:
 
     found = find_chromium()
     if found is None:
-        message = f"no Chromium found: {HOW_TO}"
-        if os.environ.get("AGENTKIT_CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        lacks(f"no Chromium found: {HOW_TO}")
     return found

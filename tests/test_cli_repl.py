@@ -31,7 +31,10 @@ _GUARD = 60.0  # seconds before a missing screen text fails the test (never a ti
 # Become a session leader and take the pty (our stdin) as the controlling terminal, so the
 # terminal's Ctrl-C is delivered as SIGINT; then run the agentkit command.
 _LAUNCH = (
-    "import fcntl, os, sys, termios\n"
+    "import fcntl, os, signal, sys, termios\n"
+    # Ctrl-C interrupts as at a terminal, even when the tests were started where SIGINT is
+    # ignored (a background job of a non-interactive shell)
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
     "os.setsid()\n"
     "fcntl.ioctl(0, termios.TIOCSCTTY, 0)\n"
     "os.execv(sys.executable, [sys.executable, '-m', 'agentkit.cli', *sys.argv[1:]])\n"

@@ -286,8 +286,9 @@ def _pids(text: str) -> list[int]:
 
 
 def test_process_tree_is_killed_on_timeout(root):
+    # the timeout ends the 60 s sleeps; it leaves a loaded machine time to start the tree first
     with LocalExecutionContext(root, kill_grace=0.5) as c:
-        result = c.shell.run(_TREE, timeout=1.0)
+        result = c.shell.run(_TREE, timeout=3.0)
     assert result.timed_out
     pids = _pids(result.stdout)
     assert len(pids) == 3
@@ -363,11 +364,29 @@ def test_a_process_that_leaves_the_group_cannot_hang_the_command(ctx, monkeypatc
         os.kill(pid, 9)
 
 
+def _cancel_once(seen_enough):
+    """A cancel token and an output listener that cancels it once the output so far
+    satisfies ``seen_enough``: the process is stopped after it got ready, however long
+    that took on a loaded machine (a timeout could fire before it set its handlers)."""
+    token = CancelToken()
+    seen: list[str] = []
+
+    def on_output(stream, chunk):
+        seen.append(chunk)
+        if not token.cancelled and seen_enough("".join(seen)):
+            token.cancel("stop")
+
+    return token, on_output
+
+
 def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(root):
-    # the trap is inherited: neither bash nor its sleep child dies on SIGTERM
+    # the trap is inherited: neither bash nor its sleep child dies on SIGTERM; it is set
+    # before the pids are printed, so the stop comes after it
+    token, on_output = _cancel_once(lambda out: len(_pids(out)) == 2)
     with LocalExecutionContext(root, kill_grace=0.5) as c:
-        result = c.shell.run("trap '' TERM; sleep 60 & echo bg=$!; echo sh=$$; wait", timeout=1.0)
-    assert result.timed_out and result.exit_code == -9
+        result = c.shell.run("trap '' TERM; sleep 60 & echo bg=$!; echo sh=$$; wait", cancel=token,
+                             on_output=on_output, timeout=60)
+    assert result.cancelled and result.exit_code == -9
     pids = _pids(result.stdout)
     assert len(pids) == 2
     assert _wait_gone(pids) == []
@@ -406,17 +425,21 @@ def test_output_printed_on_sigterm_is_drained_during_the_grace_period(root):
     # 2 MB of last words: far more than the pipe and the read queue hold, so a supervisor
     # that stops reading while it waits out the grace period would block and SIGKILL it
     code = (
-        "import signal, sys, time\n"
-        "def bye(*_):\n"
-        "    for _ in range(20000): sys.stdout.write('x' * 100 + '\\n')\n"
-        "    sys.stdout.write('clean exit\\n'); sys.stdout.flush(); sys.exit(3)\n"
+        "import os, signal, time\n"
+        "def bye(*_):\n"  # os.write: the signal may come while print() holds stdout's buffer
+        "    for _ in range(20000): os.write(1, b'x' * 100 + b'\\n')\n"
+        "    os.write(1, b'clean exit\\n'); os._exit(3)\n"
         "signal.signal(signal.SIGTERM, bye)\n"
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
     )
-    with LocalExecutionContext(root, kill_grace=10.0, max_shell_output_bytes=8_000_000) as c:
-        result = c.shell.run_structured(sys.executable, ["-c", code], timeout=1.0)
-    assert result.timed_out
+    # stopped once its handler is set ("ready"), not after a fixed time (a loaded machine
+    # can take longer than that to start Python); the grace period is a generous bound
+    token, on_output = _cancel_once(lambda out: "ready\n" in out)
+    with LocalExecutionContext(root, kill_grace=60.0, max_shell_output_bytes=8_000_000) as c:
+        result = c.shell.run_structured(sys.executable, ["-c", code], cancel=token, on_output=on_output,
+                                        timeout=60)
+    assert result.cancelled and not result.timed_out
     assert result.exit_code == 3  # it exited by itself, not by SIGKILL
     assert result.stdout.endswith("x\nclean exit\n")
 
@@ -486,8 +509,10 @@ def test_a_timeout_ends_a_command_whose_escaped_grandchild_prints_nothing(root, 
     pidfile = tmp_path / "escaped.pid"
     with LocalExecutionContext(root, kill_grace=0.3) as c:
         try:
+            # 1 s: the timeout must come before the pipes are abandoned (2 s after the exit)
             result = within(lambda: c.shell.run(escaping(pidfile, chatty=False), timeout=1.0))
-            pid = int(pidfile.read_text())
+            # the escaped process writes its pid by itself, maybe after the command ended
+            pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the pid file"))
             assert alive(pid)  # what left the group survives (documented) ...
             assert our_ends_of_its_stdout(pid) == []  # ... but we let go of its pipes
         finally:

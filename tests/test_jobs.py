@@ -172,10 +172,13 @@ def test_abort_ends_a_job_whose_escaped_grandchild_keeps_printing(ctx, tmp_path)
 def test_a_timeout_fails_a_job_whose_escaped_grandchild_prints_nothing(ctx, tmp_path):
     pidfile = tmp_path / "escaped.pid"
     try:
+        # 1 s: the timeout must come before the pipes are abandoned (2 s after the exit)
         state = ctx.jobs.start(escaping(pidfile, chatty=False), raw=True, timeout=1.0)
         final = within(lambda: wait_for(lambda: ctx.jobs.get(state.execution_id).running is False
                                         and ctx.jobs.get(state.execution_id), 30.0))
-        assert our_ends_of_its_stdout(int(pidfile.read_text())) == []  # its pipes are let go
+        # the escaped process writes its pid by itself, maybe after the job ended
+        pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the pid file"))
+        assert our_ends_of_its_stdout(pid) == []  # its pipes are let go
     finally:
         kill_escaped(pidfile)
     assert final.state == "failed" and "timed out" in final.error

@@ -62,11 +62,23 @@ def test_http_notifications_and_list_changed():
         assert note["server"] == "web" and note["params"]["data"] == "over http"
 
 
+def _hold_port(url: str) -> socket.socket:
+    """Bind (never listen on) the port of a server that is gone: connections to it are
+    refused, and no other server (another test, or another tox env running at the same
+    time) can start on it and answer the reconnects in its place."""
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the old connections may linger in TIME_WAIT
+    sock.bind(("127.0.0.1", port))
+    return sock
+
+
 def test_an_http_server_that_goes_away_gives_error_results_and_the_session_goes_on():
     model = ScriptedModel([ToolCall("add", {"a": 1, "b": 1}), ToolCall("add", {"a": 2, "b": 2}), "still here"])
     with no_leaks():
         with http_server() as url:
             toolset = connect_mcp({"web": {"url": url}}, call_timeout=30)
+        held = _hold_port(url)
         try:
             with Session(model, tools=toolset.tools) as session:
                 session.push_user_message("go")
@@ -79,6 +91,7 @@ def test_an_http_server_that_goes_away_gives_error_results_and_the_session_goes_
             assert result.text == "still here"
         finally:
             toolset.close()
+            held.close()
 
 
 def test_an_unreachable_url_is_reported_as_a_failed_server():

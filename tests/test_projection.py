@@ -9,6 +9,7 @@ import pytest
 
 from agentkit import (
     AssistantMessageEvent,
+    CompactionEvent,
     ConfigurationError,
     ContextReplacedEvent,
     ControlEvent,
@@ -437,5 +438,259 @@ def test_answered_calls_are_forgotten_so_a_long_session_does_not_grow():
     p.extend([calls("open"), user("held"), AssistantMessageEvent(content=(TextPart(text="next"),))])
     p.extend([calls("r1"), ContextReplacedEvent(messages=(Message.user("s"),))])
     assert p._pending_names == {} and p.pending_tool_calls == {}
+    assert len(p._since) == 1  # what a compaction could replay starts at the replacement
     p.extend([calls("late"), result("late")])
     assert p._pending_names == {}
+
+
+# -- commit numbers, follow-ups and messages committed while the model answered --------
+
+
+def at(seq, event):
+    """``event`` as committed with number ``seq``."""
+    return event.with_seq(seq)
+
+
+def answer(text, request_seq=None, *ids):
+    content = (TextPart(text=text), *(ToolCallPart(tool_call_id=i, tool_name="t", input={}) for i in ids))
+    return AssistantMessageEvent(content=content, request_seq=request_seq)
+
+
+def follow_up(text):
+    return UserMessageEvent(content=(TextPart(text=text),), follow_up=True)
+
+
+def test_last_seq_is_that_of_the_last_committed_event():
+    p = Projector()
+    assert p.last_seq == 0 and p.count == 0
+    p.extend([at(1, user("a")), at(2, user("b"))])
+    assert p.last_seq == 2
+    p.extend([user("not committed")])  # seq 0: applied, but it has no commit number
+    assert p.last_seq == 2 and p.count == 3
+
+
+def test_a_follow_up_waits_until_the_next_answer_and_nothing_else_is_one():
+    p = Projector()
+    assert p.follow_up_waiting is False
+    p.extend([user("go"), runtime("note"), answer("hi")])
+    assert p.follow_up_waiting is False  # a user message and a runtime event are not follow-ups
+    p.extend([runtime("note")])
+    assert p.follow_up_waiting is False  # a runtime event after the answer is not one either
+    p.extend([follow_up("and then?")])
+    assert p.follow_up_waiting is True
+    p.extend([runtime("note")])
+    assert p.follow_up_waiting is True
+    p.extend([answer("then this")])
+    assert p.follow_up_waiting is False  # answered
+    p.extend([follow_up("more"), ContextReplacedEvent(messages=(Message.user("s"),))])
+    assert p.follow_up_waiting is False  # a replacement starts over
+    # a follow-up held back behind an open call is waiting once it is shown
+    p.extend([calls("a"), follow_up("held")])
+    assert p.follow_up_waiting is False
+    p.extend([result("a")])
+    assert p.follow_up_waiting is True and p.messages[-1].text == "held"
+    p.extend([answer("done")])
+    assert p.follow_up_waiting is False
+
+
+def test_a_message_committed_while_the_model_answered_comes_after_the_answer():
+    # "late" (seq 3) was committed after the request for the answer was built (from seq 2)
+    events = [at(1, user("go")), at(2, runtime("note")), at(3, user("late")), at(4, answer("hi", 2))]
+    msgs = build_model_messages(events)
+    assert [m.text for m in msgs] == ["go", '<runtime-event type="note">{}</runtime-event>', "hi", "late"]
+    # seen by the model (request_seq 3): it stays before the answer
+    assert [m.text for m in build_model_messages([*events[:3], at(4, answer("hi", 3))])] == [
+        "go", '<runtime-event type="note">{}</runtime-event>', "late", "hi"]
+    # no request_seq (an answer from before it was recorded): nothing moves
+    assert [m.text for m in build_model_messages([*events[:3], at(4, answer("hi"))])][-1] == "hi"
+    # two late messages keep their order; a late follow-up is still waiting after the answer
+    p = Projector()
+    p.extend([at(1, user("go")), at(2, user("l1")), at(3, follow_up("l2")), at(4, answer("hi", 1))])
+    assert [m.text for m in p.messages] == ["go", "hi", "l1", "l2"] and p.follow_up_waiting
+    # only messages since the last answer can be late: the earlier answer's are settled
+    p.extend([at(5, answer("again", 3))])
+    assert [m.text for m in p.messages] == ["go", "hi", "l1", "l2", "again"] and not p.follow_up_waiting
+
+
+def test_a_replacement_is_never_rearranged_by_the_answer_after_it():
+    p = Projector()
+    p.extend([at(1, user("go")), at(2, user("late"))])
+    # a replacement that keeps the very message objects (e.g. a trimmed history)
+    p.extend([at(3, ContextReplacedEvent(messages=tuple(p.messages))), at(4, answer("hi", 1))])
+    assert [m.text for m in p.messages] == ["go", "late", "hi"]
+
+
+def test_a_message_held_behind_tool_calls_can_still_be_late_for_the_next_answer():
+    p = Projector()
+    p.extend([at(1, user("go")), at(2, calls("a")), at(3, user("held")), at(4, result("a")),
+              at(5, answer("hi", 2))])
+    # "held" (seq 3) was shown after the result, but the answer's request was built at seq 2
+    assert [m.role for m in p.messages] == ["user", "assistant", "tool", "assistant", "user"]
+    assert p.messages[-1].text == "held"
+
+
+def test_a_late_message_behind_the_answers_own_calls_waits_for_their_results():
+    p = Projector()
+    p.extend([at(1, user("go")), at(2, user("late")), at(3, answer("calling", 1, "c"))])
+    assert roles(p.messages) == ["user", "assistant"] and p.pending_tool_calls == {"c": "t"}
+    assert roles(p.model_view()) == ["user", "assistant", "tool", "user"]
+    p.extend([at(4, result("c"))])
+    assert [m.text for m in p.messages][-1] == "late" and roles(p.messages) == ["user", "assistant", "tool", "user"]
+
+
+# -- compaction ------------------------------------------------------------------------
+
+
+def compaction(covered_through, text="summary"):
+    return CompactionEvent(summary=(Message.user(text),), covered_through=covered_through)
+
+
+def test_a_compaction_shows_its_summary_then_the_kept_tail():
+    history = [user("u0"), answer("a0"), user("u1"), answer("a1"), user("u2"), answer("a2")]
+    for i, covered in enumerate(history):
+        msgs = build_model_messages([*history, compaction(covered.id)])
+        assert [m.text for m in msgs] == ["summary", *[m.content[0].text for m in history[i + 1:]]], i
+
+
+def test_a_compaction_whose_covered_events_were_archived_keeps_the_whole_active_log():
+    tail = [user("kept"), answer("too")]
+    msgs = build_model_messages([*tail, compaction("an-archived-event-id"), user("after")])
+    assert [m.text for m in msgs] == ["summary", "kept", "too", "after"]
+
+
+def test_a_compaction_after_a_replacement_replays_only_what_came_since():
+    replaced = ContextReplacedEvent(messages=(Message.user("fresh"),))
+    events = [user("before the replacement"), replaced, user("u1"), answer("a1")]
+    assert [m.text for m in build_model_messages([*events, compaction(replaced.id)])] == ["summary", "u1", "a1"]
+    # covering through an event before the replacement: the replacement is in the kept tail
+    assert [m.text for m in build_model_messages([*events, compaction(events[0].id)])] == ["fresh", "u1", "a1"]
+    # a second compaction replays from the first one on, not from the replacement
+    first = compaction(events[2].id, "s1")
+    msgs = build_model_messages([*events, first, user("u2"), compaction(first.id, "s2")])
+    assert [m.text for m in msgs] == ["s2", "u2"]
+
+
+def test_a_compacted_tail_with_open_calls_and_held_messages_is_replayed_as_it_was():
+    history = [user("u0"), calls("a"), user("held"), result("a", "A")]
+    msgs = build_model_messages([*history, compaction(history[0].id)])
+    assert roles(msgs) == ["user", "assistant", "tool", "user"]
+    assert msgs[0].text == "summary" and msgs[2].content[0].output.value == "A" and msgs[3].text == "held"
+
+
+def test_a_job_seen_before_a_compaction_is_not_counted_twice():
+    started = runtime("job-started", execution_id="j", command="make", tool_call_id=None)
+    events = [user("go"), started, runtime("job-output", execution_id="j", seq=0, stream="stdout", chunk="AB")]
+    p = Projector()
+    p.extend([*events, compaction(started.id)])
+    status = p.model_view()[-1].text
+    assert '"output_chars": 2' in status and '"output_tail": "AB"' in status
+
+
+# -- transactions: hidden generations and the checkpoint copy --------------------------
+
+
+def tagged(gid, event):
+    return event.__class__(**{**event.__dict__, "generation_id": gid})
+
+
+def test_events_of_hidden_generations_are_left_out_but_counted():
+    hidden = {"g1"}
+    p = Projector(hidden=lambda gid: gid in hidden)
+    p.extend([at(1, user("go")), at(2, tagged("g1", answer("candidate"))), at(3, tagged("g2", answer("shown")))])
+    assert [m.text for m in p.messages] == ["go", "shown"]
+    assert p.count == 3 and p.last_seq == 3  # a hidden event is still one the projector has seen
+    # without a predicate every event is shown
+    q = Projector()
+    q.extend([user("go"), tagged("g1", answer("candidate"))])
+    assert [m.text for m in q.messages] == ["go", "candidate"]
+
+
+def test_a_hidden_event_is_not_replayed_by_a_compaction():
+    hidden = {"g"}
+    first = user("u0")
+    p = Projector(hidden=lambda gid: gid in hidden)
+    p.extend([first, tagged("g", user("rejected")), user("kept"), compaction(first.id)])
+    assert [m.text for m in p.messages] == ["summary", "kept"]
+
+
+def rich_events():
+    """A history that leaves every part of the state in use: messages, open calls, held
+    messages, late messages, a follow-up, a running job and events a compaction replays."""
+    return [
+        at(1, user("go")),
+        at(2, runtime("job-started", execution_id="j", command="make", tool_call_id=None)),
+        at(3, answer("calling", 2, "a", "b")),
+        at(4, result("b", "B")),
+        at(5, follow_up("held")),
+    ]
+
+
+def rest_events(first):
+    return [
+        at(6, runtime("job-output", execution_id="j", seq=0, stream="stdout", chunk="out")),
+        at(7, result("a", "A")),
+        at(8, user("late")),
+        at(9, answer("after", 7)),
+        at(10, compaction(first.id)),
+        at(11, calls("c")),
+        at(12, result("c")),
+    ]
+
+
+def state(p):
+    return (p.messages, p.model_view(), p.model_view(job_status=False), p.pending_tool_calls, p.count, p.last_seq,
+            p.follow_up_waiting)
+
+
+@pytest.mark.parametrize("render", [None, lambda ev: Message.user(f"rt {ev.runtime_type}")])
+def test_a_copy_goes_on_exactly_as_the_original_would_and_apart_from_it(render):
+    head = rich_events()
+    rest = rest_events(head[0])
+    p = Projector(render)
+    p.extend(head)
+    before = state(p)
+    copy = p.copy()
+    assert state(copy) == before
+    copy.extend(rest)  # the copy goes on ...
+    assert state(p) == before  # ... and the original does not move
+    whole = Projector(render)
+    whole.extend([*head, *rest])
+    assert state(copy) == state(whole)
+    p.extend(rest)  # and the original, going on by itself, is unchanged by the copy
+    assert state(p) == state(whole)
+    for cut in range(len(head) + len(rest) + 1):  # a copy at any point, even of a fresh one
+        events = [*head, *rest]
+        q = Projector(render)
+        q.extend(events[:cut])
+        c = q.copy()
+        c.extend(events[cut:])
+        assert state(c) == state(whole), cut
+
+
+def test_a_copy_keeps_the_hidden_predicate_and_serves_as_the_checkpoint_of_a_transaction():
+    """What the event log does (agentkit/_eventlog.py, _reproject_from): a copy taken
+    before a transaction's first event, extended with the events from there once what
+    is hidden changed, equals a projection of the whole log from scratch."""
+    hidden = {"g"}
+
+    def is_hidden(gid):
+        return gid in hidden
+
+    before = [at(1, user("go")), at(2, answer("hi"))]
+    txn = [at(3, tagged("g", user("inside"))), at(4, tagged("g", answer("candidate", 3))), at(5, user("outside"))]
+    p = Projector(hidden=is_hidden)
+    p.extend(before)
+    checkpoint = p.copy()
+    p.extend(txn)
+    assert [m.text for m in p.messages] == ["go", "hi", "outside"]
+    hidden.clear()  # the host accepted the transaction
+    rebuilt = checkpoint.copy()
+    rebuilt.extend([*before, *txn][checkpoint.count:])
+    scratch = Projector(hidden=is_hidden)
+    scratch.extend([*before, *txn])
+    assert state(rebuilt) == state(scratch)
+    assert [m.text for m in rebuilt.messages] == ["go", "hi", "inside", "candidate", "outside"]
+    hidden.add("g")  # the copy asks the same predicate: rejected again, hidden again
+    again = checkpoint.copy()
+    again.extend(txn)
+    assert [m.text for m in again.messages] == ["go", "hi", "outside"]

@@ -43,15 +43,17 @@ def test_same_key_calls_reset_the_timer_and_share_one_future():
     with Session(clock.model) as session:
         session.push_user_message("hi")
         futures = []
+        # calls 0.1 s apart, each resetting a 3 s quiet period: a loaded machine would have
+        # to stall one gap 30 times over for the timer to fire between two of them
         for _ in range(4):
             last_call = time.monotonic()
-            futures.append(session.schedule_generate("k", debounce=1.0))
-            time.sleep(0.4)
+            futures.append(session.schedule_generate("k", debounce=3.0))
+            time.sleep(0.1)
         assert all(f is futures[0] for f in futures)
         assert futures[0].result(timeout=30).text == "answer"
         assert len(clock.started) == 1
         # the quiet period counted from the last call, not the first
-        assert clock.started[0] >= last_call + 1.0
+        assert clock.started[0] >= last_call + 3.0
         # a call after it finished schedules a new generation (for the new event)
         session.push_runtime_event("job-finished", {"job": "j1"})
         again = session.schedule_generate("k", debounce=0.01)

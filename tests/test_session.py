@@ -685,7 +685,7 @@ def test_a_listener_that_unsubscribes_itself_hears_nothing_more():
 def test_close_waits_for_stalled_listeners_within_one_shared_bound(monkeypatch):
     import agentkit.session as session_module
 
-    monkeypatch.setattr(session_module, "_LISTENER_JOIN_SECONDS", 0.5)
+    monkeypatch.setattr(session_module, "_LISTENER_JOIN_SECONDS", 2.0)
     s = Session(echo_model())
     release = threading.Event()
     for _ in range(6):
@@ -695,7 +695,9 @@ def test_close_waits_for_stalled_listeners_within_one_shared_bound(monkeypatch):
     s.close()
     elapsed = time.monotonic() - start
     release.set()
-    assert elapsed < 2.5  # 6 x 0.5 s if each listener had its own bound
+    # about 2 s (one shared bound); 12 s if each listener had its own: the margin between
+    # is for a loaded machine
+    assert elapsed < 8
 
 
 def test_listener_options_and_session_defaults_are_checked_without_a_model():

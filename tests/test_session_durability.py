@@ -12,6 +12,7 @@ import time
 import warnings
 
 import pytest
+from _env import MOUNT
 from _store_child import child_cmd, child_env, mount_works, remount, texts, tmpfs, user
 
 from agentkit import (
@@ -298,7 +299,7 @@ def _read_only_after(root, prepare):
     return store
 
 
-@pytest.mark.skipif(not mount_works(), reason="needs permission to mount a tmpfs (root)")
+@pytest.mark.skipif(not mount_works(), reason=MOUNT)
 def test_a_failed_append_is_fatal_for_the_session_and_drops_nothing_silently(tmp_path):
     root = tmp_path / "fs"
     with tmpfs(root, "1m"):
@@ -329,7 +330,7 @@ def test_a_failed_append_is_fatal_for_the_session_and_drops_nothing_silently(tmp
             assert again.revision == 3
 
 
-@pytest.mark.skipif(not mount_works(), reason="needs permission to mount a tmpfs (root)")
+@pytest.mark.skipif(not mount_works(), reason=MOUNT)
 def test_a_store_failure_during_generate_stops_before_the_next_inference(tmp_path):
     root = tmp_path / "fs"
     with tmpfs(root, "1m"):
@@ -408,7 +409,7 @@ def test_session_open_seeds_a_new_session_and_restores_a_stored_one_as_it_is(tmp
     assert texts(store.load("n")) == ["seed", "more"]
 
 
-@pytest.mark.skipif(not mount_works(), reason="needs permission to mount a tmpfs (root)")
+@pytest.mark.skipif(not mount_works(), reason=MOUNT)
 def test_opening_a_session_on_a_read_only_store_fails_at_once_naming_the_path(tmp_path):
     root = tmp_path / "fs"
     with tmpfs(root, "1m"):

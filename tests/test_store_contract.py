@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 
 import pytest
 from _deep import depth_of, near_the_recursion_limit, nested
@@ -296,10 +295,16 @@ def test_bad_compaction_ids_are_refused(store):
 def test_compactions_racing_appends_from_threads_lose_and_duplicate_nothing(store):
     """Writers append with reload-and-retry while a compactor repeatedly archives all but
     the last event; at the end the archives plus the active log hold every event once,
-    in each writer's order."""
+    in each writer's order.
+
+    Nothing here depends on speed: however the threads interleave, the writers finish
+    (each conflict means another append or compaction won), and then the compactor
+    gets three compactions by taking turns with this thread (one event, one compaction,
+    nothing racing it), so the end is reached by events, not by a deadline."""
     writers, per_writer = 4, 15
     errors: list[BaseException] = []
-    done = threading.Event()
+    stop = threading.Event()  # the compactor may stop (three compactions ran)
+    changed = threading.Condition()
     archives: list[str] = []
 
     def fresh():
@@ -321,21 +326,26 @@ def test_compactions_racing_appends_from_threads_lose_and_duplicate_nothing(stor
 
     def compactor() -> None:
         mine = fresh()
-        deadline = time.monotonic() + 120
         try:
-            while (not done.is_set() or len(archives) < 3) and time.monotonic() < deadline:
+            while not stop.is_set():
                 current = mine.load("shared")
                 if current is None or len(current.events) < 3:
+                    with changed:  # nothing to compact: wait for an append (or the end)
+                        changed.wait(0.05)
                     continue
                 archive_id = f"c{current.revision}"
                 try:
                     mine.compact("shared", archive_id, expected_revision=current.revision,
                                  remove=len(current.events) - 1, summary=[user(f"sum-{current.revision}")])
-                    archives.append(archive_id)
                 except StoreConflictError:
-                    pass
+                    continue
+                with changed:
+                    archives.append(archive_id)
+                    changed.notify_all()
         except BaseException as exc:  # surfaced below
             errors.append(exc)
+            with changed:
+                changed.notify_all()
 
     threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(writers)]
     comp = threading.Thread(target=compactor, daemon=True)
@@ -343,18 +353,26 @@ def test_compactions_racing_appends_from_threads_lose_and_duplicate_nothing(stor
     for t in threads:
         t.start()
     for t in threads:
-        t.join(120)
-    done.set()
-    if len(archives) < 3:  # writers finished early: add events until three compactions ran
-        extra = 0
-        while comp.is_alive() and extra < 1000:
-            current = store.load("shared")
-            try:
-                store.append("shared", [user(f"x-{extra}")], expected_revision=current.revision)
-                extra += 1
-            except StoreConflictError:
-                pass
-    comp.join(120)
+        t.join(100)  # a last guard: they end as soon as their appends are in
+    assert not any(t.is_alive() for t in threads) and not errors
+    extra = 0
+    while len(archives) < 3 and not errors:
+        # the writers are done: one event at a time, each taken by the next compaction
+        before = len(archives)
+        current = store.load("shared")
+        try:
+            store.append("shared", [user(f"x-{extra}")], expected_revision=current.revision)
+            extra += 1
+        except StoreConflictError:
+            continue  # the compactor compacted in between: load again
+        with changed:
+            changed.notify_all()
+            assert changed.wait_for(lambda b=before: len(archives) > b or bool(errors), timeout=60), (
+                "the compactor made no compaction of a log with nothing racing it")
+    stop.set()
+    with changed:
+        changed.notify_all()
+    comp.join(60)
     assert not errors and not comp.is_alive()
     everything = [t for a in archives for t in texts(store.load_archive("shared", a))] + texts(
         store.load("shared").events

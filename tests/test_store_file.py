@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from _env import MOUNT, reason
 from _store_child import child_cmd, child_env, mount_works, remount, texts, tmpfs, user
 
 from agentkit import (
@@ -384,10 +385,11 @@ def test_a_read_only_store_refuses_appends_clearly_and_keeps_everything(tmp_path
             for p in (log_path(root), root / ".locks" / "s.lock"):
                 p.chmod(0o644)
     else:
-        pytest.skip("root without mount permission: no real way to make a directory read-only here")
+        pytest.skip(reason("root without mount permission: no real way to make a directory read-only here; "
+                           "run the tests as root where mounting a tmpfs is allowed (CI does)"))
 
 
-@pytest.mark.skipif(not mount_works(), reason="needs permission to mount a small tmpfs (root)")
+@pytest.mark.skipif(not mount_works(), reason=MOUNT)
 def test_a_full_disk_fails_the_append_clearly_and_loses_nothing(tmp_path):
     root = tmp_path / "small"
     with tmpfs(root, "256k"):
@@ -532,7 +534,7 @@ def test_no_file_descriptor_outlives_a_call_even_a_failing_one(tmp_path):
     assert open_fds() == before
 
 
-@pytest.mark.skipif(not mount_works(), reason="needs permission to mount a small tmpfs (root)")
+@pytest.mark.skipif(not mount_works(), reason=MOUNT)
 def test_a_compaction_on_a_full_disk_changes_nothing_and_can_be_repeated(tmp_path):
     root = tmp_path / "small"
     with tmpfs(root, "256k"):
@@ -644,7 +646,7 @@ def test_a_deep_record_written_by_an_older_version_loads_and_the_log_stays_writa
     assert texts(FileEventStore(tmp_path).load("s").events[2:]) == ["after"]
 
 
-@pytest.mark.skipif(not mount_works(), reason="needs permission to mount a small tmpfs (root)")
+@pytest.mark.skipif(not mount_works(), reason=MOUNT)
 def test_a_full_disk_at_a_sessions_first_append_leaves_no_session_behind(tmp_path):
     root = tmp_path / "small"
     with tmpfs(root, "256k"):

@@ -17,9 +17,11 @@ import shutil
 import subprocess
 
 import pytest
+from _env import reason
 from _store_child import child_cmd, child_env
 
-pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace to trace syscalls")
+pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason=reason(
+    "needs strace to trace syscalls (Debian/Ubuntu: `apt-get install -y strace`)"))
 
 _SYSCALLS = "mkdir,mkdirat,openat,rename,renameat,renameat2,write,pwrite64,ftruncate,fsync,fdatasync"
 _LINE = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+)")

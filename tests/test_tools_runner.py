@@ -16,10 +16,11 @@ from agentkit import (
     Tool,
     ToolCallPart,
     ToolContext,
+    ToolDecision,
     ToolOutput,
     tool,
 )
-from agentkit.tools.runner import run_tool_call
+from agentkit.tools.runner import decision_gate, run_tool_call
 
 
 def call(t: Tool | None, input=None, *, token: CancelToken | None = None, available=(), input_error=None,
@@ -374,3 +375,82 @@ def test_why_a_call_failed_goes_on_the_current_span():
         ("explode", True): ("KeyError", ["exception"]),
     }
     assert not trace.get_current_span().is_recording()  # nothing is left current
+
+
+# -- gates: the generation's hooks, then the tool's own before_call --------------------
+
+
+def gated(t: Tool, input: dict, gate=None) -> ToolOutput:
+    part = ToolCallPart(tool_call_id="c1", tool_name=t.name, input=input)
+    return run_tool_call(t, part, ToolContext(tool_call_id="c1", tool_name=t.name, cancel=CancelToken()), (), gate)
+
+
+def counting_add():
+    ran: list[dict] = []
+
+    @tool
+    def add(a: int, b: int = 1) -> int:
+        """Add two integers."""
+        ran.append({"a": a, "b": b})
+        return a + b
+
+    return add, ran
+
+
+def test_a_gate_answers_passes_or_rewrites_a_call_and_a_rewrite_is_validated_again():
+    add, ran = counting_add()
+    # an answer instead of the call: the tool does not run, the answer is made recordable
+    out = gated(add, {"a": 1}, lambda c, ctx: ToolOutput(kind="json", value=(1, 2)))
+    assert out == ToolOutput(kind="json", value=[1, 2]) and ran == []
+    out = gated(add, {"a": 1}, lambda c, ctx: ToolOutput(kind="text", value=3))
+    assert out.is_error and "returned an output that cannot be recorded" in out.value and ran == []
+    # the same call: it runs as the model wrote it
+    seen: list[ToolCallPart] = []
+    assert gated(add, {"a": 1}, lambda c, ctx: seen.append(c) or c).value == 2 and ran == [{"a": 1, "b": 1}]
+    assert seen[0].input == {"a": 1}
+    # a rewritten call runs with its input, checked against the schema again
+    from dataclasses import replace
+
+    assert gated(add, {"a": 1}, lambda c, ctx: replace(c, input={"a": 5, "b": 5})).value == 10
+    out = gated(add, {"a": 1}, lambda c, ctx: replace(c, input={"a": "five"}))
+    assert out.is_error and out.value.startswith("the rewritten input was refused: ") and "'five'" in out.value
+    assert ran == [{"a": 1, "b": 1}, {"a": 5, "b": 5}]
+
+
+def test_the_tools_own_gate_runs_after_the_generations_and_sees_its_rewrite():
+    add, ran = counting_add()
+    asked: list[dict] = []
+
+    def own(call, ctx):
+        asked.append(call.input)
+        return ToolDecision.block("not today") if call.input.get("a") == 13 else None
+
+    from dataclasses import replace
+
+    guarded = replace(add, before_call=own)
+    assert gated(guarded, {"a": 13}).value == "tool call blocked: not today"  # no generation gate
+    assert gated(guarded, {"a": 1}, lambda c, ctx: replace(c, input={"a": 2})).value == 3
+    assert asked == [{"a": 13}, {"a": 2}] and ran == [{"a": 2, "b": 1}]
+    out = gated(guarded, {"a": 1}, lambda c, ctx: replace(c, input={"a": 13}))
+    assert out.value == "tool call blocked: not today" and ran == [{"a": 2, "b": 1}]
+    # a generation gate that answers: the tool's own gate is not asked
+    assert gated(guarded, {"a": 13}, lambda c, ctx: ToolOutput.text("hooked")).value == "hooked"
+    assert asked == [{"a": 13}, {"a": 2}, {"a": 13}]
+
+
+def test_a_decision_gate_maps_each_decision():
+    add, ran = counting_add()
+    for decision, expected in [
+        (None, 2),
+        (ToolDecision.allow(), 2),
+        (ToolDecision.rewrite({"a": 7}), 8),
+        (ToolDecision.block("no"), "tool call blocked: no"),
+        (ToolDecision.respond({"made": "up"}), {"made": "up"}),
+    ]:
+        out = gated(add, {"a": 1}, decision_gate(lambda c, ctx, d=decision: d))
+        assert out.value == expected, decision
+    assert ran == [{"a": 1, "b": 1}, {"a": 1, "b": 1}, {"a": 7, "b": 1}]
+    # a rewrite clears an input error: the call it makes is a valid one
+    gate = decision_gate(lambda c, ctx: ToolDecision.rewrite({"a": 1}))
+    part = ToolCallPart(tool_call_id="c1", tool_name="add", input={"a": 0}, input_error="was broken")
+    assert gate(part, ToolContext(tool_call_id="c1", tool_name="add", cancel=CancelToken())).input_error is None
