@@ -17,7 +17,8 @@ import time
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import CancelledError, ConfigurationError, StoreError, StoreUnavailableError
+from ..errors import CancelledError, ConfigurationError, StoreError
+from ._checks import turn_timeout
 from ._pg import LAYOUT, Pg, psycopg
 from .base import TurnLease
 
@@ -96,11 +97,7 @@ class TurnLocks:
                 if epoch:
                     return PgTurnLease(session_id, epoch, conn, self)
                 if left is not None and left <= wait:
-                    raise StoreUnavailableError(
-                        f"{what}: another process or thread held it (a turn of this conversation in progress) "
-                        f"for the whole {timeout:g} s timeout. Nothing was written; try again later",
-                        written=False,
-                    )
+                    raise turn_timeout(session_id, float(timeout or 0.0))
         except psycopg.Error as exc:
             conn.close()  # a lock it may have taken goes with the connection
             raise self._pg.unavailable(what, exc, written=False, tail="Nothing was written") from exc
