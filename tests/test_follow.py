@@ -205,3 +205,143 @@ def test_the_follower_asks_the_store_without_holding_the_session_lock(tmp_path):
             answer.set()
         heard.wait_for([event.id])
         assert heard.ids().count(event.id) == 1
+
+
+# -- PostgreSQL: LISTEN/NOTIFY instead of polling ------------------------------------------
+
+
+def _pg_store(cluster):
+    from agentkit.stores.postgres import PostgresEventStore
+
+    schema = cluster.fresh_schema()
+    store = PostgresEventStore(cluster.conninfo, schema=schema, connect_timeout=5)
+    store.migrate()
+    return store, f"pg:{schema}:{cluster.conninfo}"
+
+
+def _listening(cluster, schema: str) -> list[int]:
+    """The server processes LISTENing on ``schema``'s channel (their last statement)."""
+    import psycopg
+
+    from agentkit.stores._pg import channel_name
+
+    with psycopg.connect(cluster.conninfo, autocommit=True) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE query = %s",
+                            [f'LISTEN "{channel_name(schema)}"']).fetchall()
+    return [pid for (pid,) in rows]
+
+
+@pytest.fixture
+def no_polling(monkeypatch):
+    """The follower's polling interval made far longer than any wait of these tests: what
+    they hear came by LISTEN/NOTIFY (or the head check made when listening starts)."""
+    import agentkit._follow as follow_module
+
+    monkeypatch.setattr(follow_module, "INTERVAL", 3000.0)
+
+
+def test_on_postgresql_a_listener_hears_another_process_by_notification_not_polling(pg_cluster, no_polling):
+    store, spec = _pg_store(pg_cluster)
+    with store, SessionPool(store, model=FunctionModel(reply)) as pool:
+        session = pool.get("notified")
+        session.push_user_message("hello")
+        start = session.revision
+        heard = _Heard()
+        session.subscribe(heard)
+        other = _ProcessB(spec, "notified")
+        try:
+            committed = []
+            for kind in ("job-finished", "timer-fired", "job-finished"):
+                ids = other.do(f"push {kind}")
+                heard.wait_for(ids)  # DEADLINE (30 s) is a hundredth of the polling interval
+                committed += ids
+        finally:
+            other.stop()
+        assert heard.ids() == committed == _stored_after(store, "notified", start)
+
+
+def test_on_postgresql_one_listening_connection_per_store_however_many_sessions_are_followed(pg_cluster):
+    from _procs import wait_for
+
+    first, _ = _pg_store(pg_cluster)
+
+    def listen_threads() -> int:  # the listening threads of this test's stores (named after them)
+        return [t.name for t in threading.enumerate()].count(f"agentkit-follower-listen {first!r}")
+
+    from agentkit.stores.postgres import PostgresEventStore
+
+    second = PostgresEventStore(pg_cluster.conninfo, schema=first.schema, connect_timeout=5)  # another store object
+    third = PostgresEventStore(pg_cluster.conninfo, schema=first.schema, connect_timeout=5)
+    try:
+        with SessionPool(first, model=FunctionModel(reply)) as pool_1, \
+                SessionPool(second, model=FunctionModel(reply)) as pool_2:
+            stops = [pool_1.get(f"a{i}").subscribe(lambda e: None) for i in range(30)]
+            stops += [pool_2.get(f"b{i}").subscribe(lambda e: None) for i in range(30)]
+            wait_for(lambda: len(_listening(pg_cluster, first.schema)) == 2, DEADLINE, "two LISTEN connections")
+            assert listen_threads() == 2
+            more = [pool_1.get(f"c{i}").subscribe(lambda e: None) for i in range(30)]
+            assert len(_listening(pg_cluster, first.schema)) == 2 and listen_threads() == 2
+            for stop in stops[:30] + more:  # every session of the first store stops being followed
+                stop()
+            wait_for(lambda: len(_listening(pg_cluster, first.schema)) == 1, DEADLINE, "the first store's to end")
+            pool_2.close()
+            wait_for(lambda: not _listening(pg_cluster, first.schema), DEADLINE, "the second store's to end")
+        # a store closed while its sessions are still followed stops listening too
+        session = SessionPool(third, model=FunctionModel(reply)).get("left-open")
+        session.subscribe(lambda e: None)
+        wait_for(lambda: _listening(pg_cluster, first.schema), DEADLINE, "the third store to listen")
+        third.close()
+        wait_for(lambda: not _listening(pg_cluster, first.schema), DEADLINE, "the closed store's to end")
+        wait_for(lambda: listen_threads() == 0, DEADLINE, "the listening threads to end")
+    finally:
+        first.close()
+        second.close()
+        third.close()
+
+
+def test_on_postgresql_a_lost_listening_connection_is_reopened_and_nothing_committed_meanwhile_is_missed(
+        pg_cluster, no_polling):
+    import uuid
+
+    import psycopg
+    from _procs import wait_for
+
+    from agentkit.stores.postgres import PostgresEventStore
+
+    database = f"lost_{uuid.uuid4().hex[:8]}"  # of its own: connections to it are refused for a while
+    conninfo = pg_cluster.conninfo.replace("dbname=postgres", f"dbname={database}")
+    with psycopg.connect(pg_cluster.conninfo, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {database}")
+        try:
+            store = PostgresEventStore(conninfo, schema="lost", connect_timeout=5)
+            store.migrate()
+            with store, SessionPool(store, model=FunctionModel(reply)) as pool:
+                session = pool.get("lost")
+                session.push_user_message("hello")
+                start = session.revision
+                heard = _Heard()
+                session.subscribe(heard)
+                other = _ProcessB(f"pg:lost:{conninfo}", "lost")
+                try:
+                    committed = other.do("push job-finished")
+                    heard.wait_for(committed)
+                    (listener,) = _listening(pg_cluster, "lost")
+                    admin.execute(f"ALTER DATABASE {database} ALLOW_CONNECTIONS false")  # no listening again yet
+                    try:
+                        admin.execute("SELECT pg_terminate_backend(%s)", [listener])
+                        wait_for(lambda: not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                                                           [listener]).fetchall(), DEADLINE, "the backend to end")
+                        missed = other.do("push timer-fired")  # announced to nobody (B's pooled connection is open)
+                        committed += missed
+                    finally:
+                        admin.execute(f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
+                    heard.wait_for(missed)  # listening again, it compared the session's head
+                    wait_for(lambda: _listening(pg_cluster, "lost"), DEADLINE, "the listener to be back")
+                    after = other.do("push job-finished")
+                    heard.wait_for(after)
+                    committed += after
+                finally:
+                    other.stop()
+                assert heard.ids() == committed == _stored_after(store, "lost", start)  # each once, in order
+        finally:
+            admin.execute(f"DROP DATABASE {database} WITH (FORCE)")

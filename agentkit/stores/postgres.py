@@ -84,6 +84,7 @@ class PostgresEventStore:
             owner="PostgresEventStore",
         )
         self._turns = TurnLocks(self._pg)
+        self._closing = CancelToken()  # ends the watches
         self.schema = schema
         """The PostgreSQL schema holding this store's tables."""
         self.max_event_bytes = max_event_bytes
@@ -99,7 +100,8 @@ class PostgresEventStore:
 
     def close(self) -> None:
         """Close the connection pool this store made (a pool you passed stays open) and
-        the idle turn-lock connections."""
+        the idle turn-lock connections; watches end (within their ``poll_interval``)."""
+        self._closing.cancel("the store was closed")
         self._turns.close()
         self._pg.close()
 
@@ -506,7 +508,7 @@ class PostgresEventStore:
     ) -> Iterator[Event]:
         """Yield the events committed to ``session_id`` after ``after_revision``, as they
         arrive from any host, until ``cancel`` is cancelled, the session is deleted, or the
-        caller stops iterating. With ``after_revision=0`` it also waits for the session to
+        caller stops iterating (or the store is closed). With ``after_revision=0`` it also waits for the session to
         be created; with a higher one, a session that does not exist ends the watch.
 
         It LISTENs on its own connection (not one of the pool's) and reads what arrived
@@ -551,7 +553,7 @@ class PostgresEventStore:
         """Yield ``(session_id, revision)`` for every commit to any session of this
         schema, by any host, as PostgreSQL announces it (``revision`` None: the session
         was deleted), on one listening connection of its own, until ``cancel`` is
-        cancelled or the caller stops iterating. One watch serves a follower of many
+        cancelled, the store is closed or the caller stops iterating. One watch serves a follower of many
         sessions: refresh the sessions it names that you follow.
 
         It first yields ``("*", None)`` once it is listening, and again whenever it had
@@ -574,13 +576,17 @@ class PostgresEventStore:
         conninfo, kwargs = self._pg.connect_args()
         kwargs = {**self._pg.socket_options(), **kwargs}
         listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel_name(self.schema)))
-        while cancel is None or not cancel.cancelled:
+
+        def going_on() -> bool:
+            return not self._closing.cancelled and (cancel is None or not cancel.cancelled)
+
+        while going_on():
             try:
                 with psycopg.connect(conninfo, **kwargs) as conn:
                     with self._pg.bounded(conn):
                         conn.execute(listen)
                     yield None
-                    while cancel is None or not cancel.cancelled:
+                    while going_on():
                         for note in conn.notifies(timeout=poll_interval):
                             yield note.payload
                         # the timeout: look at cancel again
