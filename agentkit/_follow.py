@@ -15,8 +15,9 @@ depends on its store:
   process visits every such log every :data:`INTERVAL` seconds, asks the store for the
   session's head (a cheap check, no events read; a store without ``head()`` is asked
   with ``load()``, slow but right) and, when the head moved past the log's revision,
-  calls ``refresh()``. The same thread also forgets, every :data:`INTERVAL`, the
-  listening threads whose sessions were all dropped.
+  calls ``refresh()``. The same thread looks once at the head of a session newly
+  followed by a listening thread (what was announced before it was followed), and
+  ends, every :data:`INTERVAL`, the listening threads whose sessions were all dropped.
 
 ``refresh()`` loads the new events and offers them to the listeners, each once and in
 store order (a log's own commits and its refreshes are ordered by its lock). Head checks
@@ -87,6 +88,7 @@ class _Follower:
         self._cond = threading.Condition(threading.Lock())
         self._logs: weakref.WeakSet[EventLog] = weakref.WeakSet()  # the polled ones
         self._watches: dict[int, _Watch] = {}  # by id(store); a watch holds its store
+        self._fresh: weakref.WeakSet[EventLog] = weakref.WeakSet()  # newly listened for: look once
         self._thread: threading.Thread | None = None
         self._warned: weakref.WeakSet[EventLog] = weakref.WeakSet()
 
@@ -100,9 +102,10 @@ class _Follower:
                     threading.Thread(target=self._listen, args=(watch,), name=f"agentkit-follower-listen {store!r}",
                                      daemon=True).start()
                 watch.add(event_log)
+                self._fresh.add(event_log)  # what was announced before it was followed: one head check
             else:
                 self._logs.add(event_log)
-                self._cond.notify_all()  # a first look now (and INTERVAL read afresh)
+            self._cond.notify_all()  # a first look now (and INTERVAL read afresh)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="agentkit-follower", daemon=True)
                 self._thread.start()
@@ -139,7 +142,8 @@ class _Follower:
                 if not self._logs and not self._watches:
                     self._thread = None  # the next follow() starts another
                     return
-                logs = list(self._logs)
+                logs = [*self._logs, *self._fresh]
+                self._fresh.clear()
             self._visit_all(logs)  # its locals go: no log is held while sleeping
             del logs
             with self._cond:

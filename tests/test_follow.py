@@ -345,3 +345,40 @@ def test_on_postgresql_a_lost_listening_connection_is_reopened_and_nothing_commi
                 assert heard.ids() == committed == _stored_after(store, "lost", start)  # each once, in order
         finally:
             admin.execute(f"DROP DATABASE {database} WITH (FORCE)")
+
+
+def test_on_postgresql_a_session_followed_late_catches_up_on_what_was_announced_before(pg_cluster, no_polling):
+    """A second session of a store already listening: what process B committed to it
+    before its listener subscribed (announced while nobody here followed it) reaches the
+    listener without another commit."""
+    store, spec = _pg_store(pg_cluster)
+    with store, SessionPool(store, model=FunctionModel(reply)) as pool:
+        pool.get("first").subscribe(lambda e: None)  # the store's listening thread runs
+        late = pool.get("late")
+        late.push_user_message("hello")
+        other = _ProcessB(spec, "late")
+        try:
+            ids = other.do("push job-finished")
+        finally:
+            other.stop()
+        heard = _Heard()
+        late.subscribe(heard)
+        heard.wait_for(ids)
+
+
+def test_on_postgresql_sessions_dropped_without_close_stop_the_listening(pg_cluster):
+    import gc
+
+    from _procs import wait_for
+
+    from agentkit import Session
+
+    store, _ = _pg_store(pg_cluster)
+    with store:
+        sessions = [Session.open(f"d{i}", store=store, model=FunctionModel(reply)) for i in range(3)]
+        for session in sessions:
+            session.subscribe(lambda e: None)
+        wait_for(lambda: _listening(pg_cluster, store.schema), DEADLINE, "the store to listen")
+        del sessions, session
+        gc.collect()
+        wait_for(lambda: not _listening(pg_cluster, store.schema), DEADLINE, "the listening to end")
