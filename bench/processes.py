@@ -2,7 +2,7 @@
 
     python3 bench/processes.py              # FileEventStore and PostgreSQL (a throwaway server)
     python3 bench/processes.py --file-only  # without PostgreSQL
-    python3 bench/processes.py --turns 50   # turns per process (default 100)
+    python3 bench/processes.py --turns 50   # turns per process (default 500; a turn takes milliseconds)
 
 1. The currentness check. A pooled session of 200 events (100 turns); for each store,
    the cost per call (median and p99 of 2,000 calls) of asking the store for the
@@ -12,7 +12,8 @@
    the head check once reads are current), and of both one after the other.
 2. How soon a listener hears what another process commits: that process pushes 40
    runtime events carrying their commit time; p50, p99 and max of the delay until this
-   process's listener is called (the follower looks every 0.25 s).
+   process's listener is called (the file store's follower looks every 0.25 s;
+   PostgreSQL's listens, LISTEN/NOTIFY).
 3. Turns per second with 1, 2 and 4 processes on one store: each process has a
    SessionPool and runs ``ask()`` turns against a zero-latency FunctionModel, in
    conversations of its own (distinct) or all in one conversation (shared); the wall time
@@ -262,7 +263,7 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--file-only", action="store_true", help="skip PostgreSQL")
-    parser.add_argument("--turns", type=int, default=100, help="ask() turns per process (default 100)")
+    parser.add_argument("--turns", type=int, default=500, help="ask() turns per process (default 500)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as root:
