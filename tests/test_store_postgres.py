@@ -625,6 +625,33 @@ def test_watch_all_reports_every_sessions_commits_from_another_process_on_one_co
     assert not follower.is_alive()
 
 
+def test_watches_end_when_the_store_is_closed(pg_cluster):
+    """A watch without a cancel token ends with its store: the listening connection is
+    closed, not left waiting on the server (what ends the follower's listening thread)."""
+    store = PostgresEventStore(pg_cluster.conninfo, schema=pg_cluster.fresh_schema(), connect_timeout=5)
+    store.migrate()
+    ended = {"all": threading.Event(), "one": threading.Event()}
+
+    def run(name: str, watch) -> None:
+        for _ in watch:
+            pass
+        ended[name].set()
+
+    threading.Thread(target=run, args=("all", store.watch_all(poll_interval=0.05)), daemon=True).start()
+    threading.Thread(target=run, args=("one", store.watch("s", 0, poll_interval=0.05)), daemon=True).start()
+    wait_for(lambda: _listeners(pg_cluster, store.schema) == 2, 30, "both watches to listen")
+    store.close()
+    assert ended["all"].wait(30) and ended["one"].wait(30)
+    wait_for(lambda: _listeners(pg_cluster, store.schema) == 0, 30, "the listening connections to close")
+
+
+def _listeners(cluster, schema: str) -> int:
+    with psycopg.connect(cluster.conninfo, autocommit=True) as admin:
+        row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE %s",
+                            [f"LISTEN %{schema}%"]).fetchone()
+    return int(row[0])
+
+
 def test_watch_follows_appends_and_compactions_and_ends_on_cancel_or_delete(pg_store):
     token = CancelToken()
     got: list[str] = []
