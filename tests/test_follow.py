@@ -382,3 +382,26 @@ def test_on_postgresql_sessions_dropped_without_close_stop_the_listening(pg_clus
         del sessions, session
         gc.collect()
         wait_for(lambda: not _listening(pg_cluster, store.schema), DEADLINE, "the listening to end")
+
+
+def test_a_store_whose_watch_all_fails_is_polled_instead(tmp_path, caplog):
+    """A store offering watch_all() that cannot listen (here it raises at once) loses no
+    listener: its followed sessions are polled like any other store's, with a warning."""
+    class CannotListen(FileEventStore):
+        def watch_all(self, cancel=None, *, poll_interval=0.5):
+            raise RuntimeError("no notifications here")
+            yield  # a generator, as watch_all is
+
+    store = CannotListen(tmp_path / "store")
+    with caplog.at_level("WARNING", logger="agentkit.session"), \
+            SessionPool(store, model=FunctionModel(reply)) as pool:
+        session = pool.get("fallback")
+        heard = _Heard()
+        session.subscribe(heard)
+        other = _ProcessB(f"file:{tmp_path / 'store'}", "fallback")
+        try:
+            ids = other.do("push job-finished")
+        finally:
+            other.stop()
+        heard.wait_for(ids)
+    assert "cannot listen for other processes' commits (RuntimeError: no notifications here)" in caplog.text
