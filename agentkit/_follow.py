@@ -72,7 +72,7 @@ class _Watch:
 
     def empty(self) -> bool:
         """True when no log is followed any more (closed, unsubscribed or dropped)."""
-        for sid in [sid for sid, logs in self.logs.items() if not logs]:
+        for sid in [sid for sid, group in self.logs.items() if not group]:
             del self.logs[sid]
         return not self.logs
 
@@ -127,7 +127,7 @@ class _Follower:
     def following(self) -> int:
         """How many logs are followed (for tests)."""
         with self._cond:
-            return len(self._logs) + sum(len(logs) for w in self._watches.values() for logs in w.logs.values())
+            return len(self._logs) + sum(len(group) for w in self._watches.values() for group in w.logs.values())
 
     # -- polling -----------------------------------------------------------------------
 
@@ -185,7 +185,7 @@ class _Follower:
             for session_id, revision in watch.store.watch_all(watch.cancel, poll_interval=LISTEN_CHECK):
                 with self._cond:
                     if session_id == "*":  # (again) listening: what was missed is seen by a head check
-                        logs = [g for logs in watch.logs.values() for g in logs]
+                        logs = [g for group in watch.logs.values() for g in group]
                     else:
                         logs = list(watch.logs.get(session_id, ()))
                 if session_id == "*":
@@ -198,7 +198,7 @@ class _Follower:
                 if self._watches.get(id(watch.store)) is not watch:
                     return
                 del self._watches[id(watch.store)]
-                orphans = [g for logs in watch.logs.values() for g in logs]
+                orphans = [g for group in watch.logs.values() for g in group]
                 self._logs.update(orphans)
             log.warning("%r: cannot listen for other processes' commits (%s: %s); polling its %d followed "
                         "session(s) instead", watch.store, type(exc).__name__, exc, len(orphans))
