@@ -420,6 +420,18 @@ class EventLog:
             self.check_usable()
             if self._store is None or self.session_id is None:
                 return []
+            tail = self._tail()
+            if tail is not None:  # only what was appended since: no full read
+                revision, new = tail
+                if new:
+                    self._events.extend(new)
+                    self._ids.update(e.id for e in new)
+                    self._fold(new)
+                    self._seq = new[-1].seq
+                self._revision = revision
+                for sub in list(self.subs):
+                    sub.offer(new)
+                return new
             stored = self._store.load(self.session_id)
             if stored is None or stored.revision == self._revision:
                 return []
@@ -443,6 +455,25 @@ class EventLog:
             for sub in list(self.subs):
                 sub.offer(new)
             return new
+
+    def _tail(self) -> tuple[int, list[Event]] | None:
+        """``(revision, events appended after this log's revision)`` when the store can
+        read just those (``load_after``) and they plainly continue this log: each
+        revision step one appended event, numbered on from this log's last ``seq``, none
+        already held. Otherwise None: a compaction or rewrite elsewhere, or a store
+        without ``load_after``, is caught up from a full :meth:`EventStore.load`."""
+        load_after = getattr(self._store, "load_after", None)
+        if load_after is None or not self._events or self.session_id is None:
+            return None
+        found = load_after(self.session_id, self._revision)
+        if found is None:
+            return None
+        revision, events = found
+        seqs = [e.seq for e in events]
+        if (revision - self._revision != len(events) or seqs != list(range(self._seq + 1, self._seq + 1 + len(seqs)))
+                or any(e.id in self._ids for e in events)):
+            return None
+        return int(revision), list(events)
 
     # -- reading -----------------------------------------------------------------------
 

@@ -227,6 +227,46 @@ def test_session_refresh_follows_another_host(pg_cluster, pg_store):
     other_host.close()
 
 
+class _CountingLoads(PostgresEventStore):
+    """The real store, counting full reads of a session's log."""
+
+    loads = 0
+
+    def load(self, session_id):
+        type(self).loads += 1
+        return super().load(session_id)
+
+
+def test_catching_up_with_another_host_reads_only_what_it_appended_until_it_compacts(pg_cluster, pg_store):
+    # a turn handed over between hosts catches up with the other host's events only: a
+    # full read of the log per handover made one shared conversation slower the longer it
+    # got. A compaction elsewhere (not a plain continuation) is caught up from a full read.
+    a_store = _CountingLoads(pg_cluster.conninfo, schema=pg_store.schema, connect_timeout=2)
+    with Session(store=a_store, session_id="chat") as a, Session(store=pg_store, session_id="chat") as b:
+        a.push_user_message("one")
+        b.refresh()
+        for i in range(20):
+            b.push_user_message(f"b{i}")
+        before = _CountingLoads.loads
+        assert texts(a.refresh()) == [f"b{i}" for i in range(20)]
+        assert _CountingLoads.loads == before  # load_after only
+        assert texts(a.events) == texts(b.events)
+        b.compact(keep_last=2, compactor=lambda messages, **_: "summary")
+        prune = pg_store.load("chat")
+        assert prune is not None
+        covered = next(e for e in prune.events if e.type == "compaction")
+        removed = pg_store.compact("chat", covered.id, expected_revision=prune.revision,
+                                   remove=[e.id for e in prune.events].index(covered.covered_through) + 1)
+        assert removed == prune.revision + 1
+        a.refresh()
+        assert _CountingLoads.loads > before  # rewritten elsewhere: rebuilt from a full read
+        stored = [e.id for e in pg_store.load("chat").events]
+        assert [e.id for e in a.events][-len(stored):] == stored  # (it keeps what it held before)
+        a.push_user_message("after")  # and it goes on from there
+        assert texts(b.events[-1:]) == ["after"]
+    a_store.close()
+
+
 def test_deleting_a_session_while_others_append_leaves_no_event_behind(pg_store):
     stop = threading.Event()
     errors: list[BaseException] = []
