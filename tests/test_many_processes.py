@@ -1,0 +1,192 @@
+"""Conversations shared by real worker processes over one store (FileEventStore and
+PostgreSQL), attacked as issue 27's defect reports describe: an approved call settled by
+two workers at once, 3 processes x 2 threads asking over shared conversations, pooled
+pushes from 3 processes, and a worker frozen (SIGSTOP) holding the PostgreSQL turn lock
+while its lock connection is killed. The workers are tests/_many_child.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _procs import wait_for
+
+from agentkit.events import RuntimeEvent
+
+CHILD = str(Path(__file__).with_name("_many_child.py"))
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(params=["file", "pg"])
+def spec(request, tmp_path) -> str:
+    """The store the workers share, as _many_child.py's ``<store>`` argument."""
+    if request.param == "file":
+        return f"file:{tmp_path / 'store'}"
+    cluster = request.getfixturevalue("pg_cluster")
+    from agentkit.stores.postgres import PostgresEventStore
+
+    schema = cluster.fresh_schema()
+    store = PostgresEventStore(cluster.conninfo, schema=schema)
+    store.migrate()
+    store.close()
+    return f"pg:{schema}:{cluster.conninfo}"
+
+
+def opened(spec: str):
+    from _many_child import open_store
+
+    return open_store(spec)
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, CHILD, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def line(proc: subprocess.Popen[str]) -> dict:
+    text = proc.stdout.readline()
+    assert text, f"the worker said nothing; stderr: {proc.stderr.read()}"
+    return json.loads(text)
+
+
+def finish(proc: subprocess.Popen[str]) -> dict:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return json.loads(out.splitlines()[-1])
+
+
+def stored(spec: str, sid: str) -> list:
+    store = opened(spec)
+    try:
+        log = store.load(sid)
+        return list(log.events) if log else []
+    finally:
+        getattr(store, "close", lambda: None)()
+
+
+def results_by_call(events) -> dict[str, list]:
+    by: dict[str, list] = {}
+    for e in events:
+        if e.type == "tool-result":
+            by.setdefault(e.tool_call_id, []).append(e)
+    return by
+
+
+def calls_in(events) -> list:
+    return [c for e in events if e.type == "assistant-message" for c in e.tool_calls]
+
+
+def text_of(event) -> str:
+    return "".join(getattr(p, "text", "") for p in event.content)
+
+
+def test_an_approved_call_two_workers_settle_at_once_runs_once(spec, tmp_path):
+    from _many_child import refund_tools
+
+    from agentkit import ApprovalPolicy, FunctionModel, SessionPool, ToolCall
+
+    marker = tmp_path / "refunds"
+    with SessionPool(opened(spec), model=FunctionModel(lambda r: ToolCall("refund", {"amount": 5})),
+                     tools=refund_tools(str(marker), 0), approval=ApprovalPolicy(mode="ask-writes"),
+                     idle_timeout=None) as pool:
+        assert pool.get("c").ask("refund 5").finish_reason == "approval-required"
+    workers = [start("settle", spec, "c", str(marker), approve) for approve in ("1", "0")]  # A approves
+    try:
+        readies = [line(w) for w in workers]
+        assert readies[0]["ready"] and len(readies[0]["ready"]) == 1
+        for w in workers:  # released together: both generate() calls overlap
+            w.stdin.write("go\n")
+            w.stdin.flush()
+        answers = [line(w) for w in workers]
+    finally:
+        for w in workers:
+            w.communicate(timeout=120)
+    assert all("error" not in a for a in answers), answers
+    runs = marker.read_text().splitlines()
+    assert len(runs) == 1, runs  # the refund ran once, under one idempotency key
+    events = stored(spec, "c")
+    (call,) = calls_in(events)
+    assert [(k, len(r)) for k, r in results_by_call(events).items()] == [(call.tool_call_id, 1)]
+    assert results_by_call(events)[call.tool_call_id][0].output.as_text() == "refunded 5"
+
+
+def test_three_processes_of_two_threads_asking_over_shared_conversations(spec):
+    sids = ("c1", "c2")
+    n = 12  # per thread: 3 processes x 2 threads x 12 = 72 asks
+    workers = [start("asks", spec, tag, str(n), ",".join(sids)) for tag in ("p1", "p2", "p3")]
+    outs = [finish(w) for w in workers]
+    assert [o["errors"] for o in outs] == [[]] * 3  # no StoreConflictError, nothing else either
+    answers = [a for o in outs for a in o["answers"]]
+    assert len(answers) == 3 * 2 * n
+    wrong = [(p, t) for p, t in answers if t != "answer: " + p]
+    assert wrong == []
+    asked = 0
+    for sid in sids:
+        events = stored(spec, sid)
+        results = results_by_call(events)
+        assert all(len(r) == 1 for r in results.values()), {k: len(v) for k, v in results.items() if len(v) > 1}
+        assert not [e for e in events if e.type == "tool-result" and "may or may not" in e.output.as_text()]
+        # every turn contiguous: its user message, then only its own events, ending in its answer
+        turns: list[list] = []
+        for e in events:
+            if e.type == "user-message":
+                turns.append([e])
+            elif turns:
+                turns[-1].append(e)
+        for turn in turns:
+            prompt = turn[0].content[0].text
+            said = [e for e in turn if e.type == "assistant-message"]
+            assert said and text_of(said[-1]) == "answer: " + prompt, [e.type for e in turn]
+            calls = calls_in(turn)
+            assert [c.input for c in calls] == ([{"text": prompt}] if prompt.endswith("!") else [])
+            assert sorted(results_by_call(turn)) == sorted(c.tool_call_id for c in calls)
+        asked += len(turns)
+    assert asked == 3 * 2 * n
+
+
+def test_pooled_pushes_from_three_processes_never_conflict_and_land_once(spec):
+    n, tags = 200, ("p1", "p2", "p3")
+    workers = [start("push", spec, "c", tag, str(n)) for tag in tags]
+    outs = [finish(w) for w in workers]
+    assert [o["failures"] for o in outs] == [[]] * len(tags)
+    events = stored(spec, "c")
+    ticks = [(e.data["tag"], e.data["i"]) for e in events if isinstance(e, RuntimeEvent)]
+    assert sorted(ticks) == sorted((t, i) for t in tags for i in range(n))
+    assert len({e.id for e in events}) == len(events) == len(tags) * n
+
+
+def test_a_frozen_worker_whose_turn_lock_was_taken_over_commits_nothing(pg_cluster, tmp_path):
+    import psycopg
+
+    spec = "pg:" + pg_cluster.fresh_schema() + ":" + pg_cluster.conninfo
+    opened(spec).migrate()
+    marker = tmp_path / "marker"
+    frozen = start("stall", spec, "c", str(marker))
+    try:
+        wait_for(lambda: marker.exists() and "started" in marker.read_text(), 60, "the tool to start")
+        os.kill(frozen.pid, signal.SIGSTOP)
+        with psycopg.connect(pg_cluster.conninfo, autocommit=True) as conn:
+            (holder,) = conn.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted").fetchall()
+            conn.execute("SELECT pg_terminate_backend(%s)", holder)
+        from agentkit import FunctionModel, SessionPool
+
+        with SessionPool(opened(spec), model=FunctionModel(lambda r: "taken over"), idle_timeout=None) as pool:
+            assert pool.get("c").ask("second").text == "taken over"
+        before = [(e.id, e.type) for e in stored(spec, "c")]
+        (tmp_path / "marker.release").touch()
+        os.kill(frozen.pid, signal.SIGCONT)
+        answer = line(frozen)
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+        (tmp_path / "marker.release").touch()
+        frozen.communicate(timeout=120)
+    assert marker.read_text().splitlines() == ["started", "finished"]  # its tool did finish...
+    assert answer.get("error") == "TurnLockLostError", answer  # ...but nothing it did after is committed
+    events = stored(spec, "c")
+    assert [(e.id, e.type) for e in events] == before
+    assert all(len(r) == 1 for r in results_by_call(events).values())
