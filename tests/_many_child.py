@@ -5,11 +5,14 @@ tests/test_many_processes.py. ``<store>`` is ``file:<directory>`` or
 ``settle <store> <sid> <marker> <approve:0|1>``: open the session in a SessionPool,
 approve its pending request when asked to, print ``{"ready": ...}``, wait for a line on
 stdin (the parent releases every worker at once), then ``generate()``; print the answer.
+``race <store> <sid> <marker> <approve|deny|generate>``: the same, but the decision (if
+any) is made after the release, then ``generate()``.
 ``asks <store> <tag> <n> <sid,sid,...>``: two threads, each asking ``n`` times over the
 given conversations through one pool; print every answer with its prompt and every error.
 ``push <store> <sid> <tag> <n>``: push ``n`` runtime events through a pooled session.
 ``stall <store> <sid> <marker>``: ask; the tool writes ``started`` to the marker, then
-waits for ``<marker>.release`` before it returns; print the answer or the error.
+waits for ``<marker>.release`` before it returns; print the answer or the error (then,
+after a line on stdin, ask ``again`` through the same pool and print that answer).
 """
 
 from __future__ import annotations
@@ -74,8 +77,8 @@ def refund_tools(marker: str, seconds: float) -> list[Any]:
 
 def main(mode: str, spec: str, *args: str) -> None:
     store = open_store(spec)
-    if mode == "settle":
-        sid, marker, approve = args
+    if mode in ("settle", "race"):
+        sid, marker, verb = args
 
         def refund_reply(request: Any) -> Any:
             last = request.messages[-1]
@@ -88,11 +91,15 @@ def main(mode: str, spec: str, *args: str) -> None:
                          approval=ApprovalPolicy(mode="ask-writes"), idle_timeout=None) as pool:
             session = pool.get(sid)
             pending = [p.id for p in session.pending_approvals()]
-            if approve == "1":
+            if mode == "settle" and verb == "1":
                 session.approve(pending[0])
             say(ready=pending)
             sys.stdin.readline()
             try:
+                if verb == "approve":
+                    session.approve(pending[0])
+                elif verb == "deny":
+                    session.deny(pending[0], reason="no")
                 result = session.generate()
                 say(text=result.text, finish=result.finish_reason)
             except AgentkitError as exc:
@@ -159,6 +166,8 @@ def main(mode: str, spec: str, *args: str) -> None:
                 say(text=pool.get(sid).ask("first").text)
             except AgentkitError as exc:
                 say(error=type(exc).__name__, message=str(exc))
+                sys.stdin.readline()  # then one more turn through the same pooled session
+                say(again=pool.get(sid).ask("again").text)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     close = getattr(store, "close", None)

@@ -86,26 +86,11 @@ def text_of(event) -> str:
 
 
 def test_an_approved_call_two_workers_settle_at_once_runs_once(spec, tmp_path):
-    from _many_child import refund_tools
-
-    from agentkit import ApprovalPolicy, FunctionModel, SessionPool, ToolCall
-
     marker = tmp_path / "refunds"
-    with SessionPool(opened(spec), model=FunctionModel(lambda r: ToolCall("refund", {"amount": 5})),
-                     tools=refund_tools(str(marker), 0), approval=ApprovalPolicy(mode="ask-writes"),
-                     idle_timeout=None) as pool:
-        assert pool.get("c").ask("refund 5").finish_reason == "approval-required"
-    workers = [start("settle", spec, "c", str(marker), approve) for approve in ("1", "0")]  # A approves
-    try:
-        readies = [line(w) for w in workers]
-        assert readies[0]["ready"] and len(readies[0]["ready"]) == 1
-        for w in workers:  # released together: both generate() calls overlap
-            w.stdin.write("go\n")
-            w.stdin.flush()
-        answers = [line(w) for w in workers]
-    finally:
-        for w in workers:
-            w.communicate(timeout=120)
+    pending_refund(spec, marker)
+    # A approves, then A and B are released together: both generate() calls overlap
+    ready_a, _, *answers = released_together(*(start("settle", spec, "c", str(marker), a) for a in ("1", "0")))
+    assert len(ready_a["ready"]) == 1
     assert all("error" not in a for a in answers), answers
     runs = marker.read_text().splitlines()
     assert len(runs) == 1, runs  # the refund ran once, under one idempotency key
@@ -113,6 +98,48 @@ def test_an_approved_call_two_workers_settle_at_once_runs_once(spec, tmp_path):
     (call,) = calls_in(events)
     assert [(k, len(r)) for k, r in results_by_call(events).items()] == [(call.tool_call_id, 1)]
     assert results_by_call(events)[call.tool_call_id][0].output.as_text() == "refunded 5"
+
+
+def pending_refund(spec: str, marker: Path) -> None:
+    """Ask for a refund in conversation ``c``: its approval request stays pending."""
+    from _many_child import refund_tools
+
+    from agentkit import ApprovalPolicy, FunctionModel, SessionPool, ToolCall
+
+    with SessionPool(opened(spec), model=FunctionModel(lambda r: ToolCall("refund", {"amount": 5})),
+                     tools=refund_tools(str(marker), 0), approval=ApprovalPolicy(mode="ask-writes"),
+                     idle_timeout=None) as pool:
+        assert pool.get("c").ask("refund 5").finish_reason == "approval-required"
+
+
+def released_together(*workers: subprocess.Popen[str]) -> list[dict]:
+    """Wait until every worker is ready, release them at once; their answers."""
+    try:
+        readies = [line(w) for w in workers]
+        for w in workers:
+            w.stdin.write("go\n")
+            w.stdin.flush()
+        return [*readies, *(line(w) for w in workers)]
+    finally:
+        for w in workers:
+            w.communicate(timeout=120)
+
+
+def test_approve_deny_and_generate_from_three_workers_at_once_decide_once(spec, tmp_path):
+    from agentkit import ControlEvent
+
+    marker = tmp_path / "refunds"
+    pending_refund(spec, marker)
+    answers = released_together(*(start("race", spec, "c", str(marker), verb)
+                                  for verb in ("approve", "deny", "generate")))[3:]
+    events = stored(spec, "c")
+    (decided,) = [e.data["decision"] for e in events if isinstance(e, ControlEvent) and e.action == "approval-decided"]
+    loser = answers[1] if decided == "approved" else answers[0]  # the decision made second is refused
+    assert loser["error"] == "ApprovalError" and f"already {decided}" in loser["message"]
+    assert [a.get("error") for a in answers].count("ApprovalError") == 1
+    runs = marker.read_text().splitlines() if marker.exists() else []
+    assert len(runs) == (1 if decided == "approved" else 0)  # the tool ran only if approved, and once
+    assert [len(r) for r in results_by_call(events).values()] == [1]
 
 
 def test_three_processes_of_two_threads_asking_over_shared_conversations(spec):
@@ -181,12 +208,18 @@ def test_a_frozen_worker_whose_turn_lock_was_taken_over_commits_nothing(pg_clust
         (tmp_path / "marker.release").touch()
         os.kill(frozen.pid, signal.SIGCONT)
         answer = line(frozen)
+        after_loss = [(e.id, e.type) for e in stored(spec, "c")]
+        frozen.stdin.write("again\n")
+        frozen.stdin.flush()
+        again = line(frozen)
     finally:
         os.kill(frozen.pid, signal.SIGCONT)
         (tmp_path / "marker.release").touch()
         frozen.communicate(timeout=120)
-    assert marker.read_text().splitlines() == ["started", "finished"]  # its tool did finish...
+    assert marker.read_text().splitlines()[:2] == ["started", "finished"]  # its tool did finish...
     assert answer.get("error") == "TurnLockLostError", answer  # ...but nothing it did after is committed
+    assert after_loss == before
+    assert again == {"again": "answer: stuck again"}  # its pool goes on with a new turn lock
     events = stored(spec, "c")
-    assert [(e.id, e.type) for e in events] == before
     assert all(len(r) == 1 for r in results_by_call(events).values())
+    assert [e.content[0].text for e in events if e.type == "user-message"] == ["first", "second", "again"]
