@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from ._eventlog import EventLog
@@ -186,9 +187,12 @@ _UNKNOWN = "the host reconciled this tool call: whether it took effect is unknow
 
 
 def reconcile(
-    log: EventLog, intent_id: str, resolution: str, output: Any, error: str | None
+    log: EventLog, intent_id: str, resolution: str, output: Any, error: str | None,
+    *, turn: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> None:
-    """Commit a reconciliation and the result the model reads, in one append."""
+    """Commit a reconciliation and the result the model reads, in one append, holding
+    ``turn()`` (the session's turn lock: a call of a turn running elsewhere may still
+    be running, and its own result must stay its only one)."""
     if resolution not in RESOLUTIONS:
         raise ConfigurationError(
             f"resolution must be one of {', '.join(map(repr, RESOLUTIONS))}, not {resolution!r}"
@@ -255,7 +259,8 @@ def reconcile(
             )
         return [control, visible]
 
-    log.decide(decide)
+    with turn():
+        log.decide(decide)
 
 
 def closed_reason(exc: BaseException) -> str:

@@ -511,8 +511,12 @@ class Session:
         reconciliation and the result the model reads: the call's result if the call is
         still open, otherwise a ``tool-execution-reconciled`` runtime event. The same
         reconciliation again does nothing; a different one raises
-        :class:`~agentkit.errors.TransactionError`. No tool is run."""
-        _transact.reconcile(self._log, intent_id, resolution, output, error)
+        :class:`~agentkit.errors.TransactionError`. No tool is run.
+
+        Decided between turns: while a turn of this session runs (in another process, or
+        another thread), its calls may still be running, so this raises the turn lock's
+        :class:`~agentkit.errors.StoreUnavailableError` at once; retry once it ends."""
+        _transact.reconcile(self._log, intent_id, resolution, output, error, turn=lambda: self._turn(timeout=0))
 
     def _begin_turn(self, turn: contextlib.ExitStack, prompt: UserMessageEvent | None, cancel: CancelToken) -> None:
         """Start a turn (an ask(), or any generation of a store-backed session): hold the

@@ -31,6 +31,7 @@ from agentkit import (  # noqa: E402
     ApprovalPolicy,
     FileEventStore,
     FunctionModel,
+    Retention,
     SessionPool,
     ToolCall,
     ToolContext,
@@ -106,6 +107,10 @@ def main(mode: str, spec: str, *args: str) -> None:
                 say(error=type(exc).__name__, message=str(exc))
     elif mode == "asks":
         tag, n, sids = args[0], int(args[1]), args[2].split(",")
+        extra: dict[str, Any] = {}
+        if len(args) > 3:  # retention: max_events
+            extra["retention"] = Retention(max_events=int(args[3]), keep_last=2)
+            extra["compactor"] = lambda messages, reason, cancel: f"summary of {len(messages)} messages"
 
         @tool
         def slow_echo(text: str) -> str:
@@ -115,7 +120,8 @@ def main(mode: str, spec: str, *args: str) -> None:
 
         answers: list[list[str]] = []
         errors: list[str] = []
-        with SessionPool(store, model=FunctionModel(echo_reply), tools=[slow_echo], idle_timeout=None) as pool:
+        with SessionPool(store, model=FunctionModel(echo_reply), tools=[slow_echo], idle_timeout=None,
+                         **extra) as pool:
             def asker(thread: int) -> None:
                 for i in range(n):
                     prompt = f"{tag}-{thread}-{i}" + ("!" if i % 3 == 0 else "")

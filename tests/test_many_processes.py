@@ -223,3 +223,25 @@ def test_a_frozen_worker_whose_turn_lock_was_taken_over_commits_nothing(pg_clust
     events = stored(spec, "c")
     assert all(len(r) == 1 for r in results_by_call(events).values())
     assert [e.content[0].text for e in events if e.type == "user-message"] == ["first", "second", "again"]
+
+
+def test_a_call_running_in_another_process_cannot_be_reconciled(spec, tmp_path):
+    from agentkit import Session, StoreUnavailableError
+
+    marker = tmp_path / "marker"
+    running = start("stall", spec, "c", str(marker))
+    try:
+        wait_for(lambda: marker.exists() and "started" in marker.read_text(), 60, "the tool to start")
+        with Session.open("c", store=opened(spec)) as other:
+            (listed,) = other.uncertain_tool_executions()  # listed: its turn may have crashed
+            with pytest.raises(StoreUnavailableError, match="another turn of this conversation"):
+                other.reconcile_tool_execution(listed.intent_id, "not-executed")  # (main: accepted)
+            (tmp_path / "marker.release").touch()
+            assert line(running) == {"text": "answer: stuck first"}  # built on the real result
+            assert other.uncertain_tool_executions() == []
+    finally:
+        (tmp_path / "marker.release").touch()
+        running.communicate("\n", timeout=120)
+    events = stored(spec, "c")
+    assert [len(r) for r in results_by_call(events).values()] == [1]
+    assert not [e for e in events if e.type == "control" and e.action == "tool-execution-reconciled"]
