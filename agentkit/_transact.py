@@ -26,6 +26,7 @@ from .transactions import (
     ACTION_OF,
     BEGUN,
     COMPLETED,
+    INTENT,
     INTERRUPTED,
     OUTCOMES,
     RECONCILED,
@@ -71,18 +72,27 @@ class TaggedLog:
         return self._log.keep_visible(event)
 
     def commit(self, events: Sequence[Event]) -> list[Event]:
-        return self._log.commit([_tag(ev, self.generation_id) for ev in events])
+        batch = list(events)
+        return self.decide(lambda: batch)
 
     def decide(self, decide: Callable[[], Sequence[Event]]) -> list[Event]:
-        return self._log.decide(lambda: [_tag(ev, self.generation_id) for ev in decide()])
+        def tagged() -> list[Event]:
+            batch = [_tag(ev, self.generation_id) for ev in decide()]
+            if any(isinstance(ev, ControlEvent) and ev.action == INTENT for ev in batch):
+                self._check_running("no tool of it runs")  # another process may have interrupted it
+            return batch
+
+        return self._log.decide(tagged)
+
+    def _check_running(self, then: str) -> None:
+        state = self._log.ledger.state(self.generation_id)
+        if state != STARTED:
+            raise TransactionError(f"generation {self.generation_id!r} was {state} while it ran; {then}")
 
     def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]:
         with self._log.lock:
-            state = self._log.ledger.state(self.generation_id)
-            if for_model and state != STARTED:  # interrupted while it ran: no more model calls
-                raise TransactionError(
-                    f"generation {self.generation_id!r} was {state} while it ran; it stops here"
-                )
+            if for_model:  # interrupted while it ran: no more model calls
+                self._check_running("it stops here")
             return self._log.project(for_model=for_model)
 
     def follow_up_waiting(self) -> bool:

@@ -13,6 +13,9 @@ given conversations through one pool; print every answer with its prompt and eve
 ``stall <store> <sid> <marker>``: ask; the tool writes ``started`` to the marker, then
 waits for ``<marker>.release`` before it returns; print the answer or the error (then,
 after a line on stdin, ask ``again`` through the same pool and print that answer).
+``txn <store> <sid> <marker>``: begin a transactional generation, print its handle, run
+it; the model call writes ``model`` to the marker and waits for ``<marker>.release``, then
+calls a tool that writes ``ran``; print the answer or the error.
 """
 
 from __future__ import annotations
@@ -174,6 +177,35 @@ def main(mode: str, spec: str, *args: str) -> None:
                 say(error=type(exc).__name__, message=str(exc))
                 sys.stdin.readline()  # then one more turn through the same pooled session
                 say(again=pool.get(sid).ask("again").text)
+    elif mode == "txn":
+        sid, marker = args
+        release = Path(marker + ".release")
+
+        @tool
+        def effect(text: str) -> str:
+            """Write ``ran`` to the marker."""
+            with open(marker, "a", encoding="utf-8") as fh:
+                fh.write("ran\n")
+            return "done " + text
+
+        def waiting_reply(request: Any) -> Any:
+            last = request.messages[-1]
+            if last.role == "user":
+                with open(marker, "a", encoding="utf-8") as fh:
+                    fh.write("model\n")
+                while not release.exists():
+                    time.sleep(0.02)
+                return ToolCall("effect", {"text": last.text})
+            return "answer: " + " | ".join(p.output.as_text() for p in last.content)
+
+        with SessionPool(store, model=FunctionModel(waiting_reply), tools=[effect], idle_timeout=None) as pool:
+            session = pool.get(sid)
+            txn = session.begin_generation("first")
+            say(generation_id=txn.generation_id, claim_token=txn.claim_token)
+            try:
+                say(text=session.generate(transaction=txn).text)
+            except AgentkitError as exc:
+                say(error=type(exc).__name__, message=str(exc))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     close = getattr(store, "close", None)

@@ -245,3 +245,25 @@ def test_a_call_running_in_another_process_cannot_be_reconciled(spec, tmp_path):
     events = stored(spec, "c")
     assert [len(r) for r in results_by_call(events).values()] == [1]
     assert not [e for e in events if e.type == "control" and e.action == "tool-execution-reconciled"]
+
+
+def test_a_transaction_another_process_interrupted_mid_model_call_runs_no_tool(spec, tmp_path):
+    from agentkit import GenerationTransaction, Session
+
+    marker = tmp_path / "marker"
+    running = start("txn", spec, "c", str(marker))
+    try:
+        handle = line(running)
+        wait_for(lambda: marker.exists() and "model" in marker.read_text(), 60, "the model call to start")
+        with Session.open("c", store=opened(spec)) as other:  # e.g. the client's cancel, in another worker
+            other.finalize_generation(GenerationTransaction(**handle), "interrupted")
+            (tmp_path / "marker.release").touch()
+            answer = line(running)
+            assert other.transactions() == {handle["generation_id"]: "interrupted"}
+    finally:
+        (tmp_path / "marker.release").touch()
+        running.communicate(timeout=120)
+    assert answer["error"] == "TransactionError" and "interrupted" in answer["message"]
+    assert marker.read_text().splitlines() == ["model"]  # its tool never ran (main: it ran)
+    events = stored(spec, "c")
+    assert not [e for e in events if e.type == "control" and e.action == "tool-execution-intent"]
