@@ -267,3 +267,32 @@ def test_a_transaction_another_process_interrupted_mid_model_call_runs_no_tool(s
     assert marker.read_text().splitlines() == ["model"]  # its tool never ran (main: it ran)
     events = stored(spec, "c")
     assert not [e for e in events if e.type == "control" and e.action == "tool-execution-intent"]
+
+
+def test_a_compaction_in_another_process_during_a_turn_keeps_the_turn_whole(spec, tmp_path):
+    from agentkit import FunctionModel, Retention, Session, SessionPool
+
+    with SessionPool(opened(spec), model=FunctionModel(lambda r: "hi " + r.messages[-1].text),
+                     idle_timeout=None) as pool:
+        for i in range(3):
+            pool.get("c").ask(f"q{i}")
+    marker = tmp_path / "marker"
+    running = start("stall", spec, "c", str(marker))
+    try:
+        wait_for(lambda: marker.exists() and "started" in marker.read_text(), 60, "the tool to start")
+        with Session.open("c", store=opened(spec), retention=Retention(max_events=4, keep_last=0)) as other:
+            compaction = other.compact(keep_last=0, compactor=lambda messages, reason, cancel: "earlier talk")
+            assert compaction is not None  # covered the earlier turns and archived them, not the open call
+        (tmp_path / "marker.release").touch()
+        assert line(running) == {"text": "answer: stuck first"}
+    finally:
+        (tmp_path / "marker.release").touch()
+        running.communicate("\n", timeout=120)
+    events = stored(spec, "c")
+    assert [len(r) for r in results_by_call(events).values()] == [1]
+    (call,) = calls_in(events)
+    with Session.open("c", store=opened(spec)) as fresh:
+        roles = [m.role for m in fresh.model_messages()]
+        assert roles[-3:] == ["assistant", "tool", "assistant"]  # the call, its one result, the answer
+        assert [e.type for e in fresh.events if e.type == "user-message"] == []  # "first" was summarised too
+        assert results_by_call(fresh.events)[call.tool_call_id][0].output.as_text() == "stuck first"
