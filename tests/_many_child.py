@@ -68,12 +68,17 @@ def echo_reply(request: Any) -> Any:
 
 
 def refund_tools(marker: str, seconds: float) -> list[Any]:
+    """The refund tool; while ``<marker>.hold`` exists it returns only once
+    ``<marker>.release`` does."""
+
     @tool
     def refund(amount: int, ctx: ToolContext) -> str:
         """Refund an amount (a line in the marker file per run, with its idempotency key)."""
         with open(marker, "a", encoding="utf-8") as fh:
             fh.write(f"{os.getpid()} {ctx.idempotency_key}\n")
         time.sleep(seconds)
+        while os.path.exists(marker + ".hold") and not os.path.exists(marker + ".release"):
+            time.sleep(0.02)
         return f"refunded {amount}"
 
     return [refund]

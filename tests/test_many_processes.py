@@ -188,18 +188,13 @@ def test_pooled_pushes_from_three_processes_never_conflict_and_land_once(spec):
 
 
 def test_a_frozen_worker_whose_turn_lock_was_taken_over_commits_nothing(pg_cluster, tmp_path):
-    import psycopg
-
     spec = "pg:" + pg_cluster.fresh_schema() + ":" + pg_cluster.conninfo
     opened(spec).migrate()
     marker = tmp_path / "marker"
     frozen = start("stall", spec, "c", str(marker))
     try:
         wait_for(lambda: marker.exists() and "started" in marker.read_text(), 60, "the tool to start")
-        os.kill(frozen.pid, signal.SIGSTOP)
-        with psycopg.connect(pg_cluster.conninfo, autocommit=True) as conn:
-            (holder,) = conn.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted").fetchall()
-            conn.execute("SELECT pg_terminate_backend(%s)", holder)
+        freeze_and_cut_lock(frozen.pid, pg_cluster.conninfo)
         from agentkit import FunctionModel, SessionPool
 
         with SessionPool(opened(spec), model=FunctionModel(lambda r: "taken over"), idle_timeout=None) as pool:
@@ -296,3 +291,46 @@ def test_a_compaction_in_another_process_during_a_turn_keeps_the_turn_whole(spec
         assert roles[-3:] == ["assistant", "tool", "assistant"]  # the call, its one result, the answer
         assert [e.type for e in fresh.events if e.type == "user-message"] == []  # "first" was summarised too
         assert results_by_call(fresh.events)[call.tool_call_id][0].output.as_text() == "stuck first"
+
+
+def freeze_and_cut_lock(pid: int, conninfo: str) -> None:
+    """SIGSTOP ``pid``, then end the server side of the one turn lock held (its lock
+    connection), as a network partition or a server-side timeout would."""
+    import psycopg
+
+    os.kill(pid, signal.SIGSTOP)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        (holder,) = conn.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted").fetchall()
+        conn.execute("SELECT pg_terminate_backend(%s)", holder)
+
+
+def test_an_approved_call_whose_frozen_worker_lost_the_lock_is_uncertain_never_rerun(pg_cluster, tmp_path):
+    from agentkit import Session
+
+    spec = "pg:" + pg_cluster.fresh_schema() + ":" + pg_cluster.conninfo
+    opened(spec).migrate()
+    marker = tmp_path / "refunds"
+    (tmp_path / "refunds.hold").touch()  # the refund returns only once released
+    pending_refund(spec, marker)
+    first = start("settle", spec, "c", str(marker), "1")  # approves, then resumes: the refund runs
+    try:
+        assert len(line(first)["ready"]) == 1
+        first.stdin.write("go\n")
+        first.stdin.flush()
+        wait_for(marker.exists, 60, "the approved refund to start")
+        freeze_and_cut_lock(first.pid, pg_cluster.conninfo)
+        (taken_over,) = released_together(start("settle", spec, "c", str(marker), "0"))[1:]
+        assert "may or may not have taken effect" in taken_over["text"]  # told, not run again
+        (tmp_path / "refunds.release").touch()
+        os.kill(first.pid, signal.SIGCONT)
+        assert line(first)["error"] == "TurnLockLostError"
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+        (tmp_path / "refunds.release").touch()
+        first.communicate(timeout=120)
+    assert len(marker.read_text().splitlines()) == 1  # one run, one idempotency key
+    events = stored(spec, "c")
+    assert [len(r) for r in results_by_call(events).values()] == [1]
+    with Session.open("c", store=opened(spec)) as after:
+        (uncertain,) = after.uncertain_tool_executions()
+        assert uncertain.tool_name == "refund"
