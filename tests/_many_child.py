@@ -16,6 +16,8 @@ after a line on stdin, ask ``again`` through the same pool and print that answer
 ``txn <store> <sid> <marker>``: begin a transactional generation, print its handle, run
 it; the model call writes ``model`` to the marker and waits for ``<marker>.release``, then
 calls a tool that writes ``ran``; print the answer or the error.
+``compact <store> <sid> <marker>``: compact keeping 2; the summary writes ``summarizing``
+to the marker and waits for ``<marker>.release``; print what it covered (None: nothing).
 """
 
 from __future__ import annotations
@@ -211,6 +213,20 @@ def main(mode: str, spec: str, *args: str) -> None:
                 say(text=session.generate(transaction=txn).text)
             except AgentkitError as exc:
                 say(error=type(exc).__name__, message=str(exc))
+    elif mode == "compact":
+        sid, marker = args
+        release = Path(marker + ".release")
+
+        def slow_summary(messages: Any, *, reason: str, cancel: Any) -> str:
+            with open(marker, "a", encoding="utf-8") as fh:
+                fh.write("summarizing\n")
+            while not release.exists():
+                time.sleep(0.02)
+            return f"summary B of {len(messages)} messages"
+
+        with SessionPool(store, idle_timeout=None) as pool:
+            event = pool.get(sid).compact(keep_last=2, compactor=slow_summary)
+            say(compacted=None if event is None else event.covered_through)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     close = getattr(store, "close", None)

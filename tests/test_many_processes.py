@@ -334,3 +334,28 @@ def test_an_approved_call_whose_frozen_worker_lost_the_lock_is_uncertain_never_r
     with Session.open("c", store=opened(spec)) as after:
         (uncertain,) = after.uncertain_tool_executions()
         assert uncertain.tool_name == "refund"
+
+
+def test_a_compaction_overtaken_by_another_process_s_compaction_is_dropped(spec, tmp_path):
+    from agentkit import FunctionModel, Session
+
+    model = FunctionModel(lambda r: "hi " + r.messages[-1].text)
+    with Session.open("c", store=opened(spec), model=model) as here:
+        for i in range(4):
+            here.ask(f"q{i}")
+        marker = tmp_path / "marker"
+        slow = start("compact", spec, "c", str(marker))  # decides to cover q0..q2, summarises slowly
+        try:
+            wait_for(lambda: marker.exists(), 60, "the other compaction to start")
+            for i in range(4, 6):
+                here.ask(f"q{i}")
+            mine = here.compact(keep_last=2, compactor=lambda messages, reason, cancel: "summary A")
+            assert mine is not None  # covers q0..q4's turns
+            (tmp_path / "marker.release").touch()
+            assert line(slow) == {"compacted": None}  # moot: what it summarised was summarised again since
+        finally:
+            (tmp_path / "marker.release").touch()
+            slow.communicate(timeout=120)
+    with Session.open("c", store=opened(spec)) as fresh:
+        seen = [m.text for m in fresh.model_messages()]
+    assert "summary A" in seen[0] and seen[1:] == ["q5", "hi q5"]  # (main: B's summary, and q3..q4 lost)
