@@ -1,8 +1,14 @@
 """Conversations shared by real worker processes over one store (FileEventStore and
-PostgreSQL), attacked as issue 27's defect reports describe: an approved call settled by
-two workers at once, 3 processes x 2 threads asking over shared conversations, pooled
-pushes from 3 processes, and a worker frozen (SIGSTOP) holding the PostgreSQL turn lock
-while its lock connection is killed. The workers are tests/_many_child.py."""
+PostgreSQL), attacked as issue 27's defect reports describe, and further: an approved
+call settled by two workers at once (runs once, one idempotency key); approve, deny and
+generate from three workers at once; 3 processes x 2 threads asking over shared
+conversations (no StoreConflictError, each answer its own, turns contiguous, one result
+per call); pooled pushes from 3 processes; a worker frozen (SIGSTOP) holding the
+PostgreSQL turn lock while its lock connection is killed (fenced, and an approved call it
+was running is uncertain, never re-run); a call running in another process cannot be
+reconciled; a transaction interrupted from another process runs no further tool; a
+compaction in another process keeps a running turn whole, and one overtaken by a newer
+compaction is dropped. The workers are tests/_many_child.py."""
 
 from __future__ import annotations
 
