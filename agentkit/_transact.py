@@ -176,9 +176,11 @@ def interrupt(log: EventLog, generation_id: str, reason: str) -> None:
         pass  # best effort: a closed or failed log is interrupted on the next open
 
 
-def interrupt_open(log: EventLog, reason: str) -> None:
-    """Interrupt every open transaction, in one append (restore, close)."""
-    log.decide(lambda: [_step(gid, INTERRUPTED, reason=reason) for gid in log.ledger.open_generations()])
+def interrupt_open(log: EventLog, reason: str, only: set[str] | None = None) -> None:
+    """Interrupt every open transaction (``only`` those of these generation ids), in one
+    append (restore, close)."""
+    log.decide(lambda: [_step(gid, INTERRUPTED, reason=reason) for gid in log.ledger.open_generations()
+                        if only is None or gid in only])
 
 
 def finalize(log: EventLog, txn: GenerationTransaction, outcome: str) -> None:

@@ -16,6 +16,10 @@ after a line on stdin, ask ``again`` through the same pool and print that answer
 ``txn <store> <sid> <marker>``: begin a transactional generation, print its handle, run
 it; the model call writes ``model`` to the marker and waits for ``<marker>.release``, then
 calls a tool that writes ``ran``; print the answer or the error.
+``claim <store> <sid> <marker>``: open the session, print ``{"ready": true}``, read a
+transaction's handle (``<generation id> <claim token>``) from stdin and run it; each
+model call writes a line to the marker; print the answer or the error (after an answer,
+wait for another line before closing).
 ``compact <store> <sid> <marker>``: compact keeping 2; the summary writes ``summarizing``
 to the marker and waits for ``<marker>.release``; print what it covered (None: nothing).
 """
@@ -36,6 +40,7 @@ from agentkit import (  # noqa: E402
     ApprovalPolicy,
     FileEventStore,
     FunctionModel,
+    GenerationTransaction,
     Retention,
     SessionPool,
     ToolCall,
@@ -211,6 +216,24 @@ def main(mode: str, spec: str, *args: str) -> None:
             say(generation_id=txn.generation_id, claim_token=txn.claim_token)
             try:
                 say(text=session.generate(transaction=txn).text)
+            except AgentkitError as exc:
+                say(error=type(exc).__name__, message=str(exc))
+    elif mode == "claim":
+        sid, marker = args
+
+        def noted_reply(request: Any) -> str:
+            with open(marker, "a", encoding="utf-8") as fh:
+                fh.write(f"{os.getpid()}\n")
+            return "answer: " + request.messages[-1].text
+
+        with SessionPool(store, model=FunctionModel(noted_reply), idle_timeout=None) as pool:
+            session = pool.get(sid)
+            say(ready=True)
+            gid, token = sys.stdin.readline().split()  # the handle, sent once the session is open
+            try:
+                txn = GenerationTransaction(generation_id=gid, claim_token=token)
+                say(text=session.generate(transaction=txn).text)
+                sys.stdin.readline()  # its pool (and session) closes once told to
             except AgentkitError as exc:
                 say(error=type(exc).__name__, message=str(exc))
     elif mode == "compact":

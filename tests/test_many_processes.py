@@ -365,3 +365,29 @@ def test_a_compaction_overtaken_by_another_process_s_compaction_is_dropped(spec,
     with Session.open("c", store=opened(spec)) as fresh:
         seen = [m.text for m in fresh.model_messages()]
     assert "summary A" in seen[0] and seen[1:] == ["q5", "hi q5"]  # (main: B's summary, and q3..q4 lost)
+
+
+def test_one_transaction_claimed_by_two_workers_at_once_runs_once_and_awaits_its_decision(spec, tmp_path):
+    from agentkit import Session
+
+    marker = tmp_path / "model-calls"
+    workers = [start("claim", spec, "c", str(marker)) for _ in range(2)]
+    try:
+        assert [line(w) for w in workers] == [{"ready": True}] * 2  # open before it begins
+        with Session.open("c", store=opened(spec)) as here:
+            txn = here.begin_generation("the prompt")
+            for w in workers:  # the client sends its handle to both workers at once
+                w.stdin.write(f"{txn.generation_id} {txn.claim_token}\n")
+                w.stdin.flush()
+            answers = [line(w) for w in workers]
+            loser = next(w for w, a in zip(workers, answers, strict=True) if "error" in a)
+            loser.communicate(timeout=120)  # the worker that lost closes its pool meanwhile
+            assert here.transactions() == {txn.generation_id: "execution-completed"}  # (main: interrupted)
+            here.finalize_generation(txn, "accepted")  # the client decides
+    finally:
+        for w in workers:
+            if w.returncode is None:
+                w.communicate("\n", timeout=120)
+    assert sorted(a.get("text", a.get("error")) for a in answers) == ["TransactionError", "answer: the prompt"]
+    assert "already claimed" in next(a["message"] for a in answers if "error" in a)
+    assert len(marker.read_text().splitlines()) == 1  # one model call in all
