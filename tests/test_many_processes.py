@@ -6,7 +6,8 @@ conversations (no StoreConflictError, each answer its own, turns contiguous, one
 per call); pooled pushes from 3 processes; a worker frozen (SIGSTOP) holding the
 PostgreSQL turn lock while its lock connection is killed (fenced, and an approved call it
 was running is uncertain, never re-run); a call running in another process cannot be
-reconciled; a transaction interrupted from another process runs no further tool; a
+reconciled; a transaction interrupted from another process runs no further tool, one
+claimed by two workers at once runs once and is not interrupted by the loser closing; a
 compaction in another process keeps a running turn whole, and one overtaken by a newer
 compaction is dropped. The workers are tests/_many_child.py."""
 
