@@ -258,4 +258,8 @@ def main(mode: str, spec: str, *args: str) -> None:
 
 
 if __name__ == "__main__":
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1)  # a hung worker's stacks, on demand
     main(*sys.argv[1:])

@@ -153,7 +153,13 @@ def test_three_processes_of_two_threads_asking_over_shared_conversations(spec):
     sids = ("c1", "c2")
     n = 12  # per thread: 3 processes x 2 threads x 12 = 72 asks
     workers = [start("asks", spec, tag, str(n), ",".join(sids)) for tag in ("p1", "p2", "p3")]
-    outs = [finish(w) for w in workers]
+    try:
+        outs = [finish(w) for w in workers]
+    finally:
+        for w in workers:  # none left holding a turn lock in the shared cluster
+            if w.poll() is None:
+                w.kill()
+                w.communicate()
     assert [o["errors"] for o in outs] == [[]] * 3  # no StoreConflictError, nothing else either
     answers = [a for o in outs for a in o["answers"]]
     assert len(answers) == 3 * 2 * n
