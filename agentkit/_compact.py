@@ -23,7 +23,7 @@ from .compaction import (
     summary_messages,
 )
 from .errors import ConfigurationError
-from .events import CompactionEvent, ControlEvent, Event
+from .events import CompactionEvent, ContextReplacedEvent, ControlEvent, Event
 from .invariants import check_messages
 from .messages import Message
 from .stores.base import EventStore
@@ -77,8 +77,11 @@ def compact_log(
         # the summary holds while the log still begins with what it covers and every call
         # it carries is still unresolved; another process that compacted or reconciled
         # meanwhile made this compaction moot (the next one starts from the new state)
-        if [e.id for e in log.events[:boundary]] != ids:
+        now_events = log.events
+        if [e.id for e in now_events[:boundary]] != ids:
             return []
+        if any(isinstance(e, (CompactionEvent, ContextReplacedEvent)) for e in now_events[len(events):]):
+            return []  # replaced since: a later compaction covering less would hide what that one summarised
         now = getattr(log, "ledger", None)
         if now is None:
             return [event, *rules]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from ._eventlog import EventLog
@@ -25,6 +26,7 @@ from .transactions import (
     ACTION_OF,
     BEGUN,
     COMPLETED,
+    INTENT,
     INTERRUPTED,
     OUTCOMES,
     RECONCILED,
@@ -70,18 +72,27 @@ class TaggedLog:
         return self._log.keep_visible(event)
 
     def commit(self, events: Sequence[Event]) -> list[Event]:
-        return self._log.commit([_tag(ev, self.generation_id) for ev in events])
+        batch = list(events)
+        return self.decide(lambda: batch)
 
     def decide(self, decide: Callable[[], Sequence[Event]]) -> list[Event]:
-        return self._log.decide(lambda: [_tag(ev, self.generation_id) for ev in decide()])
+        def tagged() -> list[Event]:
+            batch = [_tag(ev, self.generation_id) for ev in decide()]
+            if any(isinstance(ev, ControlEvent) and ev.action == INTENT for ev in batch):
+                self._check_running("no tool of it runs")  # another process may have interrupted it
+            return batch
+
+        return self._log.decide(tagged)
+
+    def _check_running(self, then: str) -> None:
+        state = self._log.ledger.state(self.generation_id)
+        if state != STARTED:
+            raise TransactionError(f"generation {self.generation_id!r} was {state} while it ran; {then}")
 
     def project(self, *, for_model: bool = True) -> tuple[list[Message], dict[str, str], int]:
         with self._log.lock:
-            state = self._log.ledger.state(self.generation_id)
-            if for_model and state != STARTED:  # interrupted while it ran: no more model calls
-                raise TransactionError(
-                    f"generation {self.generation_id!r} was {state} while it ran; it stops here"
-                )
+            if for_model:  # interrupted while it ran: no more model calls
+                self._check_running("it stops here")
             return self._log.project(for_model=for_model)
 
     def follow_up_waiting(self) -> bool:
@@ -165,9 +176,11 @@ def interrupt(log: EventLog, generation_id: str, reason: str) -> None:
         pass  # best effort: a closed or failed log is interrupted on the next open
 
 
-def interrupt_open(log: EventLog, reason: str) -> None:
-    """Interrupt every open transaction, in one append (restore, close)."""
-    log.decide(lambda: [_step(gid, INTERRUPTED, reason=reason) for gid in log.ledger.open_generations()])
+def interrupt_open(log: EventLog, reason: str, only: set[str] | None = None) -> None:
+    """Interrupt every open transaction (``only`` those of these generation ids), in one
+    append (restore, close)."""
+    log.decide(lambda: [_step(gid, INTERRUPTED, reason=reason) for gid in log.ledger.open_generations()
+                        if only is None or gid in only])
 
 
 def finalize(log: EventLog, txn: GenerationTransaction, outcome: str) -> None:
@@ -186,9 +199,12 @@ _UNKNOWN = "the host reconciled this tool call: whether it took effect is unknow
 
 
 def reconcile(
-    log: EventLog, intent_id: str, resolution: str, output: Any, error: str | None
+    log: EventLog, intent_id: str, resolution: str, output: Any, error: str | None,
+    *, turn: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> None:
-    """Commit a reconciliation and the result the model reads, in one append."""
+    """Commit a reconciliation and the result the model reads, in one append, holding
+    ``turn()`` (the session's turn lock: a call of a turn running elsewhere may still
+    be running, and its own result must stay its only one)."""
     if resolution not in RESOLUTIONS:
         raise ConfigurationError(
             f"resolution must be one of {', '.join(map(repr, RESOLUTIONS))}, not {resolution!r}"
@@ -255,7 +271,8 @@ def reconcile(
             )
         return [control, visible]
 
-    log.decide(decide)
+    with turn():
+        log.decide(decide)
 
 
 def closed_reason(exc: BaseException) -> str:

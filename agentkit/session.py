@@ -165,6 +165,7 @@ class Session:
             listener_join_seconds=_LISTENER_JOIN_SECONDS,
         )
         self._gate = GenerationGate(self._log.check_usable)
+        self._own_transactions: set[str] = set()  # begun or claimed here: close() interrupts these only
         self._pool: SessionExecutor | None = None
         self._max_workers = max_tool_workers
         stored = None
@@ -455,6 +456,7 @@ class Session:
         if transaction is None:
             return run_loop(self._log, opts, token, self._executor)
         host = _transact.claim(self._log, transaction)
+        self._own_transactions.add(transaction.generation_id)
         try:
             run = run_loop(host, opts, token, self._executor)
             token.raise_if_cancelled()  # a cancelled generation never completes its candidate
@@ -473,7 +475,9 @@ class Session:
         its outcome (:meth:`finalize_generation`). Only the token's SHA-256 digest is
         stored: keep the handle. Its events are not shown to the model until the
         generation runs, and after it ran, not until it is accepted."""
-        return _transact.begin(self._log, prompt)
+        txn = _transact.begin(self._log, prompt)
+        self._own_transactions.add(txn.generation_id)
+        return txn
 
     def finalize_generation(self, transaction: GenerationTransaction, outcome: str) -> None:
         """Decide a completed transactional generation: ``"accepted"`` makes its events
@@ -511,8 +515,12 @@ class Session:
         reconciliation and the result the model reads: the call's result if the call is
         still open, otherwise a ``tool-execution-reconciled`` runtime event. The same
         reconciliation again does nothing; a different one raises
-        :class:`~agentkit.errors.TransactionError`. No tool is run."""
-        _transact.reconcile(self._log, intent_id, resolution, output, error)
+        :class:`~agentkit.errors.TransactionError`. No tool is run.
+
+        Decided between turns: while a turn of this session runs (in another process, or
+        another thread), its calls may still be running, so this raises the turn lock's
+        :class:`~agentkit.errors.StoreUnavailableError` at once; retry once it ends."""
+        _transact.reconcile(self._log, intent_id, resolution, output, error, turn=lambda: self._turn(timeout=0))
 
     def _begin_turn(self, turn: contextlib.ExitStack, prompt: UserMessageEvent | None, cancel: CancelToken) -> None:
         """Start a turn (an ask(), or any generation of a store-backed session): hold the
@@ -523,15 +531,16 @@ class Session:
         if prompt is not None:
             self._log.commit([prompt])
 
-    def _interrupt_unfinished(self, reason: str) -> None:
-        """Interrupt the transactions left open, but only while no turn of this session
-        runs anywhere: a generation another process (or thread) is running holds the
-        turn lock, and its transaction is not abandoned."""
-        if not self._log.ledger.open_generations():
+    def _interrupt_unfinished(self, reason: str, only: set[str] | None = None) -> None:
+        """Interrupt the transactions left open (``only`` those of these generation ids),
+        but only while no turn of this session runs anywhere: a generation another
+        process (or thread) is running holds the turn lock, and its transaction is not
+        abandoned."""
+        if not [g for g in self._log.ledger.open_generations() if only is None or g in only]:
             return
         try:
             with self._turn(timeout=0):
-                _transact.interrupt_open(self._log, reason)
+                _transact.interrupt_open(self._log, reason, only)
         except StoreUnavailableError:
             return  # a turn is running: it finishes or interrupts its own transaction
 
@@ -719,8 +728,9 @@ class Session:
         have queued and release worker threads. Idempotent."""
         with self._log.lock:
             if not self._log.closed and self._log.failed is None:
-                try:  # an unfinished transaction can never be finished by anyone now
-                    self._interrupt_unfinished("the session was closed")
+                try:  # one begun or run here can never be finished by anyone now (another
+                    # worker's, waiting for its client's decision, is not this object's)
+                    self._interrupt_unfinished("the session was closed", self._own_transactions)
                 except (SessionError, StoreError):
                     pass  # the session could not commit: reopening interrupts it
             if not self._log.close():
