@@ -254,3 +254,25 @@ def test_an_idle_lock_connection_lost_to_a_server_restart_is_replaced(pg_cluster
     with pg_store.turn_lock("s", timeout=30) as lease:
         assert lease.pid != first
         pg_store.append("s", [user("a")], expected_revision=0, lease=lease)
+
+
+def test_a_lock_connection_kept_for_the_next_turn_holds_no_lock(pg_cluster, pg_store):
+    # A grant racing a wait's lock_timeout can leave the lock with a connection that was
+    # told "not granted"; its next take then held the lock twice, one release did not free
+    # it, and the idle connection kept it forever (every other process's turn waited).
+    # Here the connection is made to hold it twice, as that race left it.
+    key = psycopg.sql.SQL("SELECT pg_advisory_lock({}.turn_key(%s))").format(psycopg.sql.Identifier(pg_store.schema))
+    with pg_store.turn_lock("s") as lease:
+        lease.conn.execute(key, ["s"])
+        idle = lease.pid
+    other = PostgresEventStore(pg_cluster.conninfo, schema=pg_store.schema, connect_timeout=2)
+    try:
+        with psycopg.connect(pg_cluster.conninfo, autocommit=True) as admin:
+            held = admin.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s", [idle]
+            ).fetchone()
+            assert held == (0,)
+        with other.turn_lock("s", timeout=5) as lease:  # another store object gets it at once
+            assert lease.held
+    finally:
+        other.close()

@@ -56,6 +56,7 @@ class TurnLocks:
         self._inherited: list[psycopg.Connection[Any]] = []  # a forked child's copies, kept from closing
         self._pid = os.getpid()
         self._mutex = threading.Lock()
+        self._unlock_all = "SELECT pg_advisory_unlock_all()"
 
     def acquire(self, session_id: str, timeout: float | None, cancel: CancelToken | None) -> PgTurnLease:
         """Wait for the lock (in the server's queue, in slices of at most 0.1 s when
@@ -96,6 +97,14 @@ class TurnLocks:
                 epoch = int(row[0]) if row else 0
                 if epoch:
                     return PgTurnLease(session_id, epoch, conn, self)
+                # not granted in this slice; a grant racing the slice's lock_timeout may
+                # still have left the lock with this connection, and a next take_turn
+                # would then hold it twice (one release would not free it): an unleased
+                # lock connection holds no advisory lock, so let go of any
+                busy = True
+                with self._pg.bounded(conn):
+                    conn.execute(self._unlock_all)
+                busy = False
                 if left is not None and left <= wait:
                     raise turn_timeout(session_id, float(timeout or 0.0))
         except psycopg.Error as exc:
@@ -120,6 +129,8 @@ class TurnLocks:
             with self._pg.bounded(conn):
                 row = conn.execute(self._pg.q("SELECT pg_advisory_unlock({s}.turn_key(%s))"), [lease.session_id])
                 released = bool(row.fetchone()[0])  # type: ignore[index]
+                if released:  # and nothing else stays with a connection kept for the next turn
+                    conn.execute(self._unlock_all)
         except psycopg.Error:
             released = False
         if released:
