@@ -97,7 +97,7 @@ def _cut(fd: int) -> None:
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
-        pass
+        pass  # already closed or never connected: nothing left to cut
     finally:
         sock.close()
 
