@@ -137,17 +137,30 @@ class _Follower:
             with self._cond:
                 if self._thread is not me:
                     return  # replaced (after a fork)
-                for watch in list(self._watches.values()):
-                    self._end_if_empty(watch)  # its sessions were dropped without close()
+                self._sweep()
                 if not self._logs and not self._watches:
                     self._thread = None  # the next follow() starts another
                     return
-                logs = [*self._logs, *self._fresh]
+                # weakly: a session dropped while another's store is slow to answer is
+                # not kept alive by this loop (nor is its listening thread)
+                refs = [weakref.ref(g) for g in (*self._logs, *self._fresh)]
                 self._fresh.clear()
-            self._visit_all(logs)  # its locals go: no log is held while sleeping
-            del logs
+            for ref in refs:
+                event_log = ref()
+                if event_log is not None:
+                    self._visit_all((event_log,))
+                del event_log
+                with self._cond:
+                    self._sweep()
+            del refs
             with self._cond:
                 self._cond.wait(INTERVAL)
+
+    def _sweep(self) -> None:
+        """(Under the lock.) End the listening threads whose sessions were all dropped
+        without close()."""
+        for watch in list(self._watches.values()):
+            self._end_if_empty(watch)
 
     def _visit_all(self, logs: Iterable[EventLog], announced: int | None = None) -> None:
         """Refresh each of ``logs`` that another process committed to: the ones behind
