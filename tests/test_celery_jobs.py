@@ -289,10 +289,9 @@ def test_an_idempotent_job_whose_worker_died_runs_again_a_plain_one_is_lost_once
 
 
 def test_postgresql_down_a_worker_retries_then_fails_the_job_visibly_and_a_run_ends_once_it_is_back(redis_server):
+    from _celery import Rig
     from _env import missing
     from _pg import HOW_TO, Cluster, find_bin_dir
-
-    from _celery import Rig
 
     bin_dir = find_bin_dir()
     if bin_dir is None:
