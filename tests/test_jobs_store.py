@@ -384,8 +384,8 @@ def test_postgres_job_store_writes_after_the_server_dropped_its_connections(pg_j
 
     def drop_connections():
         with psycopg.connect(pg_cluster.conninfo, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                          "WHERE pid <> pg_backend_pid() AND usename = current_user AND backend_type = 'client backend'")
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                          "AND usename = current_user AND backend_type = 'client backend'")
 
     drop_connections()
     assert pg_jobs.put(job(state="finished", exit_code=0), expected_revision=1) == 2

@@ -459,8 +459,8 @@ class _Delivery:
         meta = rec.meta
         if rec.terminal:
             return None
-        claim: dict[str, Any] = {"phase": "started", "owner": self.me, "worker": socket.gethostname(), "heartbeat": time.time(),
-                 "attempt": int(meta.get("attempt", 0)) + 1}
+        claim: dict[str, Any] = {"phase": "started", "owner": self.me, "worker": socket.gethostname(),
+                                 "heartbeat": time.time(), "attempt": int(meta.get("attempt", 0)) + 1}
         if meta.get("phase") == "queued":
             if meta.get("abort"):
                 return _ended(rec, "aborted", meta["abort"])
