@@ -382,10 +382,11 @@ def test_postgres_job_store_writes_after_the_server_dropped_its_connections(pg_j
 
     pg_jobs.put(job(), expected_revision=0)
 
-    def drop_connections():
+    def drop_connections():  # the store's idle pooled connections, as a server restart would
+        pids = [c.info.backend_pid for c in list(pg_jobs._pg.pool._pool)]
+        assert pids
         with psycopg.connect(pg_cluster.conninfo, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-                          "AND usename = current_user AND backend_type = 'client backend'")
+            admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
 
     drop_connections()
     assert pg_jobs.put(job(state="finished", exit_code=0), expected_revision=1) == 2
