@@ -149,12 +149,11 @@ class _Records:
                 continue  # another process changed it: decide again
             return _Record(body, revision), True
 
-    def session_jobs(self, session_id: str | None) -> list[JobState]:
+    def session_jobs(self, session_id: str | None, *, running_only: bool = False) -> list[JobState]:
         """The jobs of ``session_id`` (None: every Celery job), oldest first."""
-        return [
-            JobState.from_dict(body) for body, _rev in self.store._records()
-            if "celery" in body and (session_id is None or body["celery"].get("session_id") == session_id)
-        ]
+        found = self.store._records(running_only=running_only,
+                                    **({} if session_id is None else {"session_id": session_id}))
+        return [JobState.from_dict(body) for body, _rev in found if "celery" in body]
 
 
 class _SessionJobs:
@@ -164,7 +163,7 @@ class _SessionJobs:
         self._records, self._sid = records, session_id
 
     def list(self) -> list[JobState]:  # noqa: A003 - the port's name
-        return self._records.session_jobs(self._sid)
+        return self._records.session_jobs(self._sid, running_only=True)  # only running ones are asked for
 
 
 def _runtime_event(records: _Records, rec: _Record, event: JobEvent, event_id: str | None = None) -> RuntimeEvent:
