@@ -25,8 +25,9 @@ from ...errors import CancelledError, ToolDefinitionError
 from ...messages import ToolCallPart, ToolOutput
 from ...tools.base import _NAME_RE, Tool, ToolContext, coerce_tool, to_tool_output
 from ...tools.runner import run_tool_call
+from ._blocks import block_from_part
 from ._common import jsonable, require_langchain
-from .messages import _block_from_part, tool_output_from_tool_message
+from .messages import tool_output_from_tool_message
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -424,7 +425,7 @@ def _reads_as_content(value: Any) -> bool:
 
 def _lc_value(out: ToolOutput) -> Any:
     if out.kind == "content":
-        return [_block_from_part(p) for p in out.value]
+        return [block_from_part(p) for p in out.value]
     if out.kind == "json":
         value = jsonable(out.value)
         # JSON data stays data: the JSON text, as agentkit's own models read it
