@@ -119,33 +119,55 @@ def test_no_module_imports_a_higher_layer():
     assert offenders == []
 
 
-def test_there_is_no_import_cycle():
-    """Module-level imports only: a function-level import runs after every module loaded."""
-    modules = _modules()
-    graph = {n: sorted({m for m, top in _imports(n, p, modules) if top}) for n, p in modules.items()}
+def _graph(modules: dict[str, Path]) -> dict[str, list[str]]:
+    """Module -> the agentkit modules it imports at run time, at module level or inside a
+    function (a function-level import is a dependency too: it only runs later)."""
+    graph = {n: sorted({m for m, _top in _imports(n, p, modules)}) for n, p in modules.items()}
     # a package imports its submodules; a submodule importing its own package's __init__ is
     # Python's normal loading order, not a cycle the code made
-    for n in graph:
-        graph[n] = [m for m in graph[n] if not n.startswith(m + ".")]
-    state: dict[str, int] = {}
-    stack: list[str] = []
-    cycles: list[list[str]] = []
+    return {n: [m for m in deps if not n.startswith(m + ".")] for n, deps in graph.items()}
 
-    def walk(n: str) -> None:
-        state[n] = 1
+
+def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Every group of modules that import one another, directly or through others (the
+    strongly connected components with more than one module), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(n: str) -> None:
+        index[n] = low[n] = len(index)
         stack.append(n)
-        for m in graph[n]:
-            if state.get(m) == 1:
-                cycles.append(stack[stack.index(m):] + [m])
-            elif m not in state:
-                walk(m)
-        stack.pop()
-        state[n] = 2
+        on_stack.add(n)
+        for m in graph.get(n, ()):
+            if m not in index:
+                visit(m)
+                low[n] = min(low[n], low[m])
+            elif m in on_stack:
+                low[n] = min(low[n], index[m])
+        if low[n] == index[n]:
+            group = []
+            while True:
+                m = stack.pop()
+                on_stack.discard(m)
+                group.append(m)
+                if m == n:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
 
     for n in sorted(graph):
-        if n not in state:
-            walk(n)
-    assert cycles == []
+        if n not in index:
+            visit(n)
+    return sorted(groups)
+
+
+def test_there_is_no_import_cycle():
+    """No module imports itself through others, counting imports inside functions (they
+    are dependencies too, only later ones); imports under ``if TYPE_CHECKING:`` do not count."""
+    assert _cycles(_graph(_modules())) == []
 
 
 def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
@@ -159,6 +181,14 @@ def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
     fake.write_text("def f():\n    from ..adapters.langchain import from_langchain_tool\n")
     modules = {**_modules(), "agentkit.tools.base": fake}
     assert ("agentkit.adapters.langchain", False) in _imports("agentkit.tools.base", fake, modules)
+    # a cycle closed only by an import inside a function is a cycle
+    a, b = tmp_path / "agentkit" / "a.py", tmp_path / "agentkit" / "b.py"
+    a.write_text("from . import b\n")
+    b.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n")
+    pair = {"agentkit.a": a, "agentkit.b": b, "agentkit": PKG / "__init__.py"}
+    assert _cycles(_graph(pair)) == []  # a TYPE_CHECKING import is not a dependency
+    b.write_text("def f():\n    from .a import x\n")
+    assert _cycles(_graph(pair)) == [["agentkit.a", "agentkit.b"]]
 
 
 def test_tests_import_their_helpers_the_way_tox_runs_them():
@@ -173,3 +203,4 @@ def test_tests_import_their_helpers_the_way_tox_runs_them():
         if re.match(r"\s*(from tests[. ]|import tests\b)", line)
     ]
     assert offenders == [], f"import helpers as top-level modules (from _procs import ...): {offenders}"
+

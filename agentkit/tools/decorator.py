@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ..errors import ToolDefinitionError
-from .base import FunctionTool, ToolContext
+from ._tool import FunctionTool, ToolContext
 
 __all__ = ["tool"]
 

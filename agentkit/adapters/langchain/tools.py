@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Union, get_args
 from ...cancel import CancelToken
 from ...errors import CancelledError, ToolDefinitionError
 from ...messages import ToolCallPart, ToolOutput
-from ...tools.base import _NAME_RE, Tool, ToolContext, coerce_tool, to_tool_output
+from ...tools._tool import _NAME_RE
+from ...tools.base import Tool, ToolContext, coerce_tool, to_tool_output
 from ...tools.runner import run_tool_call
 from ._blocks import block_from_part
 from ._common import jsonable, require_langchain
