@@ -14,15 +14,9 @@ from dataclasses import replace
 import pytest
 from _procs import alive, wait_for
 
-from agentkit import (
-    ConfigurationError,
-    FileJobStore,
-    InMemoryJobStore,
-    JobState,
-    LocalExecutionContext,
-    StoreConflictError,
-    StoreCorruptionError,
-)
+from agentkit import ConfigurationError, StoreConflictError, StoreCorruptionError
+from agentkit.execution import LocalExecutionContext
+from agentkit.jobs import FileJobStore, InMemoryJobStore, JobState
 
 
 def job(eid="job_1", state="running", **kw) -> JobState:

@@ -29,9 +29,9 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import AccessDenied, ConfigurationError
-from ..stores.jobs import JobStore
+from ..jobs._runner import JobRunner
+from ..jobs._stores import JobStore
 from . import _process
-from ._jobs import JobRunner
 from .base import (
     DirEntry,
     FileSystem,
@@ -44,8 +44,6 @@ from .base import (
     ShellResult,
     _display,
 )
-
-__all__ = ["LocalExecutionContext"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC

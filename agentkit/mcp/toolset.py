@@ -23,8 +23,6 @@ from .results import tool_result_to_output
 
 BeforeCall = Callable[[ToolCallPart, ToolContext], "ToolDecision | None"]
 
-__all__ = ["AuthorizeToolCall", "McpServerStatus", "McpToolRef", "McpToolset"]
-
 log = logging.getLogger("agentkit.mcp")
 
 AuthorizeToolCall = Callable[[str, str, dict[str, Any], "str | None"], Any]

@@ -20,8 +20,6 @@ from ..models.base import ToolSpec
 from ..usage import Usage
 from ._fastschema import compile_simple
 
-__all__ = ["FunctionTool", "Tool", "ToolContext", "ToolDecision", "ToolRegistry", "to_tool_output"]
-
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
