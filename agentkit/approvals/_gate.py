@@ -1,7 +1,7 @@
 """The approval gate of one generation: what the loop calls around tool calls (private).
 
 Before a step's calls are dispatched, :meth:`ApprovalGate.plan` judges them in model
-order with the policy (:mod:`agentkit.approval`): calls the policy allows run, calls it
+order with the policy (:mod:`agentkit.approvals`): calls the policy allows run, calls it
 denies get ``denied: <reason>`` from the gate, and calls it asks about are recorded in one
 ``approval-requested`` event, then answered by the in-process ``approver`` (one at a time,
 in model order, each within the policy's ``timeout``) or, without one, left open: the

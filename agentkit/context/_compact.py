@@ -49,7 +49,7 @@ def compact_log(
 ) -> CompactionEvent | None:
     """Summarise the events before the kept tail with ``compactor`` and commit one
     compaction event; None when nothing can be covered (see
-    :func:`~agentkit.compaction.compaction_boundary`). Uncertain tool calls among the
+    :func:`~agentkit.context.compaction_boundary`). Uncertain tool calls among the
     covered events are carried, not summarised (:mod:`agentkit._held`)."""
     if not callable(compactor):
         raise ConfigurationError(f"compactor must be a callable(messages, *, reason, cancel), not {compactor!r}")

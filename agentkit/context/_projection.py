@@ -31,7 +31,7 @@ Rules:
   owner starts a new Projector (a transaction changes state a few times per generation).
 * background jobs: ``job-output`` chunks are not shown one by one. While jobs run, the
   view an inference gets ends with one status message per request summarising each
-  running job and the tail of its output (:mod:`agentkit.job_status`); a job's
+  running job and the tail of its output (:mod:`agentkit.jobs`); a job's
   ``job-finished`` / ``job-failed`` / ``job-aborted`` event reports its end.
 """
 

@@ -93,7 +93,7 @@ def _cut(text: str, max_chars: int) -> str:
 
 def cap_output(output: ToolOutput, max_chars: int) -> ToolOutput:
     """``output`` with its model-visible text cut to ``max_chars`` characters plus the
-    truncation notice (:func:`agentkit.truncate.truncate_output`); JSON that is too long
+    truncation notice (:func:`agentkit.context.truncate_output`); JSON that is too long
     becomes its truncated text."""
     if output.kind in ("text", "error-text"):
         text = str(output.value)

@@ -10,13 +10,13 @@ down (backpressure: the worker waits, so the process blocks on a full pipe), and
 raises or stalls past ``listener_timeout`` is removed with a warning, receives nothing
 more, and the job it was handling is terminated.
 
-With a ``store`` (:mod:`agentkit.stores.jobs`) every start and terminal state is persisted
+With a ``store`` (:mod:`agentkit.jobs`) every start and terminal state is persisted
 before it is reported. A runner created over a store that records jobs as running (the
 previous host died) restores them as ``failed`` -- their process is not ours any more --
 unless ``settle_orphaned_job(job)`` returns their real terminal state.
 
 This module sits in the adapter layer, next to the context that owns it; the Session
-side (turning job events into runtime events) is :mod:`agentkit._jobbridge`.
+side (turning job events into runtime events) is :mod:`agentkit.jobs._bridge`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Session's side of transactional generations and intent reconciliation (private).
 
-Each step is a decision (:meth:`~agentkit._eventlog.EventLog.decide`): it checks legality
+Each step is a decision (:meth:`~agentkit.session._eventlog.EventLog.decide`): it checks legality
 against the event log's :class:`~agentkit.transactions.TransactionLedger` and returns the
 control events to commit, under the log's lock, so a check and its commit cannot be
 separated by another thread; when another process wrote first, the step is decided again
