@@ -10,6 +10,8 @@ import re
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "agentkit"
 DOC = ROOT / "docs" / "architecture.md"
@@ -176,7 +178,7 @@ def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
     """The checker itself: a lower layer importing a higher one is found."""
     layers = _layers()
     port = PKG / "tools" / "base.py"
-    runtime = PKG / "session.py"
+    runtime = PKG / "session" / "_session.py"
     assert _rank_of(port, layers) < _rank_of(runtime, layers)
     fake = tmp_path / "agentkit" / "tools" / "base.py"
     fake.parent.mkdir(parents=True)
@@ -220,13 +222,13 @@ MAX_FUNCTION_LINES = 80
 # counts it).
 _PENDING: dict[str, int] = {
     # modules over 500 lines
-    "agentkit/session.py": 855,  # Session: a facade over its parts
-    "agentkit/_loop.py": 849,  # the step state machine apart from tool dispatch and recording
-    "agentkit/stream.py": 630,  # agent events, callbacks, AgentStream
-    "agentkit/_eventlog.py": 576,  # EventLog: commits, decisions, projection, listeners
+    "agentkit/session/_session.py": 855,  # Session: a facade over its parts
+    "agentkit/loop/_loop.py": 849,  # the step state machine apart from tool dispatch and recording
+    "agentkit/streaming/_stream.py": 630,  # agent events, callbacks, AgentStream
+    "agentkit/session/_eventlog.py": 576,  # EventLog: commits, decisions, projection, listeners
     # functions over 80 lines without a "# long:" comment
-    "agentkit/_loop.py::_Loop._run": 132,
-    "agentkit/session.py::Session.__init__": 85,
+    "agentkit/loop/_loop.py::_Loop._run": 132,
+    "agentkit/session/_session.py::Session.__init__": 85,
 }
 
 
@@ -334,3 +336,96 @@ def test_the_size_checker_counts_and_reads_the_comment(tmp_path):
         path = tmp_path / "m.py"
         path.write_text(source)
         assert _long_functions(path) == expected, what
+
+
+# -- the layout by concept (docs/architecture.md, "Where things live") -----------------------
+
+# modules a concept folder holds: none of these names may sit directly under agentkit/
+_IN_A_FOLDER = {
+    "session", "_eventlog", "_gate", "_scheduling", "_subscriptions", "_follow", "_foreign", "pool",
+    "redaction", "_loop", "_output", "_generation_tools", "stream", "approval", "_approvals",
+    "transactions", "_transact", "_intents", "projection", "invariants", "compaction", "_compact",
+    "summarize", "view", "truncate", "budget", "_held", "planning", "_planlog", "jobs", "job_store",
+    "job_status", "_jobbridge", "observability", "_tracing", "tool_search", "subagents", "skills",
+}
+_FOLDERS = ("session", "loop", "streaming", "approvals", "transactions", "context", "planning", "jobs",
+            "observability", "tools")
+
+
+def _top_level_modules(package: Path = PKG) -> list[str]:
+    return sorted(p.stem for p in package.glob("*.py") if p.stem not in ("__init__", "__main__"))
+
+
+def test_at_most_twelve_public_modules_directly_under_agentkit():
+    public = [m for m in _top_level_modules() if not m.startswith("_")]
+    assert len(public) <= 12, f"{len(public)} public top-level modules: {public}"
+
+
+def test_no_module_outside_the_concept_folder_that_holds_it():
+    strays = sorted(set(_top_level_modules()) & _IN_A_FOLDER)
+    assert strays == [], f"modules that belong in a concept folder (docs/architecture.md): {strays}"
+    assert all((PKG / f / "__init__.py").is_file() for f in _FOLDERS)
+    assert not (PKG / "execution" / "_jobs.py").exists() and not (PKG / "stores" / "jobs.py").exists()
+    assert not (PKG / "tools" / "context.py").exists()
+
+
+def _top_level_all_groups() -> list[tuple[str, list[str]]]:
+    """(comment, names) for each commented group of agentkit/__init__.py's __all__."""
+    text = (PKG / "__init__.py").read_text()
+    body = text.split("\n__all__ = [\n", 1)[1].split("\n]", 1)[0]
+    groups: list[tuple[str, list[str]]] = []
+    for line in body.splitlines():
+        line = line.strip()
+        if line.startswith("#"):
+            groups.append((line.lstrip("# "), []))
+        elif line:
+            assert groups, "the top-level __all__ starts with a group comment"
+            groups[-1][1].append(ast.literal_eval(line.rstrip(",")))
+    return groups
+
+
+def test_the_top_level_all_is_small_grouped_and_sorted():
+    import agentkit
+
+    groups = _top_level_all_groups()
+    names = [n for _, ns in groups for n in ns]
+    assert names == list(agentkit.__all__)  # every name sits in a commented group
+    assert len(names) <= 80, f"{len(names)} names at the top level"
+    unsorted = [title for title, ns in groups if ns != sorted(ns)]
+    assert unsorted == [], f"groups of the top-level __all__ not sorted: {unsorted}"
+    assert {"front doors", "errors"} <= {title for title, _ in groups}
+
+
+def _public_alls() -> dict[str, list[str]]:
+    import importlib
+    import pkgutil
+
+    import agentkit
+
+    names = ["agentkit"] + sorted(m.name for m in pkgutil.walk_packages(agentkit.__path__, "agentkit.")
+                                  if not any(part.startswith("_") for part in m.name.split(".")))
+    return {n: list(getattr(importlib.import_module(n), "__all__", [])) for n in names}
+
+
+def test_each_public_name_is_listed_in_one_public_all():
+    listed: dict[str, list[str]] = {}
+    for module, names in _public_alls().items():
+        for name in names:
+            listed.setdefault(name, []).append(module)
+    twice = {name: modules for name, modules in listed.items() if len(modules) > 1}
+    assert twice == {}, f"names listed in more than one public __all__: {twice}"
+
+
+def test_the_layout_checks_see_a_stray_module_and_a_name_listed_twice(tmp_path, monkeypatch):
+    """The checkers themselves: a module put back at the top level and a second listing
+    of a name are found."""
+    fake = tmp_path / "agentkit"
+    fake.mkdir()
+    for name in ("__init__.py", "agent.py", "stream.py", "_eventlog.py"):
+        (fake / name).write_text("")
+    assert sorted(set(_top_level_modules(fake)) & _IN_A_FOLDER) == ["_eventlog", "stream"]
+    import agentkit.streaming
+
+    monkeypatch.setattr(agentkit.streaming, "__all__", [*agentkit.streaming.__all__, "AgentStream"])
+    with pytest.raises(AssertionError, match="AgentStream"):
+        test_each_public_name_is_listed_in_one_public_all()

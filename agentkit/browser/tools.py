@@ -23,16 +23,14 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..context._truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ..errors import AccessDenied, AgentkitError, CancelledError, ConfigurationError
 from ..messages import ImagePart, TextPart, ToolOutput
 from ..tools._common import check_limits, guarded, permission_gate, visible
 from ..tools._netguard import check_http_url
 from ..tools.base import Tool, ToolContext
-from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ._origins import BLANK, OriginPolicy
 from .base import BrowserContext
-
-__all__ = ["browser_tools"]
 
 _TARGET = {"type": "string", "description": "A ref from the page snapshot, such as e12 (preferred), or a CSS selector"}
 

@@ -25,9 +25,9 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import AccessDenied, ConfigurationError
-from ..stores.jobs import JobStore
+from ..jobs._runner import JobRunner
+from ..jobs._stores import JobStore
 from . import _process
-from ._jobs import JobRunner
 from ._localfs import LocalFileSystem
 from .base import (
     FileSystem,
@@ -41,7 +41,6 @@ from .base import (
     _display,
 )
 
-__all__ = ["LocalExecutionContext"]
 
 class LocalShell:
     """The ``shell`` capability of :class:`LocalExecutionContext`."""

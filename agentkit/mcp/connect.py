@@ -14,8 +14,6 @@ from .config import _LOG_LEVELS, LogLevel, ServerSpec, validate_servers
 from .host import ApproveSampling, ElicitationHandler
 from .toolset import AuthorizeToolCall, McpToolset
 
-__all__ = ["connect_mcp"]
-
 log = logging.getLogger("agentkit.mcp")
 
 _RECONNECT = RetryPolicy(max_retries=3, initial_delay=0.2, max_delay=2.0, max_elapsed=30.0, jitter=0.25)

@@ -19,8 +19,6 @@ from ._runtime import Runtime
 from .host import McpPrompt, McpResource
 from .naming import exposed_names
 
-__all__ = ["AuthorizeToolCall", "McpServerStatus", "McpToolRef", "McpToolset"]
-
 log = logging.getLogger("agentkit.mcp")
 
 _CTX = "_agentkit_mcp_context"

@@ -53,8 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentkit.stores")
 
-__all__ = ["FileEventStore"]
-
 _LOG = "events.jsonl"
 _ARCHIVES = "archives"
 _LOCKS = ".locks"

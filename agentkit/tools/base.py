@@ -5,8 +5,10 @@ import one another in one direction only."""
 
 from __future__ import annotations
 
-from ._registry import ToolRegistry
+from ._registry import ToolRegistry as ToolRegistry
 from ._registry import coerce_tool as coerce_tool  # for the front doors; not a public name
-from ._tool import FunctionTool, Tool, ToolContext, ToolDecision, to_tool_output
-
-__all__ = ["FunctionTool", "Tool", "ToolContext", "ToolDecision", "ToolRegistry", "to_tool_output"]
+from ._tool import FunctionTool as FunctionTool
+from ._tool import Tool as Tool
+from ._tool import ToolContext as ToolContext
+from ._tool import ToolDecision as ToolDecision
+from ._tool import to_tool_output as to_tool_output

@@ -14,8 +14,6 @@ from typing import Any, ParamSpec, TypeVar, overload
 from ..errors import ToolDefinitionError
 from ._tool import FunctionTool, ToolContext
 
-__all__ = ["tool"]
-
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 

@@ -25,16 +25,14 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
+from ..context._truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ..errors import ConfigurationError
 from ..messages import ToolOutput
-from ..redaction import REDACTED
-from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
+from ..session._redaction import REDACTED
 from ._common import ask, check_limits, guarded, visible
 from ._http_transport import GuardedAdapter
 from ._netguard import AddressRefused, NetworkPolicy, check_http_url
 from .base import Tool, ToolContext
-
-__all__ = ["http_tools"]
 
 _SHOWN_HEADERS = ("content-type", "content-length", "location", "retry-after")
 _CREDENTIALS = ("authorization", "proxy-authorization", "cookie")

@@ -15,15 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..context._truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_output
 from ..errors import CancelledError, ConfigurationError
 from ..execution.base import ShellResult
 from ..messages import ToolOutput
-from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_output
 from ._common import check_limits, guarded, permission_gate, require
 from .base import Tool, ToolContext
-
-__all__ = ["format_shell_result", "shell_tools"]
-
 
 _MAX_SHOWN_COMMAND = 500
 """Characters of the command line repeated in a result."""

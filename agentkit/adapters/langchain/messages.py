@@ -48,13 +48,6 @@ from ._common import finish_reason_from_langchain, jsonable, require_langchain, 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
-__all__ = [
-    "LangChainHistory",
-    "events_from_langchain",
-    "messages_from_langchain",
-    "messages_to_langchain",
-]
-
 _INVALID_CALL = "the model produced tool call arguments that could not be parsed"
 _KIND_KEY = "agentkit"
 """``ToolMessage.response_metadata`` key recording what LangChain cannot say itself: a

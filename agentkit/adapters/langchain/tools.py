@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool, StructuredTool
 
-__all__ = ["Injected", "from_langchain_tool", "from_langchain_tools", "to_langchain_tool"]
-
 Injected = Union[Mapping[str, Any], Callable[[ToolContext], Mapping[str, Any]]]
 """Values for a LangChain tool's ``InjectedToolArg`` arguments: a mapping, or a function
 of the call's :class:`~agentkit.ToolContext` returning one."""
