@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import logging as _logging
 
-from .agent import run_agent, run_agent_stream
-from .agents import Agent
+from .agent import Agent, run_agent, run_agent_stream
 from .approval import ApprovalDecision, ApprovalPolicy, ApprovalRequest
 from .budget import Limits
 from .cancel import CancelToken

@@ -103,10 +103,7 @@ PUBLIC_NAMESPACES = {
         'Injected', 'from_langchain_tool', 'from_langchain_tools', 'to_langchain_tool',
     ],
     'agentkit.agent': [
-        'run_agent', 'run_agent_stream',
-    ],
-    'agentkit.agents': [
-        'Agent',
+        'Agent', 'run_agent', 'run_agent_stream',
     ],
     'agentkit.approval': [
         'APPROVAL_DECIDED', 'APPROVAL_REMEMBERED', 'APPROVAL_REQUESTED', 'ApprovalDecision',
@@ -254,7 +251,7 @@ PUBLIC_NAMESPACES = {
         'configure', 'recording_content',
     ],
     'agentkit.options': [
-        'GenerationOptions',
+        'GenerationKwargs', 'GenerationOptions',
     ],
     'agentkit.planning': [
         'Plan', 'PlanResult', 'PlanStep', 'PlanningAgent', 'Stage', 'StepResult',
