@@ -61,7 +61,8 @@ def test_user_code_passes_pyright(tmp_path):
     config = tmp_path / "pyrightconfig.json"
     config.write_text(json.dumps({"pythonVersion": "3.10", "typeCheckingMode": "strict", "extraPaths": [str(ROOT)],
                                   "reportUnnecessaryTypeIgnoreComment": "error"}))
-    out = subprocess.run([pyright, "-p", str(config), "--pythonpath", sys.executable, str(USER_CODE)], capture_output=True, text=True, timeout=900)
+    out = subprocess.run([pyright, "-p", str(config), "--pythonpath", sys.executable, str(USER_CODE)],
+                         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
