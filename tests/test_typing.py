@@ -103,3 +103,15 @@ def test_an_editable_install_is_seen_by_mypy_outside_the_checkout(mypy_installed
     assert found.stdout.strip() == str(ROOT / "agentkit" / "__init__.py"), found.stderr
     out = _mypy("--python-executable", python, "user_app.py", cwd=app, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_typed_example_of_docs_agents_passes_mypy_strict(mypy_installed, tmp_path):
+    """docs/agents.md's "What a type checker sees" block (tests/test_docs.py runs it) is
+    what it says: code mypy --strict accepts, where ``result.output`` is a City."""
+    page = (ROOT / "docs" / "agents.md").read_text()
+    section = page.split("### What a type checker sees", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "example.py").write_text(code + "\nfrom typing_extensions import assert_type\n"
+                                         "assert_type(city, City)\ncity.population  # type: ignore[attr-defined]\n")
+    out = _mypy("--warn-unused-ignores", "example.py", cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stdout + out.stderr
