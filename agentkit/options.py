@@ -224,12 +224,12 @@ class GenerationKwargs(TypedDict, total=False):
     ``tests/test_options.py`` holds the two definitions together."""
 
     system: str | None
-    max_steps: int
-    tool_execution: ToolExecution
-    tool_choice: ToolChoice
-    settings: ModelSettings
+    max_steps: int | None
+    tool_execution: ToolExecution | None
+    tool_choice: ToolChoice | None
+    settings: ModelSettings | None
     provider_options: Mapping[str, Any]
-    cache: bool
+    cache: bool | None
     hooks: Hooks | Sequence[Hooks] | None
     on_token: Callable[[str], Any] | None
     on_reasoning: Callable[[str], Any] | None
@@ -237,9 +237,9 @@ class GenerationKwargs(TypedDict, total=False):
     on_tool_call_update: Callable[[str, Any], Any] | None
     on_tool_call_finish: Callable[[ToolCallRecord], Any] | None
     validate_completion: Callable[[RunResult], str | None] | None
-    max_validation_retries: int
+    max_validation_retries: int | None
     on_context_overflow: Callable[[list[Message], CancelToken], Sequence[Message]] | None
-    max_context_overflow_retries: int
+    max_context_overflow_retries: int | None
     limits: Limits | None
     compactor: Compactor | None
     auto_compact: Threshold | None

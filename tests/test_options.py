@@ -144,7 +144,7 @@ def test_generation_kwargs_has_one_key_per_option_annotated_as_the_field_is():
     """GenerationKwargs (the typed keywords of every front door) and GenerationOptions stay
     one definition: a field added to one and not the other, or annotated differently,
     fails here."""
-    from agentkit.options import GenerationKwargs, GenerationOptions
+    from agentkit.options import _NONE_KEEPS, GenerationKwargs, GenerationOptions
 
     annotations = {
         name: getattr(kind, "__forward_arg__", kind) for name, kind in GenerationKwargs.__annotations__.items()
@@ -154,5 +154,7 @@ def test_generation_kwargs_has_one_key_per_option_annotated_as_the_field_is():
     assert GenerationKwargs.__required_keys__ == frozenset()  # total=False: every option optional
     for name, kind in annotations.items():
         field_type, kwarg_type = _KWARG_TYPE_DIFFERS.get(name, (options[name], options[name]))
+        if name in _NONE_KEEPS:  # None passed means "the defaults' value"
+            kwarg_type = f"{kwarg_type} | None"
         assert options[name] == field_type, name
         assert kind == kwarg_type, f"GenerationKwargs[{name!r}] is {kind}, the field is {options[name]}"
