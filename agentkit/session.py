@@ -14,7 +14,7 @@ import logging
 import uuid
 import warnings
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import replace
 from typing import Any, Generic, overload
@@ -141,7 +141,7 @@ class Session(Generic[DepsT, OutputT]):
                     execution_context=execution_context, render_runtime=render_runtime,
                     max_tool_workers=max_tool_workers, listener_queue_size=listener_queue_size,
                     listener_timeout=listener_timeout, retention=retention, deps=deps, deps_type=deps_type,
-                    output_type=output_type, **options)
+                    output_type=output_type, _seed_if_new=False, _options=None, **options)
 
     @classmethod
     def _create(cls, model: ChatModel | str | None = None, *, seed_if_new: bool = False,
@@ -454,7 +454,7 @@ class Session(Generic[DepsT, OutputT]):
         as ``ToolContext.deps``.
         """
         return self._generate(model=model, cancel=cancel, transaction=transaction, deps=deps,
-                              **with_output_type(options, output_type))
+                              options=with_output_type(options, output_type))
 
     def _generate(
         self,
@@ -465,10 +465,11 @@ class Session(Generic[DepsT, OutputT]):
         deps: Any = None,
         emit: Emit | None = None,
         prompt: UserMessageEvent | None = None,
-        **options: Any,
+        options: Mapping[str, Any] | None = None,
     ) -> GenerateResult[Any]:
-        """:meth:`generate`, with where its agent events go (a stream's ``emit``) and the
-        user message it commits once it holds the turn (``ask``'s ``prompt``)."""
+        """:meth:`generate` (``options``: its generation options), with where its agent
+        events go (a stream's ``emit``) and the user message it commits once it holds the
+        turn (``ask``'s ``prompt``)."""
         resolved = model_from(model) if model is not None else self._model
         if resolved is None:
             raise ConfigurationError("this session has no model: pass model= to Session or generate()")
@@ -476,7 +477,7 @@ class Session(Generic[DepsT, OutputT]):
             deps = self._deps
         if self._deps_type is not None:
             check_deps(deps, self._deps_type)
-        opts = self._loop_options(resolved, self._options.merged(options), emit=emit, deps=deps)
+        opts = self._loop_options(resolved, self._options.merged(options or {}), emit=emit, deps=deps)
         opts.check()
         if self in _GENERATING.get():
             raise SessionError(
@@ -657,7 +658,7 @@ class Session(Generic[DepsT, OutputT]):
         store's turn lock); a call cancelled while it waits commits nothing. Takes
         :meth:`generate`'s keyword arguments."""
         return self._generate(model=model, cancel=cancel, transaction=transaction, deps=deps,
-                              prompt=_prompt_event(prompt), **with_output_type(options, output_type))
+                              prompt=_prompt_event(prompt), options=with_output_type(options, output_type))
 
     @overload
     def ask_stream(self, prompt: Prompt, *, output_type: type[T], max_buffer: int = 1000,
@@ -674,8 +675,9 @@ class Session(Generic[DepsT, OutputT]):
                    **options: Unpack[GenerationKwargs]) -> AgentStream[Any]:
         """:meth:`ask` on a worker thread, as an :class:`AgentStream` of its events (see
         :meth:`stream`): the prompt is committed when its turn comes."""
-        return self._stream(max_buffer, cancel, dict(with_output_type(options, output_type), model=model,
-                                                     transaction=transaction, deps=deps, prompt=_prompt_event(prompt)))
+        return self._stream(max_buffer, cancel, dict(model=model, transaction=transaction, deps=deps,
+                                                     prompt=_prompt_event(prompt),
+                                                     options=with_output_type(options, output_type)))
 
     @overload
     async def ask_async(self, prompt: Prompt, *, output_type: type[T], model: ChatModel | str | None = None,
@@ -695,7 +697,7 @@ class Session(Generic[DepsT, OutputT]):
         given = with_output_type(options, output_type)
         return await run_sync_cancellable(
             lambda token: self._generate(cancel=token, model=model, transaction=transaction, deps=deps,
-                                         prompt=content, **given), cancel
+                                         prompt=content, options=given), cancel
         )
 
     @overload
@@ -712,10 +714,11 @@ class Session(Generic[DepsT, OutputT]):
         """Run :meth:`generate` on a worker thread and return an :class:`AgentStream`
         of its events (iterate it; ``.result`` for the result; closing it early cancels
         the generation). Takes the same keyword arguments as :meth:`generate`."""
-        return self._stream(max_buffer, cancel, dict(with_output_type(options, output_type), model=model,
-                                                     transaction=transaction, deps=deps))
+        return self._stream(max_buffer, cancel, dict(model=model, transaction=transaction, deps=deps,
+                                                     options=with_output_type(options, output_type)))
 
     def _stream(self, max_buffer: int, cancel: CancelToken | None, generate_kwargs: dict[str, Any]) -> AgentStream[Any]:
+        """``_generate(**generate_kwargs)`` on a worker thread, as an AgentStream."""
         self._log.check_usable()
 
         def run(emit: Emit, token: CancelToken) -> GenerateResult[Any]:
