@@ -290,6 +290,16 @@ class Agent(Generic[DepsT, OutputT]):
     ) -> Agent[DepsT, T]: ...
     @overload
     def with_options(
+        self, *, output_type: None, deps_type: type[D], model: ChatModel | str = NOT_GIVEN,
+        tools: Iterable[Any] = NOT_GIVEN, execution_context: Any = NOT_GIVEN, **changes: Unpack[GenerationKwargs],
+    ) -> Agent[D, None]: ...
+    @overload
+    def with_options(
+        self, *, output_type: None, model: ChatModel | str = NOT_GIVEN,
+        tools: Iterable[Any] = NOT_GIVEN, execution_context: Any = NOT_GIVEN, **changes: Unpack[GenerationKwargs],
+    ) -> Agent[DepsT, None]: ...
+    @overload
+    def with_options(
         self, *, deps_type: type[D], model: ChatModel | str = NOT_GIVEN,
         tools: Iterable[Any] = NOT_GIVEN, execution_context: Any = NOT_GIVEN, **changes: Unpack[GenerationKwargs],
     ) -> Agent[D, OutputT]: ...

@@ -114,3 +114,32 @@ def test_the_typed_example_of_docs_agents_passes_mypy_strict(mypy_installed, tmp
                                          "assert_type(city, City)\ncity.population  # type: ignore[attr-defined]\n")
     out = _mypy("--warn-unused-ignores", "example.py", cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_types_user_code_asserts_are_the_values_at_run_time():
+    """What tests/typing/user_code.py tells a type checker holds when the code runs:
+    without an ``output_type`` the output is None; with one it is an instance of it."""
+    from pydantic import BaseModel
+
+    from agentkit import Agent, ScriptedModel, Session, ToolCall, run_agent
+
+    class City(BaseModel):
+        name: str
+
+    def answer() -> ToolCall:
+        return ToolCall(name="final_answer", input={"name": "Lyon"})
+
+    assert run_agent(ScriptedModel(["hi"]), "hi").output is None
+    assert Agent(ScriptedModel(["hi"])).run("hi").output is None
+    with Session(ScriptedModel(["hi"])) as session:
+        assert session.ask("hi").output is None
+    assert isinstance(run_agent(ScriptedModel([answer()]), "hi", output_type=City).output, City)
+    assert isinstance(Agent(ScriptedModel([answer()]), output_type=City).run("hi").output, City)
+    agent = Agent(ScriptedModel([answer(), "plain"]), output_type=City)
+    assert isinstance(agent.run("hi").output, City)
+    assert agent.with_options(output_type=None).run("hi").output is None
+    with Session(ScriptedModel([answer()]), output_type=City) as session:
+        assert isinstance(session.ask("hi").output, City)
+    with Session(ScriptedModel([answer(), "plain"])) as session:
+        assert isinstance(session.ask("hi", output_type=City).output, City)
+        assert session.ask("again").output is None

@@ -98,6 +98,8 @@ assert_type(agent.with_options(max_steps=3), Agent[Deps, City])
 assert_type(agent.with_options(output_type=int), Agent[Deps, int])
 assert_type(agent.with_options(deps_type=str), Agent[str, City])
 assert_type(agent.with_options(deps_type=str, output_type=int), Agent[str, int])
+assert_type(agent.with_options(output_type=None), Agent[Deps, None])
+assert_type(agent.with_options(output_type=None, deps_type=str), Agent[str, None])
 
 agent.run("hi", deps=123)  # type: ignore[call-overload]
 agent.run("hi", deps=deps, max_stepz=3)  # type: ignore[call-overload]
