@@ -161,7 +161,7 @@ PUBLIC_NAMESPACES = {
         'configure', 'recording_content',
     ],
     'agentkit.options': [
-        'GenerationOptions',
+        'GenerationKwargs', 'GenerationOptions',
     ],
     'agentkit.planning': [
         'Plan', 'PlanStep', 'Stage', 'StepResult',
