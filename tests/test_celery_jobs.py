@@ -203,7 +203,7 @@ def test_abort_of_a_queued_job_settles_it_and_no_worker_runs_it(celery_rig):
 
 
 def test_a_broker_that_is_down_fails_start_at_once_naming_it_and_leaves_nothing(celery_rig):
-    from agentkit.errors import BrokerUnavailableError
+    from agentkit.celery import BrokerUnavailableError
 
     _app, tasks, store, job_store = celery_rig.tasks()
     session = _session(tasks, store, "no-broker")
@@ -359,7 +359,7 @@ def test_a_tool_starts_a_job_on_a_worker_and_the_model_sees_its_end(celery_rig):
 
 
 def test_bad_input_and_a_control_without_a_session_are_refused_before_anything_is_recorded(celery_rig):
-    from agentkit.errors import ConfigurationError, JobNotFoundError
+    from agentkit import ConfigurationError, JobNotFoundError
 
     _app, tasks, store, job_store = celery_rig.tasks()
     session = _session(tasks, store, "refusals")

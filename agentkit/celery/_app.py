@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, MissingDependencyError
-from ..pool import SessionPool
+from ..session._pool import SessionPool
 from ..stores.base import EventStore
 
 try:
@@ -20,7 +20,7 @@ except ImportError as _exc:  # a missing extra is named
         _exc.name or "celery", "celery", "agentkit.celery (jobs and turns on Celery)"
     ) from _exc
 
-from . import _jobs
+from . import _jobs, _worker
 
 if TYPE_CHECKING:
     from ..stores.postgres import PostgresJobStore
@@ -121,7 +121,7 @@ class AgentTasks:
 
     def _register_tasks(self) -> None:
         """Register agentkit's tasks on the app (one block per kind of task)."""
-        self._job_task = _jobs.register(self)
+        self._job_task = _worker.register(self)
 
     @property
     def broker(self) -> str:

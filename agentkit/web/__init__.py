@@ -24,8 +24,8 @@ from typing import Any, Literal
 from ..errors import ConfigurationError
 from ..messages import Prompt
 from ..results import GenerateResult
-from ..session import Session
-from ..stream import AgentEvent, AgentStream, GenerationEndEvent, _messages_json, _output_json
+from ..session._session import Session
+from ..streaming._stream import AgentEvent, AgentStream, GenerationEndEvent, _messages_json, _output_json
 
 __all__ = [
     "KEEP_ALIVE", "SSE_HEADERS", "AsyncSSEIterator", "SSEIterator", "ask_async", "sse", "sse_async", "sse_record",
@@ -165,6 +165,6 @@ def _check_heartbeat(heartbeat: float | None) -> None:
         raise ConfigurationError(f"heartbeat must be a number of seconds > 0 (or None: never), got {heartbeat!r}")
 
 
-async def ask_async(session: Session, prompt: Prompt, **generate_kwargs: Any) -> GenerateResult:
+async def ask_async(session: Session[Any, Any], prompt: Prompt, **generate_kwargs: Any) -> GenerateResult[Any]:
     """``await ask_async(session, prompt)``: the same as ``await session.ask_async(prompt)``."""
     return await session.ask_async(prompt, **generate_kwargs)
