@@ -339,8 +339,7 @@ def test_postgresql_down_a_worker_retries_then_fails_the_job_visibly_and_a_run_e
 
 
 def test_a_tool_starts_a_job_on_a_worker_and_the_model_sees_its_end(celery_rig):
-    from agentkit import ScriptedModel, ToolCall
-    from agentkit.tools import shell_tools
+    from agentkit import ScriptedModel, ToolCall, shell_tools
 
     _app, tasks, store, _jobs = celery_rig.tasks()
     celery_rig.worker(pool="threads")
