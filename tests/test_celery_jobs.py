@@ -379,3 +379,18 @@ def test_bad_input_and_a_control_without_a_session_are_refused_before_anything_i
     bound = tasks.job_control(session_id="refusals")  # bound without a Session object
     state = bound.start("true")
     assert [s.execution_id for s in jobs.list()] == [state.execution_id]
+
+
+def test_a_failed_pooled_session_is_opened_afresh_for_a_job_event(celery_rig):
+    """A worker's pooled session that failed (an append error it cannot resolve) would
+    refuse every later job event; the commit closes it and the pool opens it again."""
+    from agentkit.celery._record import commit
+    from agentkit.events import RuntimeEvent
+
+    _app, tasks, store, _jobs = celery_rig.tasks()
+    pooled = tasks._sessions().get("failed-once")
+    pooled._log.failed = RuntimeError("an append failed")  # what a failed append leaves
+    event = RuntimeEvent(runtime_type="job-output", data={"execution_id": "job_x", "chunk": "hi"})
+    commit(tasks, "failed-once", [event, event])  # the same event twice: committed once
+    assert [e.id for e in store.load("failed-once").events] == [event.id]
+    assert pooled.closed and tasks._sessions().get("failed-once") is not pooled

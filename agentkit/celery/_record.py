@@ -17,7 +17,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError, JobNotFoundError, StoreConflictError, StoreUnavailableError
+from ..errors import (
+    ConfigurationError,
+    JobNotFoundError,
+    SessionFailedError,
+    StoreConflictError,
+    StoreUnavailableError,
+)
 from ..events import RuntimeEvent
 from ..execution.base import JobEvent, JobState, JobStatus
 from ..jobs._bridge import _job_runtime_event
@@ -28,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["Record", "Records", "commit", "ended", "event_id", "persist", "report_end", "runtime_event"]
 
 log = logging.getLogger("agentkit.jobs")
+
+_COMMIT_ATTEMPTS = 5
 
 
 def event_id(execution_id: str, what: str) -> str:
@@ -137,15 +145,31 @@ def runtime_event(records: Records, rec: Record, event: JobEvent, event_id: str 
 
 def commit(tasks: AgentTasks, session_id: str, events: Sequence[RuntimeEvent]) -> None:
     """Commit ``events`` to the session (through this process's session pool). An event
-    already committed (the same id: a report repeated after a crash) is skipped."""
-    with tasks._sessions().session(session_id) as session:
-        for event in events:
+    already committed (the same id: a report repeated after a crash) is skipped. A pooled
+    session that failed is closed (the pool opens it afresh) and the commit tried again,
+    as is one that kept meeting other writers' commits."""
+    for attempt in range(1, _COMMIT_ATTEMPTS + 1):
+        with tasks._sessions().session(session_id) as session:
             try:
-                session.push_event(event)
-            except ConfigurationError:
-                if any(e.id == event.id for e in session.events):
-                    continue  # committed before (by an earlier attempt): not twice
-                raise
+                for event in events:
+                    _push_once(session, event)
+                return
+            except SessionFailedError:
+                session.close()
+                if attempt == _COMMIT_ATTEMPTS:
+                    raise
+            except StoreConflictError:
+                if attempt == _COMMIT_ATTEMPTS:
+                    raise
+
+
+def _push_once(session: Any, event: RuntimeEvent) -> None:
+    try:
+        session.push_event(event)
+    except ConfigurationError:
+        if any(e.id == event.id for e in session.events):
+            return  # committed before (by an earlier attempt): not twice
+        raise
 
 
 def persist(what: str, fn: Callable[[], Any], *, give_up: float | None = None) -> Any:
