@@ -394,3 +394,29 @@ def test_a_failed_pooled_session_is_opened_afresh_for_a_job_event(celery_rig):
     commit(tasks, "failed-once", [event, event])  # the same event twice: committed once
     assert [e.id for e in store.load("failed-once").events] == [event.id]
     assert pooled.closed and tasks._sessions().get("failed-once") is not pooled
+
+
+def test_a_prefork_pool_process_killed_mid_job_requeues_its_task_which_settles_the_job_lost(celery_rig):
+    """Only the pool process dies (the worker lives): Celery requeues the task at once
+    (reject on worker lost); while its owner's heartbeat is still fresh the delivery checks
+    again later (``retry``), and it settles the job lost once the heartbeat went quiet."""
+    import signal
+
+    celery_rig.settings.update(heartbeat=0.5)
+    _app, tasks, store, job_store = celery_rig.tasks()
+    worker = celery_rig.worker(pool="prefork", concurrency=1)
+    runs = tempfile.mkdtemp(prefix="agentkit-runs-")
+    session = _session(tasks, store, "pool-process")
+    state = session.execution_context.jobs.start("sh", _marked(runs, "job", "exec sleep 30"))
+    wait_for(lambda: _runs(runs, "job") == 1, "the job running")
+    owner = job_store._get_record(state.execution_id)[0]["celery"]["owner"]
+    child = int(owner.split(":")[1])
+    assert child in worker.children()
+    os.kill(child, signal.SIGKILL)
+    wait_for(lambda: _terminal(session, state.execution_id), "the job settled", timeout=120)
+    [end] = _terminal(session, state.execution_id)
+    assert end.runtime_type == "job-lost" and _runs(runs, "job") == 1
+    assert worker.proc.poll() is None  # the worker itself lives on and runs the next job
+    later = session.execution_context.jobs.start("sh", _marked(runs, "later", "echo ok"))
+    wait_for(lambda: _terminal(session, later.execution_id), "a later job")
+    assert _terminal(session, later.execution_id)[0].runtime_type == "job-finished"
