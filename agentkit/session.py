@@ -20,7 +20,6 @@ from dataclasses import replace
 from typing import Any
 
 from . import _transact
-from ._async import run_sync_cancellable
 from ._compact import ContextShaper, apply_retention, compact_log, finish_prune, iter_history
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
@@ -29,7 +28,7 @@ from ._jobbridge import bridge_job_events
 from ._loop import LoopOptions, run_loop
 from ._scheduling import GenerationScheduler
 from ._subscriptions import Listener, Subscription, Unsubscribe
-from ._workers import SessionExecutor
+from ._threads import SessionExecutor, run_sync_cancellable
 from .approval import ApprovalDecision, ApprovalRequest, decision_events
 from .cancel import CancelToken
 from .compaction import DEFAULT_KEEP_LAST, Compactor, Retention
@@ -337,7 +336,7 @@ class Session:
         with self._log.lock:
             self._log.check_usable()  # a pool made after close() would never be shut down
             if self._pool is None:
-                # a door to the process's shared tool threads (agentkit._workers)
+                # a door to the process's shared tool threads (agentkit._threads)
                 self._pool = SessionExecutor(self._max_workers)
             return self._pool
 

@@ -290,10 +290,13 @@ def test_a_listener_closing_the_notifier_behind_a_full_backlog_does_not_stall():
     backlog_full = threading.Event()
     got: list[int] = []
 
+    closed = threading.Event()
+
     def closes_on_first(note: dict) -> None:
         got.append(note["n"])
         backlog_full.wait(30)
         notifier.close()  # as toolset.close() from a listener does
+        closed.set()
 
     notifier.add(closes_on_first)
     notifier.put({"n": 0})
@@ -301,9 +304,10 @@ def test_a_listener_closing_the_notifier_behind_a_full_backlog_does_not_stall():
     notifier.put({"n": 1})
     notifier.put({"n": 2})  # the backlog is full now
     backlog_full.set()
-    thread = notifier._thread
-    thread.join(5)  # well under close()'s 10 s put timeout
-    assert not thread.is_alive() and got == [0]
+    assert closed.wait(5)  # well under close()'s 10 s timeout
+    assert not notifier.in_delivery_thread()
+    wait_for(lambda: not notifier._queues or not notifier._queues[0]._scheduled, what="the delivery to end")
+    assert got == [0]  # nothing more after the listener closed it
 
 
 def test_text_nested_deeper_than_json_parses_is_kept_as_text():
@@ -320,7 +324,7 @@ def test_ctrl_c_while_submitting_still_cancels_the_task_that_started(monkeypatch
 
     import anyio
 
-    from agentkit.mcp._portal import LoopThread
+    from agentkit._threads import LoopThread
 
     loop = LoopThread()
     started, cancelled = threading.Event(), threading.Event()

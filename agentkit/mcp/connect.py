@@ -131,7 +131,7 @@ def connect_mcp(
         for name, spec in specs.items()
     }
 
-    from ._portal import LoopThread
+    from .._threads import LoopThread
     from ._runtime import Notifier, Runtime, supervise
     from ._server import ServerConnection
 
@@ -152,7 +152,9 @@ def connect_mcp(
     }
     for name, spec in specs.items():
         conns[name].session_roots = session_roots and getattr(spec, "roots", None) is None
-    runtime = Runtime(LoopThread(), conns, notifier)
+    loop = LoopThread("agentkit-mcp-loop", error=McpError, what="MCP call",
+                      closed="the MCP toolset is closed; connect again with connect_mcp()")
+    runtime = Runtime(loop, conns, notifier)
     toolset = McpToolset(_runtime=runtime, _authorize=authorize_tool_call, _callers=host.callers,
                          _call_timeout=None if call_timeout is None else float(call_timeout),
                          _prefix=prefix_tool_names, _expose_resources=expose_resources)
