@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -111,21 +111,18 @@ class ModelStream:
     provider stream releases its connection now, not whenever the garbage collector gets
     to it. Every reader of ``ChatModel.stream`` goes through it."""
 
-    __slots__ = ("_cancel", "_events", "_stream")
+    __slots__ = ("_cancel", "_stream")
 
     def __init__(self, model: ChatModel, request: ModelRequest) -> None:
         self._cancel = request.cancel
         self._stream = model.stream(request)
-        self._events = iter(self._stream)
 
-    def __iter__(self) -> ModelStream:
-        return self
-
-    def __next__(self) -> StreamEvent:
-        event = next(self._events)
-        if self._cancel.cancelled:
-            raise CancelledError(self._cancel.reason)
-        return event
+    def __iter__(self) -> Iterator[StreamEvent]:
+        cancel = self._cancel
+        for event in self._stream:
+            if cancel.cancelled:
+                raise CancelledError(cancel.reason)
+            yield event
 
     def close(self) -> None:
         """Close the model's stream (when it can be closed). Idempotent."""
