@@ -71,7 +71,7 @@ def children() -> set[int]:
 def no_leaks(timeout: float = 20.0) -> Iterator[None]:
     """Fail unless every child process and thread started inside the block is gone
     (polled with a deadline) after it. The process-wide worker threads all sessions share
-    (agentkit/_workers.py: tool calls, listener delivery) are a pool, not a leak."""
+    (agentkit/_threads/_pool.py: tool calls, listener delivery) are a pool, not a leak."""
     kids_before = children()
     threads_before = set(threading.enumerate())
     yield
