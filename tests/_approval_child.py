@@ -7,13 +7,11 @@ answer is a call of ``append_note``, generate, print the outcome as one JSON lin
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _child import say
 
-from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Session, ToolCall, tool  # noqa: E402
+from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Session, ToolCall, tool
 
 
 def main(store_dir: str, notes: str, mode: str, *args: str) -> None:
@@ -39,12 +37,8 @@ def main(store_dir: str, notes: str, mode: str, *args: str) -> None:
         else:
             session.deny(args[0], reason=args[1], note="process C")
         result = session.generate()
-        print(json.dumps({
-            "finish_reason": result.finish_reason,
-            "text": result.text,
-            "pending": [p.to_dict() for p in session.pending_approvals()],
-            "model_calls": len(result.steps),
-        }), flush=True)
+        say(finish_reason=result.finish_reason, text=result.text,
+            pending=[p.to_dict() for p in session.pending_approvals()], model_calls=len(result.steps))
 
 
 if __name__ == "__main__":

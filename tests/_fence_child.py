@@ -17,16 +17,15 @@ file ``<store>/release`` exists. Prints ``{"asked": text}`` once answered.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _child import push_ticks, say
 
-from agentkit import (  # noqa: E402
+from agentkit import (
     ApprovalPolicy,
     FileEventStore,
     FunctionModel,
@@ -35,11 +34,7 @@ from agentkit import (  # noqa: E402
     ToolCall,
     tool,
 )
-from agentkit.errors import AgentkitError  # noqa: E402
-
-
-def say(**data: object) -> None:
-    print(json.dumps(data), flush=True)
+from agentkit.errors import AgentkitError
 
 
 def note_tools(notes: str) -> list[object]:
@@ -83,14 +78,7 @@ def main(mode: str, *args: str) -> None:
                 say(error=type(exc).__name__, message=str(exc))
     elif mode == "push":
         store, sid, tag, n = args
-        failures: list[str] = []
-        with SessionPool(FileEventStore(store), idle_timeout=None) as pool:
-            for i in range(int(n)):
-                try:
-                    pool.get(sid).push_runtime_event("tick", {"tag": tag, "i": i})
-                except AgentkitError as exc:
-                    failures.append(f"{type(exc).__name__}: {exc}")
-        say(failures=failures)
+        push_ticks(FileEventStore(store), sid, tag, int(n))
     elif mode == "scripted":
         store, sid, tag = args
         model = ScriptedModel([ToolCall("write_note", {"text": tag}), "done"])

@@ -26,7 +26,6 @@ to the marker and waits for ``<marker>.release``; print what it covered (None: n
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -34,11 +33,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _child
+from _child import push_ticks, say
 
-from agentkit import (  # noqa: E402
+from agentkit import (
     ApprovalPolicy,
-    FileEventStore,
     FunctionModel,
     GenerationTransaction,
     Retention,
@@ -47,21 +46,12 @@ from agentkit import (  # noqa: E402
     ToolContext,
     tool,
 )
-from agentkit.errors import AgentkitError  # noqa: E402
-
-
-def say(**data: object) -> None:
-    print(json.dumps(data), flush=True)
+from agentkit.errors import AgentkitError
 
 
 def open_store(spec: str) -> Any:
-    kind, _, rest = spec.partition(":")
-    if kind == "file":
-        return FileEventStore(rest)
-    from agentkit.stores.postgres import PostgresEventStore
-
-    schema, _, conninfo = rest.partition(":")
-    return PostgresEventStore(conninfo, schema=schema, pool_size=2)
+    """The store ``spec`` names (a PostgreSQL store keeps two connections)."""
+    return _child.open_store(spec, pool_size=2)
 
 
 def echo_reply(request: Any) -> Any:
@@ -153,14 +143,7 @@ def main(mode: str, spec: str, *args: str) -> None:
         say(answers=answers, errors=errors)
     elif mode == "push":
         sid, tag, n = args
-        failures: list[str] = []
-        with SessionPool(store, idle_timeout=None) as pool:
-            for i in range(int(n)):
-                try:
-                    pool.get(sid).push_runtime_event("tick", {"tag": tag, "i": i})
-                except AgentkitError as exc:
-                    failures.append(f"{type(exc).__name__}: {exc}")
-        say(failures=failures)
+        push_ticks(store, sid, tag, int(n))
     elif mode == "stall":
         sid, marker = args
         release = Path(marker + ".release")

@@ -23,13 +23,12 @@ lease; prints ``appended`` or ``lost``.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _child  # noqa: F401 - puts the checkout first on sys.path
 
-from agentkit import StoreConflictError, TurnLockLostError, UserMessageEvent  # noqa: E402
-from agentkit.messages import TextPart  # noqa: E402
-from agentkit.stores.postgres import PostgresEventStore  # noqa: E402
+from agentkit import StoreConflictError, TurnLockLostError, UserMessageEvent
+from agentkit.messages import TextPart
+from agentkit.stores.postgres import PostgresEventStore
 
 
 def main(mode: str, conninfo: str, schema: str, session: str, *rest: str) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _tools import add
 from langchain_core import exceptions as lc_errors
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel, GenericFakeChatModel
@@ -16,7 +17,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
-from agentkit import CancelToken, Message, ModelRequest, ModelSettings, Session, ToolSpec, Usage, run_agent, tool
+from agentkit import CancelToken, Message, ModelRequest, ModelSettings, Session, ToolSpec, Usage, run_agent
 from agentkit.adapters.langchain import LangChainChatModel
 from agentkit.errors import (
     AuthenticationError,
@@ -62,12 +63,6 @@ class ChunkScriptModel(BaseChatModel):
         for c in chunks[1:]:
             total = total + c.message
         return ChatResult(generations=[ChatGeneration(message=AIMessage(**total.model_dump(exclude={"type"})))])
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def _request(**kwargs: Any) -> ModelRequest:
