@@ -10,8 +10,9 @@ from __future__ import annotations
 import sys
 
 from _child import say
+from _tools import calls_then_answers
 
-from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Session, ToolCall, tool
+from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Session, tool
 
 
 def main(store_dir: str, notes: str, mode: str, *args: str) -> None:
@@ -22,14 +23,9 @@ def main(store_dir: str, notes: str, mode: str, *args: str) -> None:
             fh.write(text + "\n")
         return f"appended {text!r}"
 
-    def reply(request):
-        last = request.messages[-1]
-        if last.role == "user":
-            return ToolCall("append_note", {"text": last.text})
-        return "the tool said: " + " | ".join(p.output.as_text() for p in last.content)
-
-    with Session.open("round-trip", store=FileEventStore(store_dir), model=FunctionModel(reply),
-                      tools=[append_note], approval=ApprovalPolicy(mode="ask-writes")) as session:
+    model = FunctionModel(calls_then_answers("append_note"))
+    with Session.open("round-trip", store=FileEventStore(store_dir), model=model, tools=[append_note],
+                      approval=ApprovalPolicy(mode="ask-writes")) as session:
         if mode == "ask":
             session.push_user_message(args[0])
         elif mode == "approve":

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from _child import push_ticks, say
+from _tools import calls_then_answers
 
 from agentkit import (
     ApprovalPolicy,
@@ -48,11 +49,7 @@ def note_tools(notes: str) -> list[object]:
     return [write_note]
 
 
-def note_reply(request: object) -> object:
-    last = request.messages[-1]  # type: ignore[attr-defined]
-    if last.role == "user":
-        return ToolCall("write_note", {"text": last.text})
-    return "the tool said: " + " | ".join(p.output.as_text() for p in last.content)
+note_reply = calls_then_answers("write_note")
 
 
 def note_pool(store: str, notes: str) -> SessionPool:

@@ -35,6 +35,7 @@ from typing import Any
 
 import _child
 from _child import push_ticks, say
+from _tools import calls_then_answers, outputs
 
 from agentkit import (
     ApprovalPolicy,
@@ -61,7 +62,7 @@ def echo_reply(request: Any) -> Any:
         if last.text.endswith("!"):
             return ToolCall("slow_echo", {"text": last.text})
         return "answer: " + last.text
-    return "answer: " + " | ".join(p.output.as_text() for p in last.content)
+    return "answer: " + outputs(last)
 
 
 def refund_tools(marker: str, seconds: float) -> list[Any]:
@@ -159,13 +160,8 @@ def main(mode: str, spec: str, *args: str) -> None:
                 fh.write("finished\n")
             return "stuck " + text
 
-        def stuck_reply(request: Any) -> Any:
-            last = request.messages[-1]
-            if last.role == "user":
-                return ToolCall("stuck", {"text": last.text})
-            return "answer: " + " | ".join(p.output.as_text() for p in last.content)
-
-        with SessionPool(store, model=FunctionModel(stuck_reply), tools=[stuck], idle_timeout=None) as pool:
+        model = FunctionModel(calls_then_answers("stuck", "answer: "))
+        with SessionPool(store, model=model, tools=[stuck], idle_timeout=None) as pool:
             try:
                 say(text=pool.get(sid).ask("first").text)
             except AgentkitError as exc:
@@ -191,7 +187,7 @@ def main(mode: str, spec: str, *args: str) -> None:
                 while not release.exists():
                     time.sleep(0.02)
                 return ToolCall("effect", {"text": last.text})
-            return "answer: " + " | ".join(p.output.as_text() for p in last.content)
+            return "answer: " + outputs(last)
 
         with SessionPool(store, model=FunctionModel(waiting_reply), tools=[effect], idle_timeout=None) as pool:
             session = pool.get(sid)

@@ -93,6 +93,15 @@ def our_ends_of_its_stdout(pid: int) -> list[str]:
     return ours
 
 
+def listening(port: int) -> bool:
+    """True when something accepts TCP connections on 127.0.0.1:``port``."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 nothing listens on now."""
     with socket.socket() as s:
@@ -154,3 +163,20 @@ def stop(proc: subprocess.Popen, timeout: float = 20.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout)
+
+
+def stale_writer_race(argv: Sequence[str], win, env: dict[str, str] | None = None) -> None:
+    """Start a stale writer (``argv``: it loads the session at revision 1, says ``loaded 1``
+    and waits), append before it with ``win()``, release it: it must say ``conflict 1 2``
+    (expected revision 1, found 2) and exit cleanly."""
+    child = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().split() == ["loaded", "1"]
+        win()  # we win the race
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().split() == ["conflict", "1", "2"]
+        assert child.wait(30) == 0
+    finally:
+        child.kill()
+        child.wait(30)

@@ -12,7 +12,6 @@ MCP servers theirs (``tests/mcp_servers/helpers.py``, ``oauth_server.py``), buil
 
 from __future__ import annotations
 
-import socket
 import ssl
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from _procs import free_port, stop, wait_for
+from _procs import free_port, listening, stop, wait_for
 
 
 class ThreadedHTTP:
@@ -78,11 +77,7 @@ class ServerProcess:
                                      stderr=subprocess.STDOUT if self._log_fh else subprocess.PIPE)
 
     def answers(self) -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-            return True
-        except OSError:
-            return False
+        return listening(self.port)
 
     def output(self) -> str:
         """The end of what the server printed (once it has exited, for a pipe)."""
