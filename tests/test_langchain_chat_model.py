@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _tools import add
 from langchain_core import exceptions as lc_errors
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel, GenericFakeChatModel
@@ -16,33 +17,21 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
+from agentkit import CancelToken, Session, Usage, run_agent
+from agentkit.messages import Message
+from agentkit.models import ModelRequest, ModelSettings, ToolSpec
+from agentkit.adapters.langchain import LangChainChatModel
 from agentkit import (
     AuthenticationError,
     CancelledError,
-    CancelToken,
     ConfigurationError,
     ContextOverflowError,
     ModelError,
     ProviderUnavailableError,
     RateLimitError,
-    Session,
-    Usage,
-    run_agent,
-    tool,
 )
-from agentkit.adapters.langchain import LangChainChatModel
-from agentkit.messages import Message, ReasoningPart, TextPart
-from agentkit.models import (
-    FinishEvent,
-    ModelRequest,
-    ModelSettings,
-    ReasoningDelta,
-    ReasoningDone,
-    TextDelta,
-    ToolCallEvent,
-    ToolSpec,
-    UsageEvent,
-)
+from agentkit.messages import ReasoningPart, TextPart
+from agentkit.models import FinishEvent, ReasoningDelta, ReasoningDone, TextDelta, ToolCallEvent, UsageEvent
 
 
 class ChunkScriptModel(BaseChatModel):
@@ -76,12 +65,6 @@ class ChunkScriptModel(BaseChatModel):
         for c in chunks[1:]:
             total = total + c.message
         return ChatResult(generations=[ChatGeneration(message=AIMessage(**total.model_dump(exclude={"type"})))])
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def _request(**kwargs: Any) -> ModelRequest:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 
+from _procs import stale_writer_race
 from _store_child import child_cmd, child_env, texts, user
 
 from agentkit import FileEventStore, StoreConflictError
@@ -42,23 +43,8 @@ def test_writer_processes_detect_conflicts_and_lose_or_duplicate_nothing(tmp_pat
 def test_a_stale_writer_in_another_process_gets_a_conflict_and_writes_nothing(tmp_path):
     store = FileEventStore(tmp_path)
     store.append("s", [user("e1")], expected_revision=0)
-    child = subprocess.Popen(
-        child_cmd("stale-writer", tmp_path, "s"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-    )
-    try:
-        assert child.stdout.readline().split() == ["loaded", "1"]
-        store.append("s", [user("e2")], expected_revision=1)  # we win the race
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        assert child.stdout.readline().split() == ["conflict", "1", "2"]
-        assert child.wait(30) == 0
-    finally:
-        child.kill()
-        child.wait(30)
+    stale_writer_race(child_cmd("stale-writer", tmp_path, "s"),
+                      lambda: store.append("s", [user("e2")], expected_revision=1), env=child_env())
     assert texts(FileEventStore(tmp_path).load("s")) == ["e1", "e2"]
 
 
