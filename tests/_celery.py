@@ -20,13 +20,14 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
+
+from _procs import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -56,12 +57,6 @@ def find_redis() -> str | None:
     if os.path.isfile("/usr/bin/redis-server"):
         return "/usr/bin/redis-server"
     return shutil.which("redis-server")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout: float = 60.0, interval: float = 0.05) -> Any:

@@ -9,6 +9,7 @@ import tempfile
 
 import pytest
 from _celery import wait_for
+from _procs import alive
 
 from agentkit import ConfigurationError, Session
 from agentkit.execution import LocalExecutionContext
@@ -145,15 +146,6 @@ store.close(); job_store.close()
 """
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as fh:
-        return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-
-
 @pytest.mark.parametrize("pool", ["prefork", "threads"])
 def test_abort_from_another_process_stops_the_running_job_on_its_worker(celery_rig, pool):
     import json
@@ -173,7 +165,7 @@ def test_abort_from_another_process_stops_the_running_job_on_its_worker(celery_r
 
     wait_for(begun, "the job's first output")
     pid = next(e.data["pid"] for e in _job_events(session, state.execution_id) if e.runtime_type == "job-started")
-    assert _alive(pid)
+    assert alive(pid)
     code = _ABORTER.format(path=[HERE, ROOT], broker=celery_rig.redis.url, pg=celery_rig.pg.conninfo,
                            schema=celery_rig.schema, eid=state.execution_id)
     began = time.monotonic()
@@ -185,7 +177,7 @@ def test_abort_from_another_process_stops_the_running_job_on_its_worker(celery_r
     seen = time.monotonic() - began
     [end] = _terminal(session, state.execution_id)
     assert end.runtime_type == "job-aborted" and end.data["reason"] == "stopped from another process"
-    assert not _alive(pid)  # the worker stopped the process itself
+    assert not alive(pid)  # the worker stopped the process itself
     assert session.execution_context.jobs.get(state.execution_id).state == "aborted"
     print(f"\nabort ({pool}): the other process's abort() returned after {answer['seconds']:.2f} s; "
           f"job-aborted seen here {seen:.2f} s after it started (process start included)")
