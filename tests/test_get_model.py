@@ -138,7 +138,7 @@ def test_missing_sdk_names_the_extra(monkeypatch, provider, package):
 def test_every_missing_extra_names_the_distribution(monkeypatch, package, extra, build):
     monkeypatch.setitem(sys.modules, package, None)
     for module in ("agentkit.stores.postgres", "agentkit.stores._pg", "agentkit.stores._pg_jobs",
-                   "agentkit.celery", "agentkit.celery._app"):
+                   "agentkit.stores._pg_wait", "agentkit.celery", "agentkit.celery._app"):
         monkeypatch.delitem(sys.modules, module, raising=False)  # imported afresh, without the package
     with pytest.raises(MissingDependencyError) as info:
         build()

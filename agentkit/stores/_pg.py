@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 from .._threads import CallTimeout, run_and_wait
 from ..errors import ConfigurationError, MissingDependencyError, SchemaVersionError, StoreError, StoreUnavailableError
 from ._pg_schema import LAYOUT, SCHEMA_SQL, channel_name, check_schema_name, schema_sql
-from ._pg_wait import WATCHDOG
 from .base import SCHEMA_VERSION
 
 try:
@@ -26,6 +25,8 @@ except ImportError as _exc:  # tests/test_get_model.py: a missing extra is named
     raise MissingDependencyError(
         _exc.name or "psycopg", "postgres", "agentkit.stores.postgres (the PostgreSQL stores)"
     ) from _exc
+
+from ._pg_wait import WATCHDOG  # noqa: E402 - it needs psycopg: after the check that names the extra
 
 __all__ = [
     "DEFAULT_TIMEOUT",
