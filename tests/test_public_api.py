@@ -138,9 +138,10 @@ PUBLIC_NAMESPACES = {
         'compaction_boundary', 'conversation_events_since_reset', 'estimate_tokens',
         'summary_messages',
     ],
+    'agentkit.celery': ['AgentTasks'],
     'agentkit.errors': [
-        'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'BrowserError',
-        'CancelledError', 'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
+        'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'BrokerUnavailableError',
+        'BrowserError', 'CancelledError', 'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
         'HookError', 'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError',
         'OutputValidationError', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError',
         'SchemaVersionError', 'ScriptExhaustedError', 'SessionClosedError', 'SessionError',
