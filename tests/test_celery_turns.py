@@ -42,34 +42,6 @@ HTTP = 60
 # -- the servers ----------------------------------------------------------------------------
 
 
-class _Redis:
-    """A redis-server on a free port of 127.0.0.1, nothing saved."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        import redis
-
-        client = redis.Redis(port=self.port, socket_connect_timeout=1)
-        wait_for(lambda: _pings(client), 30, "redis-server to answer")
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
-def _pings(client: Any) -> bool:
-    import redis
-
-    try:
-        return bool(client.ping())
-    except redis.ConnectionError:
-        return False
-
-
 def _docstring_commands() -> list[list[str]]:
     """The two command lines examples/celery_app.py's docstring says to run."""
     doc = EXAMPLE.read_text().split('"""')[1]
@@ -112,7 +84,7 @@ def _env(redis_url: str, conninfo: str, schema: str, tmp: Path) -> dict[str, str
     return env
 
 
-def _start_worker(argv: list[str], env: dict[str, str], log: Path, redis_url: str) -> _Process:
+def _start_worker(argv: list[str], env: dict[str, str], log: Path) -> _Process:
     worker = _Process(argv, env, log)
 
     def ready() -> bool:
@@ -127,12 +99,12 @@ class _Stack:
     """The example as its docstring runs it: a worker and the Flask app (and a broker
     and a database)."""
 
-    def __init__(self, pool: str, redis: _Redis, conninfo: str, schema: str, tmp: Path) -> None:
+    def __init__(self, pool: str, redis: Any, conninfo: str, schema: str, tmp: Path) -> None:
         self.env = _env(redis.url, conninfo, schema, tmp)
         self.notes = tmp / "notes.jsonl"
         worker_argv, web_argv = _docstring_commands()
         worker_argv = [CELERY, *worker_argv[1:], "--pool", pool, "--concurrency", "3", "-n", f"{pool}@%h"]
-        self.worker = _start_worker(worker_argv, self.env, tmp / f"worker-{pool}.log", redis.url)
+        self.worker = _start_worker(worker_argv, self.env, tmp / f"worker-{pool}.log")
         self.port = free_port()
         web_argv = [FLASK, *[str(self.port) if a == "8000" else a for a in web_argv[1:]]]
         self.web = _Process(web_argv, self.env, tmp / "web.log")
@@ -181,21 +153,23 @@ class _Stack:
 
 
 @pytest.fixture(scope="module")
-def redis_server(tmp_path_factory) -> Iterator[_Redis]:
-    import shutil
+def broker() -> Iterator[Any]:
+    """One redis-server for the module's tests (tests/_celery.py)."""
+    from _celery import Redis, what_is_missing
 
-    if shutil.which("redis-server") is None:
+    problem = what_is_missing()
+    if problem:
         from _env import missing
 
-        missing("redis-server is not installed: `apt-get install -y redis-server`")
-    server = _Redis(tmp_path_factory.mktemp("redis"))
+        missing(problem)
+    server = Redis()
     yield server
-    server.stop()
+    server.destroy()
 
 
 @pytest.fixture(scope="module", params=["prefork", "threads"])
-def stack(request, redis_server, pg_cluster, tmp_path_factory) -> Iterator[_Stack]:
-    s = _Stack(request.param, redis_server, pg_cluster.conninfo, pg_cluster.fresh_schema(),
+def stack(request, broker, pg_cluster, tmp_path_factory) -> Iterator[_Stack]:
+    s = _Stack(request.param, broker, pg_cluster.conninfo, pg_cluster.fresh_schema(),
                tmp_path_factory.mktemp(f"celery-{request.param}"))
     yield s
     s.stop()
@@ -325,34 +299,37 @@ def test_the_turn_record_decides_start_cancel_and_finish_once():
     assert _turnlog.start([*started, end], tid, "ask") == []
 
 
-def _tasks(broker: str, store: Any) -> Any:
+def _tasks(broker: str, conninfo: str, store: Any) -> Any:
     from celery import Celery
 
     from agentkit import ScriptedModel
     from agentkit.celery import AgentTasks
+    from agentkit.stores.postgres import PostgresJobStore
 
     app = Celery("turns-test", broker=broker)
-    return AgentTasks(app, store=store, job_store=None, sessions=lambda sid: {"model": ScriptedModel(["hi"])})
+    return AgentTasks(app, store=store, job_store=PostgresJobStore(conninfo, schema=store.schema, connect_timeout=2),
+                      sessions=lambda sid: {"model": ScriptedModel(["hi"])})
 
 
-def test_a_broker_that_is_down_fails_enqueue_at_once_naming_it_and_nothing_is_recorded(pg_store):
-    from agentkit.celery import BrokerUnavailableError
+def test_a_broker_that_is_down_fails_enqueue_at_once_naming_it_and_nothing_is_recorded(pg_cluster, pg_store):
+    from agentkit.errors import BrokerUnavailableError
 
     port = free_port()  # nothing listens there
-    tasks = _tasks(f"redis://:secret@127.0.0.1:{port}/0", pg_store)
+    tasks = _tasks(f"redis://:secret@127.0.0.1:{port}/0", pg_cluster.conninfo, pg_store)
     with pytest.raises(BrokerUnavailableError) as caught:
         within(lambda: tasks.enqueue_ask("down-1", "hello"), 30)
     message = str(caught.value)
     assert f"127.0.0.1:{port}" in message and "secret" not in message and "Nothing was recorded" in message
-    assert isinstance(caught.value, ConnectionError)
+    assert isinstance(caught.value, ConnectionError) and f"127.0.0.1:{port}" in caught.value.broker
     assert pg_store.load("down-1") is None and "down-1" not in pg_store.list_sessions()
     with pytest.raises(BrokerUnavailableError):
         tasks.enqueue_generate("down-1")
     assert pg_store.load("down-1") is None
 
 
-def test_bad_input_to_enqueue_is_refused_before_anything_is_sent(pg_store):
-    tasks = _tasks(f"redis://127.0.0.1:{free_port()}/0", pg_store)  # would fail if anything were sent
+def test_bad_input_to_enqueue_is_refused_before_anything_is_sent(pg_cluster, pg_store):
+    # nothing listens at that broker: anything sent would fail
+    tasks = _tasks(f"redis://127.0.0.1:{free_port()}/0", pg_cluster.conninfo, pg_store)
     with pytest.raises(ConfigurationError, match="invalid session id"):
         tasks.enqueue_ask("../x", "hi")
     with pytest.raises(ConfigurationError, match="cannot travel to a worker"):
@@ -368,9 +345,9 @@ def test_bad_input_to_enqueue_is_refused_before_anything_is_sent(pg_store):
     assert pg_store.load("ok") is None
 
 
-def test_a_worker_that_cannot_reach_postgresql_retries_then_fails_the_turn_visibly(redis_server, tmp_path):
+@pytest.mark.timeout(400)
+def test_a_worker_that_cannot_reach_postgresql_retries_then_fails_the_turn_visibly(broker, tmp_path):
     from _pg import Cluster, find_bin_dir
-    from celery import Celery
 
     from agentkit.stores.postgres import PostgresEventStore
 
@@ -381,30 +358,25 @@ def test_a_worker_that_cannot_reach_postgresql_retries_then_fails_the_turn_visib
         missing("the PostgreSQL server binaries are not installed")
     cluster = Cluster(bin_dir)
     try:
-        broker = redis_server.url[:-1] + "1"  # a database of its own: only this worker takes these tasks
-        env = _env(broker, cluster.conninfo, "agentkit", tmp_path)
+        queue = broker.url[:-1] + "1"  # a database of its own: only this worker takes these tasks
+        env = _env(queue, cluster.conninfo, "agentkit", tmp_path)
         argv = [CELERY, "--workdir", "examples", "-A", "_turns_worker", "worker", "--loglevel=info", "--pool",
                 "threads", "--concurrency", "2", "-n", "pgdown@%h"]
         env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{ROOT / 'tests'}{os.pathsep}{ROOT / 'examples'}"
-        worker = _start_worker(argv, env, tmp_path / "worker.log", broker)
+        worker = _start_worker(argv, env, tmp_path / "worker.log")
         try:
             cluster.stop()  # the database goes away after the worker started
-            app = Celery("sender", broker=broker)
-            from agentkit import ScriptedModel
-            from agentkit.celery import AgentTasks
-
             store = PostgresEventStore(cluster.conninfo, connect_timeout=2, timeout=5)
-            sender = AgentTasks(app, store=store, job_store=None, sessions=lambda sid: {"model": ScriptedModel([])})
+            sender = _tasks(queue, cluster.conninfo, store)
             turn_id = sender.enqueue_ask("pg-down-1", "hello")
-            wait_for(lambda: worker.text().count(f"turn {turn_id} of session 'pg-down-1': the store is "
-                                                 f"unreachable") >= 2, 120, "two retries")
+            wait_for(lambda: worker.text().count(f"start turn {turn_id} of session 'pg-down-1': PostgreSQL "
+                                                 f"unreachable") >= 2, 120, "two tries again, with backoff")
             wait_for(lambda: f"turn {turn_id} of session 'pg-down-1' failed" in worker.text(), 120,
                      "the turn to fail")
             cluster.start()  # the store is back: the turn's end is recorded
             wait_for(lambda: _finish_in(store, "pg-down-1", turn_id), 120, "the turn-finished record")
             end = _finish_in(store, "pg-down-1", turn_id)
-            assert end["status"] == "failed" and "could not reach the session's store after 3 attempts" in end[
-                "error"]
+            assert end["status"] == "failed" and "could not reach the session's store for 4 s" in end["error"]
             stored = store.load("pg-down-1")
             assert stored is not None and not any(isinstance(e, UserMessageEvent) for e in stored.events)
             store.close()

@@ -3,17 +3,16 @@ that enqueue, cancel and stream turns (the ``AgentTasks`` methods of :class:`Tur
 
 - :meth:`TurnMethods.enqueue_ask` sends the ``agentkit.turn`` task (its task id is the
   turn id) and returns at once. Nothing is written to the session then: a broker that
-  does not take the message raises :class:`BrokerUnavailableError` and the session is
-  as it was.
+  does not take the message raises :class:`~agentkit.errors.BrokerUnavailableError` and
+  the session is as it was.
 - A worker runs the task on a pooled :class:`~agentkit.Session` of its own process
   (``sessions(session_id)`` gives its keyword arguments): it takes the session's turn
   lock, decides to start (``turn-started``, see :mod:`._turnlog`), runs ``ask`` (or
   ``generate``) with the overrides and writes ``turn-finished``, still under the lock. It
   listens to the session meanwhile: a ``turn-cancel-requested`` committed by any process
   cancels the generation's token. A store it cannot reach before the turn started is
-  retried with exponential backoff (``agentkit_store_retries`` times, first after
-  ``agentkit_store_retry_backoff`` seconds: Celery settings); then the turn fails, and
-  ``agentkit.turn-settle`` writes its ``turn-finished`` once the store answers again.
+  tried again with backoff for ``AgentTasks.store_retry_for`` seconds; then the turn
+  fails, and its ``turn-finished`` is written once the store answers.
 - :meth:`TurnMethods.turn_events` (and :meth:`TurnMethods.sse_turn`, the same as
   Server-Sent Events) follow the session in the web process (a listener on a pooled
   session: the process's follower hears the workers' commits) from ``turn-started`` to
@@ -25,85 +24,59 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import queue
-import threading
 import uuid
-from collections.abc import Callable, Generator, Iterator, Mapping
-from typing import Any
+from collections.abc import Generator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .. import CancelToken, Session, SessionPool
-from ..errors import AgentkitError, CancelledError, ConfigurationError, SessionError, StoreError
+from ..errors import (
+    BrokerUnavailableError,
+    CancelledError,
+    ConfigurationError,
+    SessionError,
+    StoreError,
+    StoreUnavailableError,
+)
 from ..events import ControlEvent, Event
 from ..messages import Prompt, content_from_dict, content_to_dict, normalize_prompt
 from ..options import GenerationOptions
-from ..stores.base import EventStore, validate_session_id
+from ..stores.base import validate_session_id
 from ..web import KEEP_ALIVE
 from . import _turnlog
+from ._jobs import _persist
 
-__all__ = ["BrokerUnavailableError", "TurnMethods", "register"]
+if TYPE_CHECKING:
+    from ._app import AgentTasks
+
+__all__ = ["TURN_TASK", "TurnMethods", "register"]
 
 TURN_TASK = "agentkit.turn"
-SETTLE_TASK = "agentkit.turn-settle"
-
-STORE_RETRIES = 5
-"""Default of the Celery setting ``agentkit_store_retries``: how many times a turn whose
-store could not be reached is tried again before it fails."""
-
-STORE_RETRY_BACKOFF = 2.0
-"""Default of ``agentkit_store_retry_backoff``: seconds before the first retry; each
-retry waits twice as long as the one before (at most :data:`MAX_BACKOFF`)."""
-
-MAX_BACKOFF = 60.0
 
 _NOT_OVERRIDES = ("cancel", "transaction", "deps", "_emit", "_prompt")
 
 log = logging.getLogger("agentkit.celery")
 
-SessionSettings = Callable[[str], "dict[str, Any]"]
 _Following = Generator["Event | None", None, None]
 
 
-class BrokerUnavailableError(AgentkitError, ConnectionError):
-    """The Celery broker could not be reached: the task was not sent (nothing was
-    recorded in the session). Start the broker, or fix the app's ``broker_url``, and
-    enqueue again."""
-
-
 class Turns:
-    """The turn tasks of one :class:`~agentkit.celery.AgentTasks` and the session pool
-    each process uses for them (made in the process that first needs it: a prefork
-    child makes its own)."""
+    """The turn task of one :class:`~agentkit.celery.AgentTasks`, and what its methods do."""
 
-    def __init__(self, app: Any, store: EventStore, sessions: SessionSettings) -> None:
-        self.app = app
-        self.store = store
-        self.sessions = sessions
-        self._lock = threading.Lock()
-        self._pool: SessionPool | None = None
-        self._pid = 0
+    def __init__(self, tasks: AgentTasks) -> None:
+        self.tasks = tasks
 
-        def turn(task: Any, session_id: str, turn_id: str, kind: str, content: list[Any] | None,
-                 overrides: dict[str, Any]) -> str:
-            return self._run_task(task, session_id, turn_id, kind, content, overrides)
-
-        def settle(task: Any, session_id: str, turn_id: str, status: str, data: dict[str, Any]) -> None:
-            self._settle_task(task, session_id, turn_id, status, data)
+        def run_turn(task: Any, session_id: str, turn_id: str, kind: str, content: list[Any] | None,
+                     overrides: dict[str, Any]) -> str:
+            return self._run_task(session_id, turn_id, kind, content, overrides)
 
         # acks_late with reject_on_worker_lost: a turn whose worker died comes back (and is settled as lost)
-        self.task = app.task(name=TURN_TASK, bind=True, ignore_result=True, acks_late=True,
-                             reject_on_worker_lost=True)(turn)
-        self.settle_task = app.task(name=SETTLE_TASK, bind=True, ignore_result=True, acks_late=True,
-                                    max_retries=None)(settle)
-
-    # -- the process's sessions ----------------------------------------------------------
+        self.task: Any = tasks.app.task(name=TURN_TASK, bind=True, ignore_result=True, acks_late=True,
+                                        reject_on_worker_lost=True)(run_turn)
 
     @property
     def pool(self) -> SessionPool:
-        with self._lock:
-            if self._pool is None or self._pid != os.getpid():  # (a forked child: its own)
-                self._pool, self._pid = SessionPool(self.store, factory=self.sessions), os.getpid()
-            return self._pool
+        return self.tasks._sessions()
 
     # -- enqueueing (any process) --------------------------------------------------------
 
@@ -113,15 +86,15 @@ class Turns:
         options = _checked_overrides(dict(overrides))
         turn_id = uuid.uuid4().hex
         try:
-            self.task.apply_async((session_id, turn_id, kind, content, options), task_id=turn_id, retry=False)
-        except Exception as exc:
-            if not _is_broker_error(exc):
-                raise
+            self.task.apply_async((session_id, turn_id, kind, content, options), task_id=turn_id, retry=True,
+                                  retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.2,
+                                                "interval_max": 0.2})
+        except Exception as exc:  # noqa: BLE001 - any publish failure: nothing was sent, say which broker
+            broker = self.tasks.broker
             raise BrokerUnavailableError(
-                f"could not enqueue the turn of session {session_id!r}: the Celery broker "
-                f"{_broker_of(self.app)} did not take the task ({type(exc).__name__}: {exc}). Nothing was "
-                f"recorded in the session; start the broker (or fix the app's broker_url) and enqueue again"
-            ) from exc
+                f"could not enqueue the turn of session {session_id!r}: the Celery broker {broker} did not take "
+                f"its task ({type(exc).__name__}: {exc}). Nothing was recorded in the session; start the broker "
+                f"(or fix broker_url) and enqueue again", broker=broker) from exc
         return turn_id
 
     def cancel(self, session_id: str, turn_id: str, reason: str) -> bool:
@@ -177,95 +150,89 @@ class Turns:
 
     # -- the tasks (workers) ----------------------------------------------------------------
 
-    def _run_task(self, task: Any, session_id: str, turn_id: str, kind: str, content: list[Any] | None,
+    def _run_task(self, session_id: str, turn_id: str, kind: str, content: list[Any] | None,
                   overrides: dict[str, Any]) -> str:
-        try:
-            with self.pool.session(session_id) as session:
-                return self._run(session, turn_id, kind, content, overrides)
-        except StoreError as exc:  # before the turn started: nothing of it is in the log yet
-            retries = int(task.request.retries or 0)
-            limit = int(self.app.conf.get("agentkit_store_retries", STORE_RETRIES))
-            if retries < limit:
-                delay = _backoff(self.app, retries)
-                log.warning("turn %s of session %r: the store is unreachable (%s); trying again in %.1fs "
-                            "(retry %d of %d)", turn_id, session_id, exc, delay, retries + 1, limit)
-                raise task.retry(exc=exc, countdown=delay, max_retries=limit) from exc
-            error = (f"the worker could not reach the session's store after {retries + 1} attempts "
-                     f"({type(exc).__name__}: {exc})")
-            log.error("turn %s of session %r failed: %s", turn_id, session_id, error)
-            self._settle_later(session_id, turn_id, "failed", {"error": error})
-            raise
-
-    def _run(self, session: Session, turn_id: str, kind: str, content: list[Any] | None,
-             overrides: dict[str, Any]) -> str:
         token = CancelToken()
-
-        def hear(event: Event) -> None:  # a cancel from any process, or finished while queued
-            if _turnlog.turn_of(event) == turn_id and isinstance(event, ControlEvent) \
-                    and event.action != _turnlog.STARTED:
-                token.cancel(str(event.data.get("reason") or "cancelled"))
-
-        unsubscribe = session.subscribe(hear)
         try:
+            stack, session, decided = _persist(
+                f"start turn {turn_id} of session {session_id!r}",
+                lambda: self._enter(session_id, turn_id, kind, token), give_up=self.tasks.store_retry_for)
+        except StoreUnavailableError as exc:  # before the turn started: nothing of it is in the log
+            error = (f"the worker could not reach the session's store for {self.tasks.store_retry_for:g} s "
+                     f"({exc}); the turn was not run")
+            log.error("turn %s of session %r failed: %s; recording it once the store answers", turn_id,
+                      session_id, error)
+            return self._record_end(session_id, turn_id, "failed", {"error": error})
+        except CancelledError:  # a cancel (or its finish) came while it waited for the turn lock
+            return self._record_end(session_id, turn_id, "cancelled", {"reason": token.reason or "cancelled",
+                                                                       "started": False})
+        with stack:  # the session's lease, the cancel listener and the turn lock
+            if decided is None:
+                return "skipped"  # finished already: cancelled while queued, or delivered again
+            if decided.action != _turnlog.STARTED:
+                return str(decided.data.get("status"))  # settled instead of run: cancelled, or lost
+            status, data = self._ask(session, turn_id, content, overrides, token)
+            log_ = session._log
             try:
-                with session._turn(token):
-                    return self._start_and_run(session, turn_id, kind, content, overrides, token)
-            except CancelledError:  # while it waited for the turn lock
-                self._end(session, turn_id, "cancelled", {"reason": token.reason or "cancelled", "started": False})
-                return "cancelled"
-        finally:
-            unsubscribe()
+                log_.decide(lambda: _turnlog.finish(log_.events, turn_id, status, data))
+                return status
+            except (StoreError, SessionError) as exc:
+                log.warning("turn %s of session %r: could not record its end (%s); trying again",
+                            turn_id, session_id, exc)
+                if log_.failed is not None:
+                    session.close()  # the pool opens it afresh from what is durable
+        return self._record_end(session_id, turn_id, status, data)  # (without the turn lock: it may be lost)
 
-    def _start_and_run(self, session: Session, turn_id: str, kind: str, content: list[Any] | None,
-                       overrides: dict[str, Any], token: CancelToken) -> str:
-        log_ = session._log
-        decided = log_.decide(lambda: _turnlog.start(log_.events, turn_id, kind))
-        if not decided:
-            return "skipped"  # finished already: cancelled while queued, or delivered again
-        first = decided[0]
-        assert isinstance(first, ControlEvent)
-        if first.action != _turnlog.STARTED:
-            return str(first.data.get("status"))  # settled instead of run: cancelled, or lost
+    def _enter(self, session_id: str, turn_id: str, kind: str,
+               token: CancelToken) -> tuple[contextlib.ExitStack, Session, ControlEvent | None]:
+        """Open the session, hear cancels, take its turn lock and decide to start; an
+        attempt that fails leaves nothing held."""
+        stack = contextlib.ExitStack()
+        try:
+            session = stack.enter_context(self.pool.session(session_id))
+
+            def hear(event: Event) -> None:  # a cancel from any process, or its finish while queued
+                if _turnlog.turn_of(event) == turn_id and isinstance(event, ControlEvent) \
+                        and event.action != _turnlog.STARTED:
+                    token.cancel(str(event.data.get("reason") or "cancelled"))
+
+            stack.callback(session.subscribe(hear))
+            stack.enter_context(session._turn(token))
+            log_ = session._log
+            decided = log_.decide(lambda: _turnlog.start(log_.events, turn_id, kind))
+        except BaseException:
+            stack.close()
+            raise
+        first = decided[0] if decided else None
+        assert first is None or isinstance(first, ControlEvent)
+        return stack, session, first
+
+    def _ask(self, session: Session, turn_id: str, content: list[Any] | None, overrides: dict[str, Any],
+             token: CancelToken) -> tuple[str, dict[str, Any]]:
+        """Run the started turn: (its status, the data of its turn-finished)."""
         try:
             if content is not None:
                 result = session.ask(content_from_dict(content), cancel=token, **overrides)
             else:
                 result = session.generate(cancel=token, **overrides)
         except CancelledError as exc:
-            self._end(session, turn_id, "cancelled", {"reason": token.reason or str(exc), "started": True})
-            return "cancelled"
-        except Exception as exc:  # noqa: BLE001 - the turn failed: recorded (never retried: it started)
+            return "cancelled", {"reason": token.reason or str(exc), "started": True}
+        except Exception as exc:  # noqa: BLE001 - the turn failed: recorded (never run again: it started)
             log.exception("turn %s of session %r failed", turn_id, session.session_id)
-            self._end(session, turn_id, "failed", {"error": f"{type(exc).__name__}: {exc}"})
-            return "failed"
-        self._end(session, turn_id, "completed", {"finish_reason": result.finish_reason})
-        return "completed"
+            return "failed", {"error": f"{type(exc).__name__}: {exc}"}
+        return "completed", {"finish_reason": result.finish_reason}
 
-    def _end(self, session: Session, turn_id: str, status: str, data: dict[str, Any]) -> None:
-        """Write the turn's ``turn-finished``, or hand it to the settle task when the store
-        refuses it now."""
-        log_ = session._log
-        try:
-            log_.decide(lambda: _turnlog.finish(log_.events, turn_id, status, data))
-        except (StoreError, SessionError) as exc:
-            log.warning("turn %s of session %r: could not record its end now (%s); the settle task will",
-                        turn_id, session.session_id, exc)
-            self._settle_later(session.session_id or "", turn_id, status, data)
+    def _record_end(self, session_id: str, turn_id: str, status: str, data: dict[str, Any]) -> str:
+        """Write the turn's ``turn-finished`` (unless it has one), waiting for the store
+        as long as it takes: a stream waiting for the turn then ends."""
 
-    def _settle_later(self, session_id: str, turn_id: str, status: str, data: dict[str, Any]) -> None:
-        try:
-            self.settle_task.apply_async((session_id, turn_id, status, data), retry=False)
-        except Exception:  # noqa: BLE001 - the broker too is away: nothing more can be done here
-            log.exception("turn %s of session %r: neither the store nor the broker can take its end (%s)",
-                          turn_id, session_id, status)
-
-    def _settle_task(self, task: Any, session_id: str, turn_id: str, status: str, data: dict[str, Any]) -> None:
-        try:
+        def write() -> None:
             with self.pool.session(session_id) as session:
                 log_ = session._log
                 log_.decide(lambda: _turnlog.finish(log_.events, turn_id, status, data))
-        except StoreError as exc:
-            raise task.retry(exc=exc, countdown=_backoff(self.app, int(task.request.retries or 0))) from exc
+
+        _persist(f"record the end of turn {turn_id} of session {session_id!r}", write)
+        return status
 
 
 class TurnMethods:
@@ -287,7 +254,7 @@ class TurnMethods:
         <agentkit.Session.generate>` options (and ``model=``, a spec string) as JSON
         values; a bad one is a :class:`~agentkit.errors.ConfigurationError` before
         anything is sent. A broker that does not take the task raises
-        :class:`BrokerUnavailableError`, naming it; nothing is recorded in the session.
+        :class:`~agentkit.errors.BrokerUnavailableError`, naming it; nothing is recorded in the session.
         Follow the turn with :meth:`turn_events` or :meth:`sse_turn`."""
         return self._turns.enqueue(session_id, "ask", prompt, overrides)
 
@@ -335,9 +302,10 @@ class TurnMethods:
         return _sse_text(self._turns.follow(session_id, turn_id, after=after, wait=wait))
 
 
-def register(tasks: Any, *, app: Any, store: EventStore, sessions: SessionSettings) -> None:
-    """Register the turn tasks on ``app`` for ``tasks`` (an AgentTasks)."""
-    tasks._turns = Turns(app, store, sessions)
+def register(tasks: AgentTasks) -> Any:
+    """Register the turn task on ``tasks.app`` (its ``_turns``); returns it."""
+    tasks._turns = Turns(tasks)
+    return tasks._turns.task
 
 
 def _until_quiet(events: _Following, quiet: str) -> Iterator[Event]:
@@ -389,23 +357,3 @@ def _checked_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
 def _check_turn_id(turn_id: str) -> None:
     if not isinstance(turn_id, str) or len(turn_id) != 32 or any(c not in "0123456789abcdef" for c in turn_id):
         raise ConfigurationError(f"invalid turn id {turn_id!r}: use the id enqueue_ask or enqueue_generate returned")
-
-
-def _backoff(app: Any, retries: int) -> float:
-    first = float(app.conf.get("agentkit_store_retry_backoff", STORE_RETRY_BACKOFF))
-    return float(min(first * 2**retries, MAX_BACKOFF))
-
-
-def _is_broker_error(exc: BaseException) -> bool:
-    from kombu.exceptions import OperationalError
-
-    return isinstance(exc, (OperationalError, OSError, TimeoutError))
-
-
-def _broker_of(app: Any) -> str:
-    """The broker's URL without its password."""
-    try:
-        return str(app.connection_for_write().as_uri())
-    except Exception:  # noqa: BLE001 - only for the message
-        return repr(app.conf.broker_url)
-
