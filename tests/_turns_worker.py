@@ -1,7 +1,8 @@
-"""A worker app for the test of a worker that cannot reach PostgreSQL
-(tests/test_celery_turns.py): examples/_chat.py's agent on the example's settings
-(``$CHAT_DATABASE_URL``, ``$CHAT_REDIS_URL``), with short store timeouts, giving up on an
-unreachable store after 4 s."""
+"""A worker app for the fault tests of tests/test_celery_turns.py: examples/_chat.py's
+agent on the example's settings (``$CHAT_DATABASE_URL``, ``$CHAT_DB_SCHEMA``,
+``$CHAT_REDIS_URL``), with short store timeouts, giving up on an unreachable store after
+4 s, and a Redis visibility timeout of 5 s (a task whose worker died is handed to
+another worker 5 s later)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from agentkit.celery import AgentTasks
 from agentkit.stores.postgres import PostgresEventStore, PostgresJobStore
 
 celery = Celery("turns_worker", broker=os.environ["CHAT_REDIS_URL"])
-_url = os.environ["CHAT_DATABASE_URL"]
-store = PostgresEventStore(_url, connect_timeout=1, timeout=2)
+celery.conf.broker_transport_options = {"visibility_timeout": 5}
+_url, _schema = os.environ["CHAT_DATABASE_URL"], os.environ.get("CHAT_DB_SCHEMA", "agentkit")
+store = PostgresEventStore(_url, schema=_schema, connect_timeout=1, timeout=2)
 store.migrate()
-tasks = AgentTasks(celery, store=store, job_store=PostgresJobStore(_url, connect_timeout=1, timeout=2),
+tasks = AgentTasks(celery, store=store, job_store=PostgresJobStore(_url, schema=_schema, connect_timeout=1, timeout=2),
                    sessions=_chat.session_settings, store_retry_for=4.0)

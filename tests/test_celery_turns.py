@@ -276,6 +276,22 @@ def test_a_turn_cancelled_before_it_started_never_runs(stack):
     assert "never run" not in texts and texts[-1] == "after"
 
 
+def test_a_view_answers_503_naming_a_broker_that_is_down_and_records_nothing(stack, broker):
+    broker.stop()
+    try:
+        status, body = stack.post("/chat/down-web-1", {"message": "hello"})
+        assert status == 503 and f"127.0.0.1:{broker.port}" in body["error"] and "Nothing was recorded" in body[
+            "error"]
+        assert stack.get("/chat/down-web-1")[1]["messages"] == []
+    finally:
+        broker.start()  # the same port: the web process and the worker connect again
+    status, accepted = stack.post("/chat/down-web-1", {"message": "hello again"})
+    assert status == 202
+    records = list(stack.stream(accepted))
+    assert [_text(r) for r in records if r["type"] == "user-message"] == ["hello again"]
+    assert _finished(records)["status"] == "completed"
+
+
 # -- the decisions, and faults -------------------------------------------------------------------
 
 
@@ -398,3 +414,49 @@ def _finish_in(store: Any, session_id: str, turn_id: str) -> dict[str, Any] | No
             return dict(event.data)
     return None
 
+
+
+@pytest.mark.timeout(400)
+def test_a_turn_whose_worker_died_is_settled_as_lost_on_another_worker_not_run_twice(broker, pg_cluster, tmp_path):
+    from _celery import Worker
+    from celery import Celery
+
+    from agentkit.stores.postgres import PostgresEventStore
+
+    queue = broker.url[:-1] + "2"  # a database of its own: only these workers take these tasks
+    schema = pg_cluster.fresh_schema()
+    env = _env(queue, pg_cluster.conninfo, schema, tmp_path)
+    path = f"{ROOT / 'tests'}{os.pathsep}{ROOT / 'examples'}"
+    ping = Celery("ping", broker=queue)
+    first = Worker("_turns_worker", env, pool="prefork", concurrency=1, name="dies", log_dir=str(tmp_path),
+                   path=path).start().wait_ready(ping)
+    store = PostgresEventStore(pg_cluster.conninfo, schema=schema)
+    try:
+        store.migrate()
+        sender = _tasks(queue, pg_cluster.conninfo, store)
+        turn_id = sender.enqueue_ask("lost-1", "slow:600")
+
+        def intents() -> int:
+            stored = store.load("lost-1")
+            return sum(1 for e in stored.events if isinstance(e, ControlEvent)
+                       and e.action == "tool-execution-intent") if stored else 0
+
+        wait_for(intents, 120, "the slow tool to start on the first worker")
+        first.kill()  # SIGKILL, mid-turn
+        second = Worker("_turns_worker", env, pool="threads", concurrency=2, name="takes-over",
+                        log_dir=str(tmp_path), path=path).start().wait_ready(ping)
+        try:
+            wait_for(lambda: _finish_in(store, "lost-1", turn_id), 120, "the turn to be settled")
+            end = _finish_in(store, "lost-1", turn_id)
+            assert end is not None and end["status"] == "lost" and "not run twice" in end["error"]
+            stored = store.load("lost-1")
+            assert stored is not None
+            prompts = [e for e in stored.events if isinstance(e, UserMessageEvent)]
+            assert len(prompts) == 1 and intents() == 1  # the prompt once, the tool started once
+            started = [e for e in stored.events if isinstance(e, ControlEvent) and e.action == "turn-started"]
+            assert len(started) == 1
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+        store.close()
