@@ -18,14 +18,17 @@ from agentkit.stores.postgres import PostgresEventStore, PostgresJobStore
 
 
 def make(broker: str, conninfo: str, schema: str, *, visibility_timeout: float = 300.0, heartbeat: float = 2.0,
-         store_retry_for: float = 60.0, timeout: float = 30.0) -> tuple[Celery, AgentTasks, Any, Any]:
-    """(app, tasks, store, job_store) over ``broker`` and the PostgreSQL ``schema``."""
+         store_retry_for: float = 60.0, timeout: float = 30.0, migrate: bool = True,
+         ) -> tuple[Celery, AgentTasks, Any, Any]:
+    """(app, tasks, store, job_store) over ``broker`` and the PostgreSQL ``schema``
+    (created unless ``migrate=False``: a worker started while PostgreSQL is down)."""
     app = Celery("agentkit_tests", broker=broker, backend=broker)
     app.conf.broker_transport_options = {"visibility_timeout": visibility_timeout}
     app.conf.broker_connection_retry_on_startup = True
     store = PostgresEventStore(conninfo, schema=schema, connect_timeout=5, timeout=timeout)
     job_store = PostgresJobStore(conninfo, schema=schema, name="celery", connect_timeout=5, timeout=timeout)
-    store.migrate()
+    if migrate:
+        store.migrate()
     tasks = AgentTasks(app, store=store, job_store=job_store, sessions=lambda session_id: {},
                        heartbeat=heartbeat, store_retry_for=store_retry_for)
     return app, tasks, store, job_store

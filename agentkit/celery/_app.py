@@ -113,6 +113,10 @@ class AgentTasks(TurnMethods):
         conf.accept_content = sorted({*(conf.accept_content or ()), "json"})
         options = dict(conf.broker_transport_options or {})
         options.setdefault("visibility_timeout", _VISIBILITY_TIMEOUT)
+        # how soon a task of a worker that died is handed on: a sweep every few seconds
+        # (kombu's default sweeps every 100 s), whatever the visibility timeout
+        options.setdefault("unacked_restore_interval", max(1, min(10, round(float(options["visibility_timeout"]) / 5))))
+        options.setdefault("unacked_restore_throttle", 1)
         options.setdefault("socket_connect_timeout", 5)
         conf.broker_transport_options = options
 

@@ -416,12 +416,13 @@ def _argv(executable: str, args: Sequence[str], raw: bool) -> list[str]:
 def register(tasks: AgentTasks) -> Any:
     """Register the job task on ``tasks.app``; returns it."""
 
-    @tasks.app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True,
-                    ignore_result=True, max_retries=None)
     def run_job(self: Any, execution_id: str) -> None:
         _Delivery(tasks, self, execution_id).handle()
 
-    return run_job
+    as_task: Callable[[Callable[[Any, str], None]], Any] = tasks.app.task(
+        name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True, max_retries=None
+    )
+    return as_task(run_job)
 
 
 class _Delivery:
@@ -458,8 +459,8 @@ class _Delivery:
         meta = rec.meta
         if rec.terminal:
             return None
-        claim = {"phase": "started", "owner": self.me, "worker": socket.gethostname(), "heartbeat": time.time(),
-                 "attempt": int(meta.get("attempt", 0)) + 1}
+        claim: dict[str, Any] = {"phase": "started", "owner": self.me, "worker": socket.gethostname(),
+                                 "heartbeat": time.time(), "attempt": int(meta.get("attempt", 0)) + 1}
         if meta.get("phase") == "queued":
             if meta.get("abort"):
                 return _ended(rec, "aborted", meta["abort"])

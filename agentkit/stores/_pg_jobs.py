@@ -9,7 +9,7 @@ from .._json import dumps, loads
 from ..errors import ConfigurationError, StoreConflictError, StoreCorruptionError
 from ..execution.base import JobState
 from ._checks import check_revision
-from ._pg import DEFAULT_TIMEOUT, Pg, psycopg
+from ._pg import DEFAULT_TIMEOUT, NoAnswer, Pg, PoolTimeout, psycopg
 from .base import StoredJob
 
 __all__ = ["PostgresJobStore"]
@@ -150,23 +150,30 @@ class PostgresJobStore:
                 "WHERE name = %s AND execution_id = %s AND revision = %s RETURNING revision"
             )
             args = [text, started_at, self.name, execution_id, expected]
-        try:
-            with self._pg.connection() as conn:
-                row = conn.execute(query, args).fetchone()
-                if row is None:
-                    cur = conn.execute(
-                        self._pg.q("SELECT revision FROM {s}.jobs WHERE name = %s AND execution_id = %s"),
-                        [self.name, execution_id],
-                    ).fetchone()
-        except psycopg.OperationalError as exc:
-            raise self._pg.unavailable(
-                f"cannot store job {execution_id!r}",
-                exc,
-                written=None,
-                tail="Whether it was stored is unknown: load() shows the job's revision once the server is back",
-            ) from exc
-        if row is not None:
-            return int(row[0])
+        for attempt in (1, 2):
+            try:
+                with self._pg.connection() as conn:
+                    row = conn.execute(query, args).fetchone()
+                    if row is None:
+                        cur = conn.execute(
+                            self._pg.q("SELECT revision, state FROM {s}.jobs WHERE name = %s AND execution_id = %s"),
+                            [self.name, execution_id],
+                        ).fetchone()
+            except psycopg.OperationalError as exc:
+                if attempt == 1 and not isinstance(exc, (NoAnswer, PoolTimeout)):
+                    self._pg.recheck()  # a lost connection (a restarted server): once more on a checked pool
+                    continue
+                raise self._pg.unavailable(
+                    f"cannot store job {execution_id!r}",
+                    exc,
+                    written=None,
+                    tail="Whether it was stored is unknown: load() shows the job's revision once the server is back",
+                ) from exc
+            if row is not None:
+                return int(row[0])
+            if attempt == 2 and cur and int(cur[0]) == expected + 1 and cur[1] == text:
+                return expected + 1  # the first try was written before its connection was lost
+            break
         actual = int(cur[0]) if cur else 0
         raise StoreConflictError(
             f"job {execution_id!r} is at revision {actual}, not {expected}: another writer "
