@@ -3,25 +3,31 @@
 ``run_agent(model, prompt, tools=...)`` runs a complete tool-using agent loop in one
 call; :class:`Session` is the thread-safe, event-sourced conversation underneath it.
 
-What is exported here (the rule, see docs/architecture.md): the entry points
-(``run_agent``, ``Session``, ``tool``, ``get_model`` and the built-in tool families),
-the public data types, the ports (``ChatModel``, ``Tool``, ``EventStore``, ``JobStore``,
-``ExecutionContext`` and its capabilities), the test models, the stores and the local
-execution context that need no extra, and every error. Provider adapters and their
-options live in :mod:`agentkit.models`, MCP in :mod:`agentkit.mcp`, LangChain in
-:mod:`agentkit.adapters.langchain`, tool-author helpers in :mod:`agentkit.tools`.
+What is exported here (the rule, see docs/architecture.md, "Public surface"): what an
+ordinary program names: the front doors, results and context, the policies and limits,
+the embedded stores, the test models and ``ToolCall``, ``CancelToken``, and the errors
+users catch. Everything else has one home in its concept's folder: event classes in
+:mod:`agentkit.events`, messages in :mod:`agentkit.messages`, the model port and
+adapters in :mod:`agentkit.models`, the event-store port in :mod:`agentkit.stores`, the
+execution port in :mod:`agentkit.execution`, jobs in :mod:`agentkit.jobs`, projection,
+compaction and budgets in :mod:`agentkit.context`, agent events in
+:mod:`agentkit.streaming`, tool-author helpers in :mod:`agentkit.tools`, MCP in
+:mod:`agentkit.mcp`, LangChain in :mod:`agentkit.adapters.langchain`.
 """
 
 from __future__ import annotations
 
 import logging as _logging
+from typing import TYPE_CHECKING
 
 from .agent import run_agent, run_agent_stream
 from .agents import Agent
-from .approval import ApprovalDecision, ApprovalPolicy, ApprovalRequest
-from .budget import Limits
+from .approvals._policy import ApprovalDecision, ApprovalPolicy, ApprovalRequest
 from .cancel import CancelToken
-from .compaction import Retention, Threshold
+from .context._budget import Limits
+from .context._compaction import Retention, Threshold
+from .context._summarize import summarizing_compactor
+from .context._view import ToolResultClearing
 from .errors import (
     AccessDenied,
     AgentkitError,
@@ -55,219 +61,123 @@ from .errors import (
     TransactionError,
     TurnLockLostError,
 )
-from .events import (
-    AssistantMessageEvent,
-    CompactionEvent,
-    ContextReplacedEvent,
-    ControlEvent,
-    Event,
-    RuntimeEvent,
-    ToolResultEvent,
-    UserMessageEvent,
-    event_from_dict,
-)
-from .execution import (
-    DirEntry,
-    ExecutionContext,
-    FileSystem,
-    JobControl,
-    JobEvent,
-    JobState,
-    LocalExecutionContext,
-    PermissionRequest,
-    Shell,
-    ShellResult,
-)
 from .hooks import Hooks
-from .messages import (
-    FilePart,
-    ImagePart,
-    Message,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    ToolOutput,
-    ToolResultPart,
-)
-from .models import (
-    ChatModel,
-    FunctionModel,
-    ModelRequest,
-    ModelSettings,
-    ScriptedModel,
-    ToolCall,
-    ToolSpec,
-    Turn,
-    get_model,
-)
-from .planning import PlanningAgent, PlanResult
-from .pool import SessionPool
-from .projection import build_model_messages, events_from_messages
+from .models.registry import get_model
+from .models.scripted import FunctionModel, ScriptedModel, ToolCall
+from .planning._agent import PlanningAgent, PlanResult
 from .results import GenerateResult, RunResult, Step, ToolCallRecord
-from .session import Session
-from .skills import load_skills
-from .stores import (
-    EventStore,
-    FileEventStore,
-    FileJobStore,
-    InMemoryEventStore,
-    InMemoryJobStore,
-    JobStore,
-    StoredJob,
-    StoredSession,
-)
-from .stream import AgentEvent, AgentStream
-from .subagents import subagent_tool
-from .summarize import summarizing_compactor
-from .tool_search import ToolSearch
-from .tools import Tool, ToolContext, ToolDecision, filesystem_tools, json_tools, shell_tools, tool
-from .transactions import GenerationTransaction, UncertainExecution
+from .session._pool import SessionPool
+from .session._session import Session
+from .stores.file import FileEventStore
+from .stores.memory import InMemoryEventStore
+from .streaming._stream import AgentEvent, AgentStream
+from .tools._search import ToolSearch
+from .tools._skills import load_skills
+from .tools._subagents import subagent_tool
+from .tools.base import Tool, ToolContext, ToolDecision
+from .tools.decorator import tool
+from .tools.filesystem import filesystem_tools
+from .tools.json_tools import json_tools
+from .tools.shell import shell_tools
 from .usage import Usage
-from .view import ToolResultClearing
+
+if TYPE_CHECKING:
+    from .tools.http import http_tools
 
 __version__ = "0.2.0.dev0"
 
 # the library's logs reach the host's handlers only when it configures logging
 _logging.getLogger("agentkit").addHandler(_logging.NullHandler())
 
-# Names 0.1.0 exported here that are runtime internals or tool-author helpers with a
-# home elsewhere: still importable from ``agentkit`` (lazily), not part of ``__all__``.
-_MOVED = {
-    "GenerationScheduler": "agentkit._scheduling",
-    "JobRunner": "agentkit.execution._jobs",
-    "Projector": "agentkit.projection",
-    "ToolRegistry": "agentkit.tools",
-    "TruncatedOutput": "agentkit.tools",
-    "truncate_output": "agentkit.tools",
-}
-
 
 def __getattr__(name: str) -> object:
-    import importlib
+    if name == "http_tools":  # imports requests: loaded on first use, so `import agentkit` stays light
+        from .tools.http import http_tools
 
-    if name == "http_tools":  # imports requests: agentkit.tools loads it on first use
-        from . import tools
-
-        return tools.http_tools
-    home = _MOVED.get(name)
-    if home is not None:
-        return getattr(importlib.import_module(home), name)
+        return http_tools
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __all__ = [
-    "ApprovalDecision",
-    "ApprovalError",
-    "ApprovalPolicy",
-    "ApprovalRequest",
+    # front doors
     "Agent",
+    "PlanningAgent",
+    "Session",
+    "SessionPool",
+    "filesystem_tools",
+    "get_model",
+    "http_tools",
+    "json_tools",
+    "load_skills",
+    "run_agent",
+    "run_agent_stream",
+    "shell_tools",
+    "subagent_tool",
+    "tool",
+    # results and context
     "AgentEvent",
     "AgentStream",
-    "HookError",
+    "GenerateResult",
+    "PlanResult",
+    "RunResult",
+    "Step",
+    "Tool",
+    "ToolCallRecord",
+    "ToolContext",
+    "Usage",
+    # policies and limits
+    "ApprovalDecision",
+    "ApprovalPolicy",
+    "ApprovalRequest",
     "Hooks",
-    "ToolDecision",
-    "run_agent_stream",
-    "GenerationTransaction",
-    "TransactionError",
-    "UncertainExecution",
-    "AccessDenied",
-    "AgentkitError",
-    "AssistantMessageEvent",
-    "AuthenticationError",
-    "BrowserError",
-    "CompactionEvent",
     "Limits",
     "Retention",
     "Threshold",
+    "ToolDecision",
     "ToolResultClearing",
-    "summarizing_compactor",
     "ToolSearch",
-    "load_skills",
+    "summarizing_compactor",
+    # stores
+    "FileEventStore",
+    "InMemoryEventStore",
+    # test models
+    "FunctionModel",
+    "ScriptedModel",
+    "ToolCall",
+    # cancellation
     "CancelToken",
+    # errors
+    "AccessDenied",
+    "AgentkitError",
+    "ApprovalError",
+    "AuthenticationError",
+    "BrowserError",
     "CancelledError",
-    "ChatModel",
     "CompletionValidationError",
     "ConfigurationError",
     "ContextOverflowError",
-    "ContextReplacedEvent",
-    "ControlEvent",
-    "DirEntry",
-    "Event",
-    "EventStore",
-    "ExecutionContext",
-    "FileEventStore",
-    "FileJobStore",
-    "FilePart",
-    "FileSystem",
-    "FunctionModel",
-    "GenerateResult",
-    "ImagePart",
-    "InMemoryEventStore",
-    "InMemoryJobStore",
-    "JobControl",
-    "JobEvent",
+    "HookError",
     "JobNotFoundError",
-    "JobState",
-    "JobStore",
-    "LocalExecutionContext",
     "McpError",
-    "Message",
     "MissingDependencyError",
     "ModelError",
     "OutputValidationError",
-    "ModelRequest",
-    "ModelSettings",
-    "PermissionRequest",
     "ProviderError",
     "ProviderUnavailableError",
     "RateLimitError",
-    "ReasoningPart",
-    "RunResult",
-    "RuntimeEvent",
     "SchemaVersionError",
     "ScriptExhaustedError",
-    "ScriptedModel",
-    "Session",
-    "SessionPool",
     "SessionClosedError",
     "SessionError",
     "SessionFailedError",
-    "Shell",
-    "ShellResult",
-    "Step",
     "StoreConflictError",
     "StoreCorruptionError",
     "StoreError",
     "StoreLockTimeout",
     "StoreUnavailableError",
-    "TurnLockLostError",
-    "StoredJob",
-    "StoredSession",
-    "TextPart",
-    "Tool",
-    "ToolCall",
-    "ToolCallPart",
-    "ToolCallRecord",
-    "ToolContext",
     "ToolDefinitionError",
-    "ToolOutput",
-    "ToolResultEvent",
-    "ToolResultPart",
-    "ToolSpec",
-    "Turn",
-    "Usage",
-    "UserMessageEvent",
-    "build_model_messages",
-    "event_from_dict",
-    "events_from_messages",
-    "filesystem_tools",
-    "get_model",
-    "http_tools",
-    "json_tools",
-    "run_agent",
-    "shell_tools",
-    "tool",
-    "subagent_tool",
-    "PlanningAgent",
-    "PlanResult",
+    "TransactionError",
+    "TurnLockLostError",
+    # version
     "__version__",
 ]

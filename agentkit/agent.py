@@ -12,9 +12,8 @@ from .messages import Message, Prompt
 from .models.base import ChatModel
 from .options import GenerationOptions, option_names
 from .results import RunResult
-from .stream import AgentStream, Emit
+from .streaming._stream import AgentStream, Emit
 
-__all__ = ["run_agent", "run_agent_stream"]
 
 def run_agent(
     model: ChatModel | str,

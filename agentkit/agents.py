@@ -11,21 +11,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from typing import Any
 
-from ._foreign import history_from, model_from, tools_from
-from ._loop import LoopOptions
 from .cancel import CancelToken
+from .context._invariants import check_messages
+from .context._projection import events_from_messages
 from .errors import ConfigurationError
-from .invariants import check_messages
+from .loop._loop import LoopOptions
 from .messages import Message, Prompt
 from .models.base import ChatModel
 from .options import GenerationOptions, option_names
-from .projection import events_from_messages
 from .results import RunResult
-from .session import Session, check_deps, check_deps_type
-from .stream import AgentStream, Emit
+from .session._foreign import history_from, model_from, tools_from
+from .session._session import Session, check_deps, check_deps_type
+from .streaming._stream import AgentStream, Emit
 from .tools.base import Tool, ToolRegistry
-
-__all__ = ["Agent"]
 
 _OWN = ("model", "tools", "deps_type", "execution_context")
 

@@ -8,8 +8,6 @@ from collections.abc import Callable
 
 from .errors import CancelledError
 
-__all__ = ["CancelToken"]
-
 
 class CancelToken:
     """A thread-safe cancellation flag.

@@ -42,41 +42,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = [
-    "AccessDenied",
-    "AgentkitError",
-    "ApprovalError",
-    "AuthenticationError",
-    "BrokerUnavailableError",
-    "BrowserError",
-    "CancelledError",
-    "CompletionValidationError",
-    "HookError",
-    "ConfigurationError",
-    "ContextOverflowError",
-    "JobNotFoundError",
-    "McpError",
-    "MissingDependencyError",
-    "ModelError",
-    "OutputValidationError",
-    "ProviderError",
-    "ProviderUnavailableError",
-    "RateLimitError",
-    "SchemaVersionError",
-    "ScriptExhaustedError",
-    "SessionClosedError",
-    "SessionError",
-    "SessionFailedError",
-    "StoreConflictError",
-    "StoreCorruptionError",
-    "StoreError",
-    "StoreLockTimeout",
-    "StoreUnavailableError",
-    "TurnLockLostError",
-    "ToolDefinitionError",
-    "TransactionError",
-]
-
 
 class AgentkitError(Exception):
     """Base class of every error agentkit raises."""

@@ -32,8 +32,6 @@ from .tools.base import ToolContext, ToolDecision, to_tool_output
 if TYPE_CHECKING:
     from .results import RunResult
 
-__all__ = ["Hooks", "ToolDecision"]
-
 _T = TypeVar("_T")
 
 BeforeModelRequest = Callable[[ModelRequest], "ModelRequest | None"]

@@ -2,7 +2,7 @@
 
 A :class:`Message` has a role (``system``, ``user``, ``assistant`` or ``tool``) and a flat
 tuple of content parts. Messages are built from events right before an inference
-(:mod:`agentkit.projection`); they are never the canonical state.
+(:mod:`agentkit.context`); they are never the canonical state.
 
 Serialisation to and from plain JSON-ready dicts lives here and nowhere else.
 """

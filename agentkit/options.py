@@ -16,23 +16,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from .approval import ApprovalDecision, ApprovalPolicy, ApprovalRequest
-from .budget import Limits
-from .compaction import Threshold
+from .approvals._policy import ApprovalDecision, ApprovalPolicy, ApprovalRequest
+from .context._budget import Limits
+from .context._compaction import Threshold
 from .errors import ConfigurationError
 from .hooks import HookChain
 from .models.base import ModelSettings, ToolChoice
-from .redaction import Redaction, redactor_of
+from .session._redaction import Redaction, redactor_of
 
 if TYPE_CHECKING:
     from .cancel import CancelToken
-    from .compaction import Compactor
+    from .context._compaction import Compactor
+    from .context._view import ToolResultClearing
     from .events import Event
     from .messages import Message, ToolCallPart
     from .results import RunResult, ToolCallRecord
-    from .skills import Skills
-    from .tool_search import ToolSearch
-    from .view import ToolResultClearing
+    from .tools._search import ToolSearch
+    from .tools._skills import Skills
 
 __all__ = ["GenerationOptions"]
 
@@ -182,7 +182,7 @@ class GenerationOptions:
         redactor_of(self.redact)
         _check_kinds(self)
         if self.output_type is not None:
-            from ._output import plan_for
+            from .loop._output import plan_for
 
             plan_for(self.output_type)  # compiled once per type (cached): a bad type fails here
         self._check_context()
@@ -192,7 +192,7 @@ class GenerationOptions:
                 raise ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
 
     def _check_context(self) -> None:
-        from .view import ToolResultClearing
+        from .context._view import ToolResultClearing
 
         for name, kind in (("limits", Limits), ("auto_compact", Threshold), ("clear_tool_results", ToolResultClearing)):
             value = getattr(self, name)
@@ -209,8 +209,8 @@ class GenerationOptions:
 
 def _check_kinds(options: GenerationOptions) -> None:
     """``skills`` and ``tool_search`` hold the right kinds of object."""
-    from .skills import Skills
-    from .tool_search import ToolSearch
+    from .tools._search import ToolSearch
+    from .tools._skills import Skills
 
     for name, kind, hint in (("skills", Skills, "load_skills(directory)"), ("tool_search", ToolSearch, "ToolSearch()")):
         value = getattr(options, name)

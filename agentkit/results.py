@@ -10,8 +10,6 @@ from .events import Event
 from .messages import Message, ToolOutput
 from .usage import Usage
 
-__all__ = ["GenerateResult", "RunResult", "Step", "ToolCallRecord"]
-
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallRecord:

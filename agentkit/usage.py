@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Usage"]
-
 
 @dataclass(frozen=True, kw_only=True)
 class Usage:

@@ -38,8 +38,9 @@ sys.path.insert(0, str(_here.parents[1]))
 import common  # noqa: E402
 
 import agentkit  # noqa: E402
-from agentkit import FunctionModel, Hooks, ModelRequest, Session, ToolCall, run_agent, tool  # noqa: E402
+from agentkit import FunctionModel, Hooks, Session, ToolCall, run_agent, tool  # noqa: E402
 from agentkit.messages import ToolResultPart  # noqa: E402
+from agentkit.models import ModelRequest  # noqa: E402
 
 SEEN = [0]
 add = tool(common.add)
@@ -70,7 +71,7 @@ INTENT_APPENDS_MS: list[float] = []
 
 def store_factory(root: str):
     try:
-        from agentkit.stores import FileEventStore  # type: ignore[attr-defined]
+        from agentkit import FileEventStore  # type: ignore[attr-defined]
     except ImportError:  # before the file store existed
         return agentkit.InMemoryEventStore(), "InMemoryEventStore"
 

@@ -43,16 +43,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentkit import (  # noqa: E402
-    AssistantMessageEvent,
-    FileEventStore,
-    FunctionModel,
-    SessionPool,
-    UserMessageEvent,
-)
-from agentkit._follow import current_head  # noqa: E402
+from agentkit import FileEventStore, FunctionModel, SessionPool
+from agentkit.events import AssistantMessageEvent, UserMessageEvent
 from agentkit.messages import TextPart  # noqa: E402
-from agentkit.stores.base import EventStore  # noqa: E402
+from agentkit.session._follow import current_head  # noqa: E402
+from agentkit.stores import EventStore  # noqa: E402
 
 CHECKS = 2000
 PROCS = (1, 2, 4)

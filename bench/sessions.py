@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentkit import FunctionModel, ModelRequest, Session, ToolCall, Turn, tool  # noqa: E402
+from agentkit import FunctionModel, Session, ToolCall, tool
+from agentkit.models import ModelRequest, Turn  # noqa: E402
 
 
 @tool

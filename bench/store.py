@@ -37,15 +37,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentkit import (  # noqa: E402
-    AssistantMessageEvent,
-    FileEventStore,
-    FunctionModel,
-    Retention,
-    Session,
-    StoreConflictError,
-    UserMessageEvent,
-)
+from agentkit import FileEventStore, FunctionModel, Retention, Session, StoreConflictError
+from agentkit.events import AssistantMessageEvent, UserMessageEvent
 from agentkit.messages import TextPart  # noqa: E402
 
 WINDOW = 200

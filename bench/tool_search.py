@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentkit import ScriptedModel, Session, Tool, ToolSearch  # noqa: E402
-from agentkit.tool_search import search_tools  # noqa: E402
+from agentkit.tools import search_tools  # noqa: E402
 
 _VERBS = ["create", "list", "get", "update", "delete", "search", "archive", "export", "import", "assign"]
 _OBJECTS = ["issue", "pull_request", "repository", "branch", "commit", "release", "channel", "message",

@@ -23,19 +23,18 @@ from typing import Any
 from _pick_model import pick_model
 
 from agentkit import (
+    ApprovalError,
     ApprovalPolicy,
     FileEventStore,
     FunctionModel,
-    ModelRequest,
     Session,
     SessionPool,
+    ToolCall,
     ToolContext,
-    Turn,
     tool,
 )
-from agentkit.errors import ApprovalError
-from agentkit.models.scripted import ToolCall
-from agentkit.stores.base import EventStore
+from agentkit.models import ModelRequest, Turn
+from agentkit.stores import EventStore
 
 # every tool runs without asking, except save_note: it waits for a person's answer
 APPROVAL = ApprovalPolicy(mode="autopilot", rules={"save_note": "ask"})

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 
-from agentkit import ChatModel, MissingDependencyError, get_model
+from agentkit import MissingDependencyError, get_model
+from agentkit.models import ChatModel
 
 
 def configured_spec() -> str | None:

@@ -18,17 +18,10 @@ from concurrent.futures import Future
 
 from _pick_model import pick_model
 
-from agentkit import (
-    GenerateResult,
-    LocalExecutionContext,
-    ModelRequest,
-    RuntimeEvent,
-    ScriptedModel,
-    Session,
-    ToolCall,
-    filesystem_tools,
-    shell_tools,
-)
+from agentkit import GenerateResult, ScriptedModel, Session, ToolCall, filesystem_tools, shell_tools
+from agentkit.events import RuntimeEvent
+from agentkit.execution import LocalExecutionContext
+from agentkit.models import ModelRequest
 
 _print_lock = threading.Lock()
 

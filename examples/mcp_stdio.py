@@ -12,8 +12,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from agentkit import ScriptedModel, ToolCall, ToolResultPart, run_agent
+from agentkit import ScriptedModel, ToolCall, run_agent
 from agentkit.mcp import connect_mcp
+from agentkit.messages import ToolResultPart
 
 SERVER = Path(__file__).resolve().with_name("mcp_server_demo.py")
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Mutation testing for one agentkit module, offline and with the standard library only.
 
-    python scripts/mutation.py agentkit/projection.py
+    python scripts/mutation.py agentkit/context/_projection.py
     python scripts/mutation.py agentkit/stores/_records.py --tests tests/test_store_records.py
     python scripts/mutation.py agentkit/cancel.py --list          # show the mutants only
 

@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentkit import (  # noqa: E402
+    AgentkitError,  # noqa: E402
     ApprovalPolicy,
     FileEventStore,
     FunctionModel,
@@ -35,7 +36,6 @@ from agentkit import (  # noqa: E402
     ToolCall,
     tool,
 )
-from agentkit.errors import AgentkitError  # noqa: E402
 
 
 def say(**data: object) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Session, ToolCall, tool  # noqa: E402
-from agentkit.stores.base import EventStore  # noqa: E402
+from agentkit.stores import EventStore  # noqa: E402
 
 
 @tool

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Retention, Session, ToolCall, ToolContext, tool
-from agentkit.models.base import ModelRequest
-from agentkit.stores.base import EventStore
+from agentkit.models import ModelRequest
+from agentkit.stores import EventStore
 
 
 def open_store(spec: dict[str, Any]) -> EventStore:

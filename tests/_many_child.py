@@ -36,18 +36,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentkit import (  # noqa: E402
+from agentkit import (
+    AgentkitError,  # noqa: E402
     ApprovalPolicy,
     FileEventStore,
     FunctionModel,
-    GenerationTransaction,
     Retention,
     SessionPool,
     ToolCall,
     ToolContext,
     tool,
 )
-from agentkit.errors import AgentkitError  # noqa: E402
+from agentkit.transactions import GenerationTransaction
 
 
 def say(**data: object) -> None:

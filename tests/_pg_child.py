@@ -27,7 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentkit import StoreConflictError, TurnLockLostError, UserMessageEvent  # noqa: E402
+from agentkit import StoreConflictError, TurnLockLostError
+from agentkit.events import UserMessageEvent  # noqa: E402
 from agentkit.messages import TextPart  # noqa: E402
 from agentkit.stores.postgres import PostgresEventStore  # noqa: E402
 

@@ -20,14 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agentkit import (  # noqa: E402
-    FileEventStore,
-    ScriptedModel,
-    Session,
-    StoreConflictError,
-    StoreError,
-    UserMessageEvent,
-)
+from agentkit import FileEventStore, ScriptedModel, Session, StoreConflictError, StoreError  # noqa: E402
+from agentkit.events import UserMessageEvent  # noqa: E402
 from agentkit.messages import TextPart  # noqa: E402
 
 

@@ -21,7 +21,7 @@ from agentkit import (
     run_agent,
     tool,
 )
-from agentkit.stream import GenerationEndEvent
+from agentkit.streaming import GenerationEndEvent
 
 
 @dataclass

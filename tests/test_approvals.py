@@ -16,11 +16,9 @@ from agentkit import (
     ApprovalPolicy,
     ApprovalRequest,
     ConfigurationError,
-    ControlEvent,
     FileEventStore,
     FunctionModel,
     HookError,
-    LocalExecutionContext,
     ScriptedModel,
     Session,
     ToolCall,
@@ -28,6 +26,8 @@ from agentkit import (
     run_agent,
     tool,
 )
+from agentkit.events import ControlEvent
+from agentkit.execution import LocalExecutionContext
 from agentkit.mcp import connect_mcp
 
 # -- the policy: pure logic ----------------------------------------------------------------
@@ -298,7 +298,8 @@ def test_a_pending_request_holds_the_generation_whatever_its_options(tmp_path):
 
 
 def test_a_request_whose_call_was_answered_otherwise_cannot_be_decided(tmp_path):
-    from agentkit import ToolOutput, ToolResultEvent
+    from agentkit.events import ToolResultEvent
+    from agentkit.messages import ToolOutput
 
     model = ScriptedModel([ToolCall("write_note", {"text": "a"}, id="w"), "ok"])
     with durable(tmp_path, model) as s:

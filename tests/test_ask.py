@@ -9,8 +9,7 @@ import threading
 import pytest
 from _procs import wait_for
 
-from agentkit import CancelToken, FileEventStore, FunctionModel, Session
-from agentkit.errors import CancelledError
+from agentkit import CancelledError, CancelToken, FileEventStore, FunctionModel, Session
 
 
 def _echo(request):

@@ -28,17 +28,16 @@ from agentkit import (
     CancelToken,
     ConfigurationError,
     FunctionModel,
-    ImagePart,
     ScriptedModel,
     Session,
     ToolCall,
+    ToolContext,
     run_agent,
 )
 from agentkit.browser import BrowserContext, ChromiumBrowser, browser_tools
 from agentkit.browser._origins import OriginPolicy, origin_of
 from agentkit.browser._snapshot import render_outline
-from agentkit.messages import ToolCallPart
-from agentkit.tools.base import ToolContext
+from agentkit.messages import ImagePart, ToolCallPart
 from agentkit.tools.runner import run_tool_call
 
 VIEWPORT = (640, 480)

@@ -6,20 +6,9 @@ import pytest
 from fakes import openai_wire as w
 from fakes.server import FakeServer
 
-from agentkit import (
-    ConfigurationError,
-    ControlEvent,
-    FunctionModel,
-    Limits,
-    ModelSettings,
-    ScriptedModel,
-    Session,
-    ToolCall,
-    Turn,
-    run_agent,
-    tool,
-)
-from agentkit.models import RetryPolicy
+from agentkit import ConfigurationError, FunctionModel, Limits, ScriptedModel, Session, ToolCall, run_agent, tool
+from agentkit.events import ControlEvent
+from agentkit.models import ModelSettings, RetryPolicy, Turn
 from agentkit.models.openai import OpenAIChatModel
 
 RAN: list[str] = []

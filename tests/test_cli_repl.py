@@ -20,7 +20,7 @@ import pytest
 
 import agentkit
 from agentkit import FileEventStore
-from agentkit.projection import build_model_messages
+from agentkit.context import build_model_messages
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="pseudo-terminals are POSIX")
 

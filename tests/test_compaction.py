@@ -5,28 +5,20 @@ from __future__ import annotations
 import pytest
 
 from agentkit import (
-    AssistantMessageEvent,
-    CompactionEvent,
     ConfigurationError,
     ContextOverflowError,
     FunctionModel,
     InMemoryEventStore,
-    Message,
     ScriptedModel,
     Session,
-    TextPart,
     Threshold,
     ToolCall,
-    ToolCallPart,
-    ToolOutput,
-    ToolResultEvent,
-    UserMessageEvent,
     summarizing_compactor,
     tool,
 )
-from agentkit.compaction import compaction_boundary
-from agentkit.events import ControlEvent
-from agentkit.invariants import check_messages
+from agentkit.context import check_messages, compaction_boundary
+from agentkit.events import AssistantMessageEvent, CompactionEvent, ControlEvent, ToolResultEvent, UserMessageEvent
+from agentkit.messages import Message, TextPart, ToolCallPart, ToolOutput
 
 
 def user(text: str) -> UserMessageEvent:
@@ -253,7 +245,7 @@ def test_auto_compact_runs_before_a_request_past_the_threshold():
         compactions = [e for e in s.events if isinstance(e, CompactionEvent)]
         assert compactions and all(c.reason == "auto" for c in compactions)
         # every request was compacted down when it would have passed the threshold
-        from agentkit.compaction import estimate_tokens
+        from agentkit.context import estimate_tokens
 
         assert all(estimate_tokens(list(r.messages)) < 700 for r in model.requests)
     with pytest.raises(ConfigurationError, match="Threshold tokens"):
@@ -286,7 +278,7 @@ def test_usage_reasoning_tokens_add_up_and_round_trip():
 
 
 def test_an_unresolved_execution_intent_is_covered_and_carried_not_pinned(caplog):
-    from agentkit.transactions import INTENT
+    from agentkit.transactions._ledger import INTENT
 
     # what a crash inside a tool call leaves: the intent, then (on reopen) the call
     # closed with an "interrupted" result that does not settle the intent

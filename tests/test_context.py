@@ -11,7 +11,8 @@ import time
 import pytest
 from _procs import alive, escaping, kill_escaped, our_ends_of_its_stdout, wait_for, within
 
-from agentkit import AccessDenied, CancelledError, CancelToken, ConfigurationError, LocalExecutionContext
+from agentkit import AccessDenied, CancelledError, CancelToken, ConfigurationError
+from agentkit.execution import LocalExecutionContext
 
 
 def _wait_gone(pids: list[int]) -> list[int]:
@@ -224,7 +225,7 @@ def test_before_operation_sees_each_side_effect_and_can_veto(root):
 
 
 def test_permission_handler_returning_false_denies(root):
-    from agentkit import PermissionRequest
+    from agentkit.execution import PermissionRequest
 
     with LocalExecutionContext(root, permission=lambda r: r.operation != "delete") as c:
         c.request_permission(PermissionRequest(operation="read", target="x"))

@@ -12,17 +12,8 @@ from pathlib import Path
 
 from _crash_child import refund_tool
 
-from agentkit import (
-    ApprovalPolicy,
-    ControlEvent,
-    FileEventStore,
-    InMemoryEventStore,
-    ScriptedModel,
-    Session,
-    ToolCall,
-    ToolResultEvent,
-    tool,
-)
+from agentkit import ApprovalPolicy, FileEventStore, InMemoryEventStore, ScriptedModel, Session, ToolCall, tool
+from agentkit.events import ControlEvent, ToolResultEvent
 
 CHILD = Path(__file__).resolve().parent / "_crash_child.py"
 ASK = ApprovalPolicy(mode="ask-writes")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentkit import Session, get_model, tool
-from agentkit.errors import CancelledError, ConfigurationError, ModelError
+from agentkit import CancelledError, ConfigurationError, ModelError, Session, get_model, tool
 from agentkit.models import EchoModel
 from agentkit.models.registry import _SPEC_FORMS
-from agentkit.stream import TextDeltaEvent
+from agentkit.streaming import TextDeltaEvent
 
 
 @tool

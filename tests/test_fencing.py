@@ -10,20 +10,17 @@ import pytest
 from agentkit import (
     ApprovalError,
     ApprovalPolicy,
-    AssistantMessageEvent,
-    ControlEvent,
     FileEventStore,
     FunctionModel,
     InMemoryEventStore,
     Session,
     SessionPool,
     ToolCall,
-    ToolCallPart,
     TransactionError,
-    UserMessageEvent,
     tool,
 )
-from agentkit.messages import TextPart
+from agentkit.events import AssistantMessageEvent, ControlEvent, UserMessageEvent
+from agentkit.messages import TextPart, ToolCallPart
 
 RAN: list[str] = []
 

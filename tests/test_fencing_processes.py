@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agentkit import ApprovalPolicy, ControlEvent, FileEventStore, FunctionModel, Session, SessionPool
-from agentkit.events import RuntimeEvent
+from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Session, SessionPool
+from agentkit.events import ControlEvent, RuntimeEvent
 
 CHILD = str(Path(__file__).with_name("_fence_child.py"))
 

@@ -1,4 +1,4 @@
-"""Listeners across processes (agentkit/_follow.py): a listener or a stream on a pooled
+"""Listeners across processes (agentkit/session/_follow.py): a listener or a stream on a pooled
 session in one process hears what another process commits to that session -- each event
 once, in store order -- with no read or push of its own to pull it in."""
 
@@ -14,7 +14,7 @@ import pytest
 from _follow_child import reply, save_note
 
 from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, SessionPool, ToolCall, ToolContext, tool
-from agentkit._follow import _FOLLOWER
+from agentkit.session._follow import _FOLLOWER
 
 ROOT = Path(__file__).resolve().parents[1]
 DEADLINE = 30.0  # a guard against hangs; delivery takes well under a second
@@ -235,7 +235,7 @@ def _listening(cluster, schema: str) -> list[int]:
 def no_polling(monkeypatch):
     """The follower's polling interval made far longer than any wait of these tests: what
     they hear came by LISTEN/NOTIFY (or the head check made when listening starts)."""
-    import agentkit._follow as follow_module
+    import agentkit.session._follow as follow_module
 
     monkeypatch.setattr(follow_module, "INTERVAL", 3000.0)
 

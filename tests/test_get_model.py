@@ -12,8 +12,7 @@ from fakes import anthropic_wire as aw
 from fakes import openai_wire as ow
 from fakes.server import FakeServer
 
-from agentkit import ScriptedModel, Session, get_model, run_agent
-from agentkit.errors import ConfigurationError, MissingDependencyError
+from agentkit import ConfigurationError, MissingDependencyError, ScriptedModel, Session, get_model, run_agent
 from agentkit.models.anthropic import AnthropicModel
 from agentkit.models.openai import OpenAIChatModel
 

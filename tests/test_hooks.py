@@ -14,18 +14,15 @@ from agentkit import (
     FunctionModel,
     HookError,
     Hooks,
-    Message,
     ScriptedModel,
     Session,
-    TextPart,
     ToolCall,
     ToolContext,
     ToolDecision,
-    ToolOutput,
-    ToolResultPart,
     run_agent,
     tool,
 )
+from agentkit.messages import Message, TextPart, ToolOutput, ToolResultPart
 
 RAN: list[dict] = []
 

@@ -7,18 +7,10 @@ import pytest
 from langchain_core.tools import tool as lc_tool
 from mcp_servers.helpers import DEMO, stdio
 
-from agentkit import (
-    Hooks,
-    LocalExecutionContext,
-    ScriptedModel,
-    ToolCall,
-    ToolDecision,
-    ToolOutput,
-    filesystem_tools,
-    run_agent,
-    tool,
-)
+from agentkit import Hooks, ScriptedModel, ToolCall, ToolDecision, filesystem_tools, run_agent, tool
+from agentkit.execution import LocalExecutionContext
 from agentkit.mcp import connect_mcp
+from agentkit.messages import ToolOutput
 
 RAN: list[str] = []
 

@@ -13,20 +13,18 @@ import pytest
 
 from agentkit import (
     ConfigurationError,
-    ControlEvent,
     FileEventStore,
     InMemoryEventStore,
-    RuntimeEvent,
     ScriptedModel,
     Session,
-    TextPart,
     ToolCall,
     ToolContext,
-    ToolResultEvent,
     TransactionError,
-    UncertainExecution,
     tool,
 )
+from agentkit.events import ControlEvent, RuntimeEvent, ToolResultEvent
+from agentkit.messages import TextPart
+from agentkit.transactions import UncertainExecution
 
 CHILD = Path(__file__).resolve().parent / "_txn_child.py"
 

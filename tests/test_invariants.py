@@ -4,21 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentkit import (
-    AssistantMessageEvent,
-    ConfigurationError,
-    Message,
-    ScriptedModel,
-    Session,
-    TextPart,
-    ToolCallPart,
-    ToolOutput,
-    ToolResultEvent,
-    ToolResultPart,
-    UserMessageEvent,
-    run_agent,
-)
-from agentkit.invariants import check_events, check_messages
+from agentkit import ConfigurationError, ScriptedModel, Session, run_agent
+from agentkit.context import check_events, check_messages
+from agentkit.events import AssistantMessageEvent, ToolResultEvent, UserMessageEvent
+from agentkit.messages import Message, TextPart, ToolCallPart, ToolOutput, ToolResultPart
 
 CALL = ToolCallPart(tool_call_id="c1", tool_name="add", input={"a": 1})
 RESULT = ToolResultPart(tool_call_id="c1", tool_name="add", output=ToolOutput.text("2"))

@@ -11,7 +11,8 @@ import warnings
 import pytest
 from _procs import alive, escaping, kill_escaped, our_ends_of_its_stdout, wait_for, within
 
-from agentkit import AccessDenied, ConfigurationError, JobNotFoundError, LocalExecutionContext
+from agentkit import AccessDenied, ConfigurationError, JobNotFoundError
+from agentkit.execution import LocalExecutionContext
 
 
 class Recorder:

@@ -9,15 +9,9 @@ import threading
 import pytest
 from _procs import wait_for
 
-from agentkit import (
-    ConfigurationError,
-    LocalExecutionContext,
-    RuntimeEvent,
-    ScriptedModel,
-    Session,
-    ToolCall,
-    shell_tools,
-)
+from agentkit import ConfigurationError, ScriptedModel, Session, ToolCall, shell_tools
+from agentkit.events import RuntimeEvent
+from agentkit.execution import LocalExecutionContext
 
 WAIT = 'while [ ! -f release ]; do sleep 0.05; done; echo "{name} passed"'
 FIRST = "while [ ! -f go-a ]; do sleep 0.05; done; echo building A; exit 3"

@@ -14,15 +14,9 @@ from dataclasses import replace
 import pytest
 from _procs import alive, wait_for
 
-from agentkit import (
-    ConfigurationError,
-    FileJobStore,
-    InMemoryJobStore,
-    JobState,
-    LocalExecutionContext,
-    StoreConflictError,
-    StoreCorruptionError,
-)
+from agentkit import ConfigurationError, StoreConflictError, StoreCorruptionError
+from agentkit.execution import LocalExecutionContext
+from agentkit.jobs import FileJobStore, InMemoryJobStore, JobState
 
 
 def job(eid="job_1", state="running", **kw) -> JobState:
@@ -89,7 +83,8 @@ def test_finished_jobs_are_persisted_and_restored(tmp_path):
 
 _CHILD = textwrap.dedent("""
     import json, os, sys
-    from agentkit import FileJobStore, LocalExecutionContext
+    from agentkit.execution import LocalExecutionContext
+    from agentkit.jobs import FileJobStore
     root, path = sys.argv[1], sys.argv[2]
     ctx = LocalExecutionContext(root, job_store=FileJobStore(path))
     state = ctx.jobs.start("sleep", ["60"])
@@ -223,7 +218,8 @@ def test_a_malformed_record_is_reported_as_corruption(tmp_path):
 _INCREMENTER = textwrap.dedent("""
     import sys
     from dataclasses import replace
-    from agentkit import FileJobStore, StoreConflictError
+    from agentkit import StoreConflictError
+    from agentkit.jobs import FileJobStore
     store, done = FileJobStore(sys.argv[1]), 0
     while done < int(sys.argv[2]):
         [current] = store.load()
@@ -248,7 +244,7 @@ def test_compare_and_swap_holds_across_processes(tmp_path):
 
 _WRITER = textwrap.dedent("""
     import sys, time
-    from agentkit import FileJobStore, JobState
+    from agentkit.jobs import FileJobStore, JobState
     store = FileJobStore(sys.argv[1])
     revision = 0
     while True:
@@ -277,7 +273,7 @@ def test_a_writer_killed_mid_write_leaves_a_readable_file(tmp_path):
 
 _RESUMING_WRITER = textwrap.dedent("""
     import sys, time
-    from agentkit import FileJobStore, JobState
+    from agentkit.jobs import FileJobStore, JobState
     store = FileJobStore(sys.argv[1])
     rev = max((s.revision for s in store.load() if s.state.execution_id == "job_w"), default=0)
     print("ready", flush=True)

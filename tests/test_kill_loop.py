@@ -24,8 +24,8 @@ from typing import Any
 import _kill_worker
 import pytest
 
-from agentkit import ApprovalPolicy, FunctionModel, Session, ToolResultEvent
-from agentkit.events import ControlEvent
+from agentkit import ApprovalPolicy, FunctionModel, Session
+from agentkit.events import ControlEvent, ToolResultEvent
 
 KILLS = int(os.environ.get("AGENTKIT_KILL_LOOP_KILLS", "50"))
 SEED = int(os.environ.get("AGENTKIT_KILL_LOOP_SEED", str(random.randrange(1 << 30))))

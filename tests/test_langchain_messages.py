@@ -15,26 +15,19 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from agentkit import (
-    AssistantMessageEvent,
+from agentkit import ConfigurationError, ScriptedModel, Session, ToolCall, Usage, run_agent
+from agentkit.adapters.langchain import events_from_langchain, messages_from_langchain, messages_to_langchain
+from agentkit.events import AssistantMessageEvent, ToolResultEvent, UserMessageEvent
+from agentkit.messages import (
     FilePart,
     ImagePart,
     Message,
     ReasoningPart,
-    ScriptedModel,
-    Session,
     TextPart,
-    ToolCall,
     ToolCallPart,
     ToolOutput,
-    ToolResultEvent,
     ToolResultPart,
-    Usage,
-    UserMessageEvent,
-    run_agent,
 )
-from agentkit.adapters.langchain import events_from_langchain, messages_from_langchain, messages_to_langchain
-from agentkit.errors import ConfigurationError
 
 PNG = b"\x89PNG\r\n\x1a\n-not-really-an-image"
 PNG_B64 = base64.b64encode(PNG).decode()

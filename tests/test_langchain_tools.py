@@ -27,10 +27,19 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field
 
 import agentkit
-from agentkit import CancelToken, ScriptedModel, Session, ToolCall, ToolContext, run_agent
+from agentkit import (
+    CancelToken,
+    MissingDependencyError,
+    ScriptedModel,
+    Session,
+    ToolCall,
+    ToolContext,
+    ToolDefinitionError,
+    run_agent,
+)
 from agentkit.adapters.langchain import from_langchain_tool, from_langchain_tools, to_langchain_tool
-from agentkit.errors import MissingDependencyError, ToolDefinitionError
 from agentkit.events import ToolResultEvent, event_from_dict
+from agentkit.messages import ToolOutput
 
 
 def _shown(lc_tool: BaseTool) -> dict:
@@ -115,7 +124,7 @@ def test_decorator_tool_runs_and_validates():
         tools=[multiply],
     )
     ok, bad = result.tool_calls
-    assert ok.output == agentkit.ToolOutput.text("42")
+    assert ok.output == ToolOutput.text("42")
     # LangChain's pydantic validation rejects it; the model reads why, the loop goes on
     assert bad.is_error and bad.error.startswith("invalid input for tool 'multiply'")
     assert "valid integer" in bad.error
@@ -143,7 +152,7 @@ def test_input_is_validated_as_langchain_validates_it():
     # pydantic's lax mode, as in LangChain: a numeric string is an int (JSON Schema says no)
     lc_message = multiply.invoke({"name": "multiply", "args": {"a": "6", "b": 7}, "id": "c", "type": "tool_call"})
     result = run_agent(ScriptedModel([ToolCall("multiply", {"a": "6", "b": 7}), "ok"]), "go", tools=[multiply])
-    assert result.tool_calls[0].output == agentkit.ToolOutput.text(lc_message.content) == agentkit.ToolOutput.text("42")
+    assert result.tool_calls[0].output == ToolOutput.text(lc_message.content) == ToolOutput.text("42")
     # a tool without a pydantic schema is checked against its JSON Schema by agentkit
     assert from_langchain_tool(shout).validation_error({"__arg1": 5}) is not None
     assert from_langchain_tool(multiply).validation_error({"a": "6", "b": 7}) is None
@@ -204,7 +213,7 @@ def test_handle_validation_error_is_honoured():
     result = run_agent(ScriptedModel([ToolCall("count", {"n": -1}), ToolCall("count", {"n": 2}), "ok"]), "go",
                        tools=[lc_tool])
     rejected, ok = result.tool_calls
-    assert rejected.output == agentkit.ToolOutput.error("n must be >= 0")
+    assert rejected.output == ToolOutput.error("n must be >= 0")
     assert ok.output.value == "xx"
 
 
@@ -371,7 +380,7 @@ def test_async_tool_keeps_loop_bound_state_across_runs():
     lc_tool = StructuredTool.from_function(coroutine=counter, name="counter")
     for expected in ("1", "2"):  # each run_agent adapts the tool anew
         result = run_agent(ScriptedModel([ToolCall("counter", {"step": 1}), "ok"]), "go", tools=[lc_tool])
-        assert result.tool_calls[0].output == agentkit.ToolOutput.text(expected)
+        assert result.tool_calls[0].output == ToolOutput.text(expected)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX-only")
@@ -539,9 +548,9 @@ def test_to_langchain_tool_errors_surface_as_tool_exception():
 
 def test_to_langchain_tool_keeps_the_artifact_and_json_lists_stay_json():
     @agentkit.tool
-    def rows(n: int) -> agentkit.ToolOutput:
+    def rows(n: int) -> ToolOutput:
         """Fetch n rows."""
-        return agentkit.ToolOutput(kind="text", value=f"{n} rows", metadata={"artifact": {"ids": list(range(n))}})
+        return ToolOutput(kind="text", value=f"{n} rows", metadata={"artifact": {"ids": list(range(n))}})
 
     @agentkit.tool
     def tags() -> list:
@@ -564,7 +573,7 @@ def test_round_trip_agentkit_tool_through_langchain_and_back():
     assert back.name == area.name and back.description == area.description
     assert dict(back.input_schema) == dict(area.input_schema)
     out = _call(back, "rt-1", width=2, height=2)
-    assert out == agentkit.ToolOutput.text('{"area": 4, "call": "rt-1"}')
+    assert out == ToolOutput.text('{"area": 4, "call": "rt-1"}')
 
 
 # -- packaging ---------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import pytest
 
-from agentkit import ChatModel, ModelSettings, run_agent, tool
-from agentkit.models import RetryPolicy
+from agentkit import run_agent, tool
+from agentkit.models import ChatModel, ModelSettings, RetryPolicy
 
 pytestmark = pytest.mark.live
 

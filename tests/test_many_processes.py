@@ -133,7 +133,7 @@ def released_together(*workers: subprocess.Popen[str]) -> list[dict]:
 
 
 def test_approve_deny_and_generate_from_three_workers_at_once_decide_once(spec, tmp_path):
-    from agentkit import ControlEvent
+    from agentkit.events import ControlEvent
 
     marker = tmp_path / "refunds"
     pending_refund(spec, marker)
@@ -256,7 +256,8 @@ def test_a_call_running_in_another_process_cannot_be_reconciled(spec, tmp_path):
 
 
 def test_a_transaction_another_process_interrupted_mid_model_call_runs_no_tool(spec, tmp_path):
-    from agentkit import GenerationTransaction, Session
+    from agentkit import Session
+    from agentkit.transactions import GenerationTransaction
 
     marker = tmp_path / "marker"
     running = start("txn", spec, "c", str(marker))

@@ -8,12 +8,15 @@ import pytest
 from mcp_servers import reference
 from mcp_servers.helpers import HERE, stdio
 
-from agentkit import ScriptedModel
-from agentkit.cancel import CancelToken
-from agentkit.errors import ConfigurationError, McpError
-from agentkit.mcp import ElicitationRequest, ElicitationResult, SamplingRequest, SamplingResult, connect_mcp
-from agentkit.mcp.results import tool_result_to_output
-from agentkit.tools.base import ToolContext
+from agentkit import CancelToken, ConfigurationError, McpError, ScriptedModel, ToolContext
+from agentkit.mcp import (
+    ElicitationRequest,
+    ElicitationResult,
+    SamplingRequest,
+    SamplingResult,
+    connect_mcp,
+    tool_result_to_output,
+)
 
 HOST = str(HERE / "host_server.py")
 
@@ -282,7 +285,7 @@ class _RecordingStream:
     def __init__(self, texts: list[str], dots: int = 0, pause: float = 0.0) -> None:
         import threading
 
-        from agentkit.models.base import FinishEvent, TextDelta
+        from agentkit.models import FinishEvent, TextDelta
 
         self._events = iter([*(TextDelta(text=t) for t in texts), *(TextDelta(text=".") for _ in range(dots)),
                              FinishEvent(reason="stop")])

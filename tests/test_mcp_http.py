@@ -8,8 +8,9 @@ import threading
 
 from mcp_servers.helpers import DEMO, http_server, no_leaks, stdio, wait_for
 
-from agentkit import ScriptedModel, Session, ToolCall, ToolResultPart, run_agent
+from agentkit import ScriptedModel, Session, ToolCall, run_agent
 from agentkit.mcp import HttpServer, McpToolRef, connect_mcp
+from agentkit.messages import ToolResultPart
 
 
 def last_results(request):

@@ -14,7 +14,7 @@ import pytest
 import requests
 from mcp_servers.oauth_server import oauth_server
 
-from agentkit.errors import ConfigurationError, StoreCorruptionError
+from agentkit import ConfigurationError, StoreCorruptionError
 from agentkit.mcp import (
     AuthorizationResponse,
     FileTokenStore,

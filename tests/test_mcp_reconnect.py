@@ -14,8 +14,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_servers.helpers import DEMO, alive, no_leaks, stdio, wait_for
 from mcp_servers.oauth_server import ServerThread
 
-from agentkit import ScriptedModel, Session
-from agentkit.errors import ConfigurationError
+from agentkit import ConfigurationError, ScriptedModel, Session
 from agentkit.mcp import connect_mcp
 from agentkit.models import RetryPolicy
 

@@ -15,11 +15,10 @@ from fakes.server import FakeServer
 from mcp_servers.helpers import wait_for
 from mcp_servers.reference import reference_server
 
-from agentkit import LocalExecutionContext, ScriptedModel, Session, run_agent, run_agent_stream
-from agentkit.errors import ConfigurationError, McpError
+from agentkit import ConfigurationError, McpError, ScriptedModel, Session, ToolCall, run_agent, run_agent_stream
+from agentkit.execution import LocalExecutionContext
 from agentkit.mcp import ElicitationRequest, ElicitationResult, SamplingRequest, connect_mcp
 from agentkit.messages import FilePart, Message, TextPart
-from agentkit.models.scripted import ToolCall
 
 
 def _tool(mcp, name: str):

@@ -22,10 +22,10 @@ from agentkit import (
     ScriptedModel,
     Session,
     ToolCall,
-    ToolResultPart,
     run_agent,
 )
 from agentkit.mcp import McpToolRef, connect_mcp
+from agentkit.messages import ToolResultPart
 
 
 def last_results(request):
@@ -175,7 +175,7 @@ def test_an_abandoned_call_is_cancelled_on_the_server(tmp_path, how, request):
     Ctrl-C), the request on the server is cancelled too, and the server stays usable."""
     import _thread
 
-    from agentkit.tools.base import ToolContext
+    from agentkit import ToolContext
 
     log = tmp_path / "calls.log"
 

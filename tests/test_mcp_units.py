@@ -10,7 +10,7 @@ from types import SimpleNamespace as NS
 import pytest
 from mcp_servers.helpers import wait_for
 
-from agentkit import ConfigurationError, FilePart, ImagePart, TextPart
+from agentkit import ConfigurationError
 from agentkit.mcp import (
     MAX_TOOL_NAME_LENGTH,
     HttpServer,
@@ -21,6 +21,7 @@ from agentkit.mcp import (
     tool_result_to_output,
 )
 from agentkit.mcp.config import validate_servers
+from agentkit.messages import FilePart, ImagePart, TextPart
 
 # -- config ------------------------------------------------------------------------------
 

@@ -7,26 +7,27 @@ import json
 import pytest
 from _deep import nested
 
-from agentkit import (
+from agentkit import ConfigurationError, Usage
+from agentkit.events import (
     AssistantMessageEvent,
-    ConfigurationError,
     ContextReplacedEvent,
     ControlEvent,
+    RuntimeEvent,
+    ToolResultEvent,
+    UserMessageEvent,
+    event_from_dict,
+)
+from agentkit.messages import (
     FilePart,
     ImagePart,
     Message,
     ReasoningPart,
-    RuntimeEvent,
     TextPart,
     ToolCallPart,
     ToolOutput,
-    ToolResultEvent,
     ToolResultPart,
-    Usage,
-    UserMessageEvent,
-    event_from_dict,
+    normalize_prompt,
 )
-from agentkit.messages import normalize_prompt
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
 

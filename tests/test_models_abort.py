@@ -17,8 +17,8 @@ from fakes import anthropic_wire as aw
 from fakes import openai_wire as ow
 from fakes.server import FakeServer, Trickle
 
-from agentkit import CancelToken, Message, Session
-from agentkit.errors import CancelledError
+from agentkit import CancelledError, CancelToken, Session
+from agentkit.messages import Message
 from agentkit.models import ModelRequest, RetryPolicy, TextDelta
 from agentkit.models.anthropic import AnthropicModel
 from agentkit.models.openai import OpenAIChatModel

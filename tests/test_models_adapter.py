@@ -17,17 +17,17 @@ from fakes import anthropic_wire as aw
 from fakes import openai_wire as ow
 from fakes.server import FakeServer, Reply
 
-from agentkit import Message, run_agent
-from agentkit.errors import (
+from agentkit import (
     ContextOverflowError,
     ModelError,
     ProviderError,
     ProviderUnavailableError,
+    run_agent,
 )
-from agentkit.models import ModelRequest, RetryInfo, RetryPolicy
+from agentkit.messages import Message
+from agentkit.models import FinishEvent, ModelRequest, RetryInfo, RetryPolicy, StreamEvent, TextDelta
 from agentkit.models.adapter import ProviderModel, TranslatedError
 from agentkit.models.anthropic import AnthropicModel
-from agentkit.models.base import FinishEvent, StreamEvent, TextDelta
 from agentkit.models.openai import OpenAIChatModel
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,36 +14,39 @@ from fakes import anthropic_wire as w
 from fakes.server import FakeServer
 
 from agentkit import (
-    FilePart,
-    ImagePart,
-    Message,
-    ReasoningPart,
-    Session,
-    TextPart,
-    ToolCallPart,
-    ToolOutput,
-    ToolResultPart,
-    run_agent,
-    tool,
-)
-from agentkit.errors import (
     AuthenticationError,
     ConfigurationError,
     ContextOverflowError,
     ProviderError,
     ProviderUnavailableError,
     RateLimitError,
+    Session,
+    run_agent,
+    tool,
 )
-from agentkit.models import ModelRequest, ModelSettings, RetryPolicy, ToolSpec
-from agentkit.models.anthropic import AnthropicModel
-from agentkit.models.base import (
+from agentkit.messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolOutput,
+    ToolResultPart,
+)
+from agentkit.models import (
     FinishEvent,
+    ModelRequest,
+    ModelSettings,
     ReasoningDelta,
     ReasoningDone,
+    RetryPolicy,
     TextDelta,
     ToolCallEvent,
+    ToolSpec,
     UsageEvent,
 )
+from agentkit.models.anthropic import AnthropicModel
 
 FAST = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.01)
 ADD = ToolSpec(

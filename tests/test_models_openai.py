@@ -15,32 +15,35 @@ from fakes import openai_wire as w
 from fakes.server import FakeServer, Reply
 
 from agentkit import (
-    FilePart,
-    ImagePart,
-    Message,
-    ReasoningPart,
-    Session,
-    TextPart,
-    ToolCallPart,
-    ToolOutput,
-    ToolResultPart,
-    run_agent,
-    tool,
-)
-from agentkit.errors import (
     AuthenticationError,
     ConfigurationError,
     ContextOverflowError,
     ProviderError,
     ProviderUnavailableError,
+    Session,
+    run_agent,
+    tool,
 )
-from agentkit.models import ModelRequest, ModelSettings, RetryPolicy, ToolSpec
-from agentkit.models.base import (
+from agentkit.messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolOutput,
+    ToolResultPart,
+)
+from agentkit.models import (
     FinishEvent,
+    ModelRequest,
+    ModelSettings,
     ReasoningDelta,
     ReasoningDone,
+    RetryPolicy,
     TextDelta,
     ToolCallEvent,
+    ToolSpec,
     UsageEvent,
 )
 from agentkit.models.openai import OpenAIChatModel

@@ -11,11 +11,10 @@ from fakes import anthropic_wire as aw
 from fakes import openai_wire as ow
 from fakes.server import FakeServer
 
-from agentkit import Message, run_agent
-from agentkit.errors import AuthenticationError, ConfigurationError, ProviderError
-from agentkit.models import ModelRequest, ModelSettings, RetryPolicy
+from agentkit import AuthenticationError, ConfigurationError, ProviderError, run_agent
+from agentkit.messages import Message
+from agentkit.models import ModelRequest, ModelSettings, RetryPolicy, UsageEvent
 from agentkit.models.anthropic import AnthropicModel
-from agentkit.models.base import UsageEvent
 from agentkit.models.openai import OpenAIChatModel
 
 FAST = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.01)

@@ -19,17 +19,17 @@ from fakes import anthropic_wire as aw
 from fakes import openai_wire as ow
 from fakes.server import DROP, FakeServer
 
-from agentkit import CancelToken, Message
-from agentkit.errors import (
+from agentkit import (
     CancelledError,
+    CancelToken,
     ConfigurationError,
     ProviderUnavailableError,
     RateLimitError,
 )
-from agentkit.models import ModelRequest, RetryInfo, RetryPolicy
+from agentkit.messages import Message
+from agentkit.models import ModelRequest, RetryInfo, RetryPolicy, TextDelta
 from agentkit.models._retry import parse_retry_after
 from agentkit.models.anthropic import AnthropicModel
-from agentkit.models.base import TextDelta
 from agentkit.models.openai import OpenAIChatModel
 
 TINY = RetryPolicy(max_retries=3, initial_delay=0.001, max_delay=0.005)

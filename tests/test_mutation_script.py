@@ -85,8 +85,9 @@ def test_a_run_reports_killed_and_survived_mutants_and_leaves_the_checkout_alone
 
 def test_the_docs_table_shows_the_recorded_figures_of_the_core_modules():
     modules = mutation.load_record()
-    assert {"agentkit/projection.py", "agentkit/cancel.py", "agentkit/tools/runner.py", "agentkit/_scheduling.py",
-            "agentkit/stores/_records.py", "agentkit/stores/_scan.py"} <= set(modules)
+    assert {"agentkit/context/_projection.py", "agentkit/cancel.py", "agentkit/tools/runner.py",
+            "agentkit/session/_scheduling.py", "agentkit/stores/_records.py",
+            "agentkit/stores/_scan.py"} <= set(modules)
     docs = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     # made by `scripts/mutation.py --record`; a hand edit of either side fails here
     assert mutation.docs_table(docs) == mutation.table(modules)
@@ -111,7 +112,7 @@ def test_a_fingerprint_covers_the_module_and_its_tests_and_a_sample_is_fixed(tmp
     first = mutation.fingerprint("agentkit/cancel.py", tests)
     assert first == mutation.fingerprint("agentkit/cancel.py", tests)
     assert first != mutation.fingerprint("agentkit/cancel.py", ["tests/test_cancel.py", "tests/test_json.py"])
-    assert first != mutation.fingerprint("agentkit/projection.py", tests)
+    assert first != mutation.fingerprint("agentkit/context/_projection.py", tests)
     path = tmp_path / "sample.py"
     path.write_text(SAMPLE)
     mutants = mutation.make_mutants(path)

@@ -4,17 +4,10 @@ open tool call, an approval decision, a transaction) still runs a generation."""
 
 from __future__ import annotations
 
-from agentkit import (
-    ApprovalPolicy,
-    AssistantMessageEvent,
-    FileEventStore,
-    FunctionModel,
-    Session,
-    ToolCall,
-    ToolCallPart,
-    tool,
-)
-from agentkit.models.base import ModelRequest
+from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Session, ToolCall, tool
+from agentkit.events import AssistantMessageEvent
+from agentkit.messages import ToolCallPart
+from agentkit.models import ModelRequest
 
 
 class Recorder:

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans (agentkit.observability, agentkit._tracing) recorded by the real
+"""OpenTelemetry spans (agentkit.observability, agentkit.observability._tracing) recorded by the real
 OpenTelemetry SDK's in-memory exporter, and the logging hierarchy.
 
 The global tracer provider can be set once per process; the ``tracing`` fixture resets
@@ -24,12 +24,20 @@ from opentelemetry.trace import StatusCode
 from opentelemetry.util._once import Once
 
 import agentkit
-from agentkit import FunctionModel, ScriptedModel, Session, run_agent, run_agent_stream, tool
-from agentkit.errors import ProviderUnavailableError
+from agentkit import (
+    FunctionModel,
+    ProviderUnavailableError,
+    ScriptedModel,
+    Session,
+    ToolCall,
+    run_agent,
+    run_agent_stream,
+    shell_tools,
+    tool,
+)
 from agentkit.execution import LocalExecutionContext
-from agentkit.models.scripted import ToolCall, Turn
+from agentkit.models import Turn
 from agentkit.observability import configure, recording_content
-from agentkit.tools import shell_tools
 
 
 def _reset_globals() -> None:
@@ -295,7 +303,7 @@ def test_configure_rejects_a_non_bool():
 
 
 def test_no_span_objects_without_a_configured_provider(no_provider, monkeypatch):
-    from agentkit import _tracing
+    from agentkit.observability import _tracing
 
     made = []
     monkeypatch.setattr(trace.ProxyTracerProvider, "get_tracer", lambda *a, **k: made.append(a))
@@ -377,8 +385,7 @@ def test_listener_removal_is_logged(caplog):
 
 
 def test_a_store_failure_is_logged(caplog, tmp_path):
-    from agentkit import InMemoryEventStore
-    from agentkit.errors import SessionFailedError
+    from agentkit import InMemoryEventStore, SessionFailedError
 
     class BrokenStore(InMemoryEventStore):
         def append(self, session_id, events, expected_revision, lease=None):
@@ -431,8 +438,7 @@ def test_a_generation_inside_a_tool_nests_under_its_tool_span(tracing):
 
 
 def test_a_cancelled_generation_ends_its_spans_with_an_error(tracing):
-    from agentkit import CancelToken
-    from agentkit.errors import CancelledError
+    from agentkit import CancelledError, CancelToken
 
     token = CancelToken()
 

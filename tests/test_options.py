@@ -12,18 +12,18 @@ from agentkit import (
     FunctionModel,
     Hooks,
     Limits,
-    ModelSettings,
     ScriptedModel,
     Session,
     Threshold,
     ToolCall,
     ToolResultClearing,
     ToolSearch,
-    build_model_messages,
     run_agent,
 )
+from agentkit.context import build_model_messages
+from agentkit.models import ModelSettings
 from agentkit.options import GenerationOptions, option_names
-from agentkit.skills import Skills
+from agentkit.tools import Skills
 
 
 def test_every_option_is_a_keyword_of_run_agent_session_and_generate():

@@ -14,17 +14,17 @@ from _procs import alive, within
 
 from agentkit import (
     ConfigurationError,
-    ControlEvent,
     FileEventStore,
     FunctionModel,
     Limits,
-    ModelSettings,
     PlanningAgent,
     PlanResult,
     ScriptedModel,
     Session,
     Usage,
 )
+from agentkit.events import ControlEvent
+from agentkit.models import ModelSettings
 from agentkit.planning import Stage
 
 ROOT = Path(__file__).resolve().parents[1]

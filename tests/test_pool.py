@@ -8,8 +8,15 @@ import threading
 import pytest
 from _procs import wait_for
 
-from agentkit import FileEventStore, FunctionModel, InMemoryEventStore, Session, SessionPool
-from agentkit.errors import ConfigurationError, SessionClosedError
+from agentkit import (
+    ConfigurationError,
+    FileEventStore,
+    FunctionModel,
+    InMemoryEventStore,
+    Session,
+    SessionClosedError,
+    SessionPool,
+)
 
 
 def _echo(request):

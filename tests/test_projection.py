@@ -7,25 +7,24 @@ from collections import Counter
 
 import pytest
 
-from agentkit import (
-    AssistantMessageEvent,
-    CompactionEvent,
-    ConfigurationError,
-    ContextReplacedEvent,
-    ControlEvent,
-    Message,
+from agentkit import ConfigurationError
+from agentkit.context import (
+    INTERRUPTED_RESULT,
     Projector,
-    RuntimeEvent,
-    TextPart,
-    ToolCallPart,
-    ToolOutput,
-    ToolResultEvent,
-    UserMessageEvent,
     build_model_messages,
     events_from_messages,
+    render_runtime_event,
 )
-from agentkit.messages import ToolResultPart
-from agentkit.projection import INTERRUPTED_RESULT, render_runtime_event
+from agentkit.events import (
+    AssistantMessageEvent,
+    CompactionEvent,
+    ContextReplacedEvent,
+    ControlEvent,
+    RuntimeEvent,
+    ToolResultEvent,
+    UserMessageEvent,
+)
+from agentkit.messages import Message, TextPart, ToolCallPart, ToolOutput, ToolResultPart
 
 
 def user(text):
@@ -668,7 +667,7 @@ def test_a_copy_goes_on_exactly_as_the_original_would_and_apart_from_it(render):
 
 
 def test_a_copy_keeps_the_hidden_predicate_and_serves_as_the_checkpoint_of_a_transaction():
-    """What the event log does (agentkit/_eventlog.py, _reproject_from): a copy taken
+    """What the event log does (agentkit/session/_eventlog.py, _reproject_from): a copy taken
     before a transaction's first event, extended with the events from there once what
     is hidden changed, equals a projection of the whole log from scratch."""
     hidden = {"g"}

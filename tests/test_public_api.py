@@ -6,6 +6,7 @@ import dataclasses
 import inspect
 import subprocess
 import sys
+from pathlib import Path
 
 import agentkit
 
@@ -64,121 +65,56 @@ def test_every_public_name_is_documented():
 PUBLIC_NAMESPACES = {
     'agentkit': [
         'AccessDenied', 'Agent', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
-        'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AssistantMessageEvent',
-        'AuthenticationError', 'BrowserError', 'CancelToken', 'CancelledError', 'ChatModel',
-        'CompactionEvent', 'CompletionValidationError', 'ConfigurationError',
-        'ContextOverflowError', 'ContextReplacedEvent', 'ControlEvent', 'DirEntry', 'Event',
-        'EventStore', 'ExecutionContext', 'FileEventStore', 'FileJobStore', 'FilePart',
-        'FileSystem', 'FunctionModel', 'GenerateResult', 'GenerationTransaction', 'HookError',
-        'Hooks', 'ImagePart', 'InMemoryEventStore', 'InMemoryJobStore', 'JobControl', 'JobEvent',
-        'JobNotFoundError', 'JobState', 'JobStore', 'Limits', 'LocalExecutionContext', 'McpError',
-        'Message', 'MissingDependencyError', 'ModelError', 'ModelRequest', 'ModelSettings',
-        'OutputValidationError', 'PermissionRequest', 'PlanResult', 'PlanningAgent',
-        'ProviderError', 'ProviderUnavailableError', 'RateLimitError', 'ReasoningPart', 'Retention',
-        'RunResult', 'RuntimeEvent', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel',
-        'Session', 'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool',
-        'Shell', 'ShellResult', 'Step', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
-        'StoreLockTimeout', 'StoreUnavailableError', 'StoredJob', 'StoredSession', 'TextPart',
-        'Threshold', 'Tool', 'ToolCall', 'ToolCallPart', 'ToolCallRecord', 'ToolContext',
-        'ToolDecision', 'ToolDefinitionError', 'ToolOutput', 'ToolResultClearing',
-        'ToolResultEvent', 'ToolResultPart', 'ToolSearch', 'ToolSpec', 'TransactionError', 'Turn',
-        'TurnLockLostError', 'UncertainExecution', 'Usage', 'UserMessageEvent', '__version__', 'build_model_messages',
-        'event_from_dict', 'events_from_messages', 'filesystem_tools', 'get_model', 'http_tools',
-        'json_tools', 'load_skills', 'run_agent', 'run_agent_stream', 'shell_tools',
-        'subagent_tool', 'summarizing_compactor', 'tool',
+        'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AuthenticationError', 'BrowserError',
+        'CancelToken', 'CancelledError', 'CompletionValidationError', 'ConfigurationError',
+        'ContextOverflowError', 'FileEventStore', 'FunctionModel', 'GenerateResult', 'HookError',
+        'Hooks', 'InMemoryEventStore', 'JobNotFoundError', 'Limits', 'McpError',
+        'MissingDependencyError', 'ModelError', 'OutputValidationError', 'PlanResult',
+        'PlanningAgent', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError', 'Retention',
+        'RunResult', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
+        'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool', 'Step',
+        'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout',
+        'StoreUnavailableError', 'Threshold', 'Tool', 'ToolCall', 'ToolCallRecord', 'ToolContext',
+        'ToolDecision', 'ToolDefinitionError', 'ToolResultClearing', 'ToolSearch',
+        'TransactionError', 'TurnLockLostError', 'Usage', '__version__', 'filesystem_tools',
+        'get_model', 'http_tools', 'json_tools', 'load_skills', 'run_agent', 'run_agent_stream',
+        'shell_tools', 'subagent_tool', 'summarizing_compactor', 'tool',
     ],
     'agentkit.adapters.langchain': [
         'Injected', 'LangChainChatModel', 'LangChainHistory', 'events_from_langchain',
         'from_langchain_tool', 'from_langchain_tools', 'messages_from_langchain',
         'messages_to_langchain', 'to_langchain_tool',
     ],
-    'agentkit.adapters.langchain.chat_model': [
-        'LangChainChatModel',
-    ],
-    'agentkit.adapters.langchain.messages': [
-        'LangChainHistory', 'events_from_langchain', 'messages_from_langchain',
-        'messages_to_langchain',
-    ],
-    'agentkit.adapters.langchain.tools': [
-        'Injected', 'from_langchain_tool', 'from_langchain_tools', 'to_langchain_tool',
-    ],
-    'agentkit.agent': [
-        'run_agent', 'run_agent_stream',
-    ],
-    'agentkit.agents': [
-        'Agent',
-    ],
-    'agentkit.approval': [
-        'APPROVAL_DECIDED', 'APPROVAL_REMEMBERED', 'APPROVAL_REQUESTED', 'ApprovalDecision',
-        'ApprovalMode', 'ApprovalPolicy', 'ApprovalRequest', 'ApprovalState', 'Verdict',
+    'agentkit.approvals': [
+        'APPROVAL_DECIDED', 'APPROVAL_REMEMBERED', 'APPROVAL_REQUESTED', 'ApprovalMode',
+        'ApprovalState', 'Verdict',
     ],
     'agentkit.browser': [
         'BrowserContext', 'ChromiumBrowser', 'PageSnapshot', 'SnapshotFormat', 'browser_tools',
     ],
-    'agentkit.browser.base': [
-        'BrowserContext', 'PageSnapshot', 'SnapshotFormat',
-    ],
-    'agentkit.browser.chromium': [
-        'ChromiumBrowser',
-    ],
-    'agentkit.browser.tools': [
-        'browser_tools',
-    ],
-    'agentkit.budget': [
-        'Budget', 'BudgetBreach', 'Limits',
-    ],
-    'agentkit.cancel': [
-        'CancelToken',
-    ],
+    'agentkit.celery': ['AgentTasks', 'BrokerUnavailableError'],
     'agentkit.cli': [
         'main',
     ],
-    'agentkit.compaction': [
-        'CONVERSATION_EVENTS', 'Compactor', 'DEFAULT_KEEP_LAST', 'Retention', 'Threshold',
+    'agentkit.context': [
+        'Budget', 'BudgetBreach', 'CONVERSATION_EVENTS', 'Compactor', 'DEFAULT_INSTRUCTIONS',
+        'DEFAULT_KEEP_LAST', 'DEFAULT_MAX_BYTES', 'DEFAULT_MAX_LINES', 'INTERRUPTED_RESULT',
+        'Projector', 'RuntimeRenderer', 'TruncatedOutput', 'build_model_messages', 'cap_output',
+        'cap_tool_outputs', 'check_events', 'check_messages', 'clear_tool_results',
         'compaction_boundary', 'conversation_events_since_reset', 'estimate_tokens',
-        'summary_messages',
-    ],
-    'agentkit.celery': ['AgentTasks'],
-    'agentkit.errors': [
-        'AccessDenied', 'AgentkitError', 'ApprovalError', 'AuthenticationError', 'BrokerUnavailableError',
-        'BrowserError', 'CancelledError', 'CompletionValidationError', 'ConfigurationError', 'ContextOverflowError',
-        'HookError', 'JobNotFoundError', 'McpError', 'MissingDependencyError', 'ModelError',
-        'OutputValidationError', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError',
-        'SchemaVersionError', 'ScriptExhaustedError', 'SessionClosedError', 'SessionError',
-        'SessionFailedError', 'StoreConflictError', 'StoreCorruptionError', 'StoreError',
-        'StoreLockTimeout', 'StoreUnavailableError', 'ToolDefinitionError', 'TransactionError',
-        'TurnLockLostError',
+        'events_from_messages', 'render_runtime_event', 'summary_messages', 'truncate_output',
     ],
     'agentkit.events': [
         'AssistantMessageEvent', 'CompactionEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event',
         'RuntimeEvent', 'ToolResultEvent', 'UserMessageEvent', 'event_from_dict', 'new_id',
     ],
     'agentkit.execution': [
-        'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobState',
-        'LocalExecutionContext', 'PermissionRequest', 'Shell', 'ShellResult',
-    ],
-    'agentkit.execution.base': [
-        'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobListener',
-        'JobNotFoundError', 'JobState', 'JobStatus', 'OutputCallback', 'PermissionHandler',
-        'PermissionRequest', 'Shell', 'ShellResult',
-    ],
-    'agentkit.execution.local': [
-        'LocalExecutionContext',
-    ],
-    'agentkit.hooks': [
-        'Hooks', 'ToolDecision',
-    ],
-    'agentkit.invariants': [
-        'check_events', 'check_messages',
-    ],
-    'agentkit.job_status': [
-        'RunningJobs',
-    ],
-    'agentkit.job_store': [
-        'FileJobStore', 'InMemoryJobStore', 'JobStore', 'StoredJob',
+        'DirEntry', 'ExecutionContext', 'FileSystem', 'LocalExecutionContext', 'OutputCallback',
+        'PermissionHandler', 'PermissionRequest', 'Shell', 'ShellResult',
     ],
     'agentkit.jobs': [
-        'JobRunner',
+        'FileJobStore', 'InMemoryJobStore', 'JobControl', 'JobEvent', 'JobListener', 'JobRunner',
+        'JobState', 'JobStatus', 'JobStore', 'RunningJobs', 'StoredJob',
     ],
     'agentkit.mcp': [
         'ApproveSampling', 'AuthorizationResponse', 'AuthorizeToolCall', 'ElicitationHandler',
@@ -190,30 +126,10 @@ PUBLIC_NAMESPACES = {
         'tool_result_to_output',
     ],
     'agentkit.mcp.config': [
-        'HttpServer', 'LogLevel', 'ServerSpec', 'StdioServer', 'validate_servers',
-    ],
-    'agentkit.mcp.connect': [
-        'connect_mcp',
-    ],
-    'agentkit.mcp.host': [
-        'ApproveSampling', 'ElicitationHandler', 'ElicitationRequest', 'ElicitationResult',
-        'McpPrompt', 'McpPromptArgument', 'McpResource', 'SamplingHandler', 'SamplingRequest',
-        'SamplingResult',
-    ],
-    'agentkit.mcp.naming': [
-        'MAX_TOOL_NAME_LENGTH', 'exposed_names', 'sanitize_name',
-    ],
-    'agentkit.mcp.oauth': [
-        'AuthorizationResponse', 'McpOAuth', 'OnAuthorize', 'PendingAuthorizations',
+        'validate_servers',
     ],
     'agentkit.mcp.results': [
-        'content_block_to_parts', 'resource_contents_to_parts', 'tool_result_to_output',
-    ],
-    'agentkit.mcp.tokens': [
-        'FileTokenStore', 'MemoryTokenStore', 'TokenStore',
-    ],
-    'agentkit.mcp.toolset': [
-        'AuthorizeToolCall', 'McpServerStatus', 'McpToolRef', 'McpToolset',
+        'content_block_to_parts', 'resource_contents_to_parts',
     ],
     'agentkit.messages': [
         'ContentPart', 'FilePart', 'ImagePart', 'Message', 'Prompt', 'ReasoningPart', 'Role',
@@ -221,35 +137,20 @@ PUBLIC_NAMESPACES = {
         'content_to_dict', 'normalize_prompt', 'text_of',
     ],
     'agentkit.models': [
-        'ChatModel', 'EchoModel', 'FinishEvent', 'FinishReason', 'FunctionModel', 'ModelRequest',
-        'ModelSettings', 'OutputMode', 'OutputSpec', 'ReasoningDelta', 'ReasoningDone', 'RetryInfo',
-        'RetryPolicy', 'ScriptedModel', 'StreamEvent', 'TextDelta', 'ToolCall', 'ToolCallEvent',
-        'ToolChoice', 'ToolSpec', 'Turn', 'UsageEvent', 'get_model',
+        'ChatModel', 'EchoModel', 'FinishEvent', 'FinishReason', 'ModelRequest', 'ModelSettings',
+        'OutputMode', 'OutputSpec', 'ReasoningDelta', 'ReasoningDone', 'ReasoningEffort',
+        'RetryInfo', 'RetryPolicy', 'StreamEvent', 'TextDelta', 'ToolCallEvent', 'ToolChoice',
+        'ToolSpec', 'Turn', 'UsageEvent',
     ],
     'agentkit.models.adapter': [
-        'ProviderModel', 'RetryInfo', 'RetryPolicy', 'TranslatedError', 'check_tool_choice',
-        'data_url', 'function_tools', 'parse_tool_arguments', 'stream_with_retries',
-        'tool_result_text',
+        'ProviderModel', 'TranslatedError', 'check_tool_choice', 'data_url', 'function_tools',
+        'parse_tool_arguments', 'stream_with_retries', 'tool_result_text',
     ],
     'agentkit.models.anthropic': [
         'AnthropicModel',
     ],
-    'agentkit.models.base': [
-        'ChatModel', 'FinishEvent', 'FinishReason', 'ModelRequest', 'ModelSettings', 'OutputMode',
-        'OutputSpec', 'ReasoningDelta', 'ReasoningDone', 'ReasoningEffort', 'StreamEvent', 'TextDelta',
-        'ToolCallEvent', 'ToolChoice', 'ToolSpec', 'UsageEvent',
-    ],
-    'agentkit.models.echo': [
-        'EchoModel',
-    ],
     'agentkit.models.openai': [
         'OpenAIChatModel',
-    ],
-    'agentkit.models.registry': [
-        'get_model',
-    ],
-    'agentkit.models.scripted': [
-        'FunctionModel', 'ScriptedModel', 'ToolCall', 'Turn',
     ],
     'agentkit.observability': [
         'configure', 'recording_content',
@@ -258,111 +159,37 @@ PUBLIC_NAMESPACES = {
         'GenerationOptions',
     ],
     'agentkit.planning': [
-        'Plan', 'PlanResult', 'PlanStep', 'PlanningAgent', 'Stage', 'StepResult',
-    ],
-    'agentkit.pool': [
-        'SessionPool',
-    ],
-    'agentkit.projection': [
-        'INTERRUPTED_RESULT', 'Projector', 'RuntimeRenderer', 'build_model_messages',
-        'events_from_messages', 'render_runtime_event',
-    ],
-    'agentkit.redaction': [
-        'REDACTED', 'Redaction', 'Redactor', 'redactor_of',
-    ],
-    'agentkit.results': [
-        'GenerateResult', 'RunResult', 'Step', 'ToolCallRecord',
+        'Plan', 'PlanStep', 'Stage', 'StepResult',
     ],
     'agentkit.session': [
-        'Session',
-    ],
-    'agentkit.skills': [
-        'MAX_SKILL_FILE_BYTES', 'SKILL_FILE', 'Skill', 'Skills', 'load_skills',
+        'REDACTED', 'Redaction', 'Redactor', 'redactor_of',
     ],
     'agentkit.stores': [
-        'EventStore', 'FileEventStore', 'FileJobStore', 'InMemoryEventStore', 'InMemoryJobStore',
-        'JobStore', 'SCHEMA_VERSION', 'StoredJob', 'StoredSession', 'TurnLease', 'validate_session_id',
-    ],
-    'agentkit.stores.base': [
-        'EventStore', 'JobStore', 'SCHEMA_VERSION', 'StoredJob', 'StoredSession', 'TurnLease',
-        'validate_session_id',
-    ],
-    'agentkit.stores.file': [
-        'FileEventStore',
-    ],
-    'agentkit.stores.jobs': [
-        'FileJobStore', 'InMemoryJobStore', 'JobStore', 'StoredJob',
-    ],
-    'agentkit.stores.memory': [
-        'InMemoryEventStore',
+        'EventStore', 'SCHEMA_VERSION', 'StoredSession', 'TurnLease', 'validate_session_id',
     ],
     'agentkit.stores.postgres': [
         'PostgresEventStore', 'PostgresJobStore',
     ],
-    'agentkit.stream': [
-        'AgentEvent', 'AgentStream', 'GenerationEndEvent', 'GenerationStartEvent',
-        'ReasoningDeltaEvent', 'StepEndEvent', 'StepStartEvent', 'TextDeltaEvent',
-        'ToolCallRequestedEvent', 'ToolEndEvent', 'ToolStartEvent', 'ToolUpdateEvent',
-    ],
-    'agentkit.subagents': [
-        'SubagentEndEvent', 'SubagentEvent', 'SubagentStartEvent', 'child_session_id',
-        'subagent_tool',
-    ],
-    'agentkit.summarize': [
-        'DEFAULT_INSTRUCTIONS', 'summarizing_compactor',
-    ],
-    'agentkit.tool_search': [
-        'SearchableTool', 'ToolSearch', 'search_tools',
+    'agentkit.streaming': [
+        'GenerationEndEvent', 'GenerationStartEvent', 'ReasoningDeltaEvent', 'StepEndEvent',
+        'StepStartEvent', 'TextDeltaEvent', 'ToolCallRequestedEvent', 'ToolEndEvent',
+        'ToolStartEvent', 'ToolUpdateEvent',
     ],
     'agentkit.tools': [
-        'DirEntry', 'ExecutionContext', 'FileSystem', 'FunctionTool', 'JobControl', 'JobEvent', 'JobNotFoundError',
-        'JobState', 'LocalExecutionContext', 'PermissionRequest', 'Shell', 'ShellResult', 'Tool',
-        'ToolContext', 'ToolDecision', 'ToolRegistry', 'TruncatedOutput', 'browser_tools',
-        'filesystem_tools', 'format_shell_result', 'http_tools', 'json_path', 'json_tools',
-        'shell_tools', 'to_tool_output', 'tool', 'truncate_output',
-    ],
-    'agentkit.tools.base': [
-        'FunctionTool', 'Tool', 'ToolContext', 'ToolDecision', 'ToolRegistry', 'to_tool_output',
-    ],
-    'agentkit.tools.context': [
-        'DirEntry', 'ExecutionContext', 'FileSystem', 'JobControl', 'JobEvent', 'JobListener',
-        'JobNotFoundError', 'JobState', 'JobStatus', 'LocalExecutionContext', 'PermissionHandler',
-        'PermissionRequest', 'Shell', 'ShellResult',
-    ],
-    'agentkit.tools.decorator': [
-        'tool',
-    ],
-    'agentkit.tools.filesystem': [
-        'filesystem_tools',
-    ],
-    'agentkit.tools.http': [
-        'http_tools',
-    ],
-    'agentkit.tools.json_tools': [
-        'json_path', 'json_tools',
+        'FunctionTool', 'MAX_SKILL_FILE_BYTES', 'SKILL_FILE', 'SearchableTool', 'Skill', 'Skills',
+        'SubagentEndEvent', 'SubagentEvent', 'SubagentStartEvent', 'ToolRegistry',
+        'child_session_id', 'format_shell_result', 'json_path', 'search_tools', 'to_tool_output',
     ],
     'agentkit.tools.runner': [
         'run_tool_call',
-    ],
-    'agentkit.tools.shell': [
-        'format_shell_result', 'shell_tools',
     ],
     'agentkit.transactions': [
         'GenerationTransaction', 'TransactionLedger', 'UncertainExecution', 'claim_digest',
         'reserved_problem',
     ],
-    'agentkit.truncate': [
-        'DEFAULT_MAX_BYTES', 'DEFAULT_MAX_LINES', 'TruncatedOutput', 'truncate_output',
-    ],
-    'agentkit.usage': [
-        'Usage',
-    ],
-    'agentkit.view': [
-        'ToolResultClearing', 'cap_output', 'cap_tool_outputs', 'clear_tool_results',
-    ],
     'agentkit.web': [
-        'AsyncSSEIterator', 'KEEP_ALIVE', 'SSEIterator', 'SSE_HEADERS', 'ask_async', 'sse', 'sse_async',
-        'sse_record',
+        'AsyncSSEIterator', 'KEEP_ALIVE', 'SSEIterator', 'SSE_HEADERS', 'ask_async', 'sse',
+        'sse_async', 'sse_record',
     ],
 }
 
@@ -402,8 +229,37 @@ def test_runtime_internals_are_not_in_the_top_level_all():
     internals = {"GenerationScheduler", "Projector", "JobRunner", "truncate_output", "ToolRegistry",
                  "LoopOptions", "run_loop", "bridge_job_events"}
     assert internals & set(agentkit.__all__) == set()
-    for name in ("GenerationScheduler", "Projector", "JobRunner", "truncate_output", "ToolRegistry"):
-        assert getattr(agentkit, name) is not None  # 0.1.0 imports keep working
+
+
+def test_the_0_1_0_aliases_and_shim_modules_are_gone():
+    """0.x: each public name has one home (CHANGELOG lists the old paths); the top level no
+    longer hands out names moved elsewhere, and the re-export-only modules are deleted."""
+    import importlib
+
+    import pytest
+
+    for name in ("GenerationScheduler", "JobRunner", "Projector", "ToolRegistry", "TruncatedOutput",
+                 "truncate_output", "ChatModel", "UserMessageEvent", "TextPart", "EventStore", "JobStore"):
+        with pytest.raises(AttributeError):
+            getattr(agentkit, name)
+    # (by file: an editable install of another checkout could still resolve the old names)
+    package = Path(agentkit.__file__).parent
+    for module in ("jobs.py", "job_store.py", "tools/context.py", "pool.py", "approval.py", "stream.py",
+                   "projection.py", "subagents.py", "session.py", "_loop.py"):
+        assert not (package / module).exists(), module
+    assert not hasattr(importlib.import_module("agentkit.tools"), "browser_tools")  # its home: agentkit.browser
+
+
+def test_the_lazy_names_load_their_dependency_on_first_use_only():
+    code = (
+        "import sys, agentkit, agentkit.tools;"
+        "assert 'requests' not in sys.modules;"
+        "from agentkit import http_tools; from agentkit.tools.http import http_tools as home;"
+        "assert http_tools is home and 'requests' in sys.modules;"
+        "from agentkit.tools import SubagentEvent; from agentkit.tools._subagents import SubagentEvent as h;"
+        "assert SubagentEvent is h"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def _documented_imports() -> list[tuple[str, str, str]]:

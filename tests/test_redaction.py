@@ -22,7 +22,7 @@ from agentkit import (
     run_agent,
     tool,
 )
-from agentkit.redaction import Redactor, redactor_of
+from agentkit.session import Redactor, redactor_of
 
 SECRET = "sk-live4242abcd"
 

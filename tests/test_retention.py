@@ -10,20 +10,17 @@ from pathlib import Path
 import pytest
 
 from agentkit import (
-    CompactionEvent,
     ConfigurationError,
-    ControlEvent,
-    Event,
     FileEventStore,
     FunctionModel,
     InMemoryEventStore,
     Retention,
     Session,
     ToolCall,
-    ToolCallPart,
-    ToolResultPart,
     tool,
 )
+from agentkit.events import CompactionEvent, ControlEvent, Event
+from agentkit.messages import ToolCallPart, ToolResultPart
 
 CHILD = Path(__file__).resolve().parent / "_retention_child.py"
 
@@ -217,7 +214,7 @@ def _calls_in(messages) -> list[str]:
 
 
 def test_an_uncertain_call_never_pins_retention_it_is_carried_and_reported_once(tmp_path, caplog):
-    from agentkit.projection import INTERRUPTED_RESULT
+    from agentkit.context import INTERRUPTED_RESULT
 
     root, marker = tmp_path / "store", tmp_path / "refunds.txt"
     proc = subprocess.run([sys.executable, str(CRASH_CHILD), "run-and-die", str(root), "held", str(marker)],

@@ -15,21 +15,18 @@ from agentkit import (
     ContextOverflowError,
     FileEventStore,
     FunctionModel,
-    ImagePart,
-    Message,
     ScriptedModel,
     ScriptExhaustedError,
     Session,
     ToolCall,
     ToolContext,
     ToolDefinitionError,
-    ToolResultPart,
-    Turn,
+    Usage,
     run_agent,
     tool,
 )
-from agentkit.models.base import FinishEvent, ToolCallEvent, UsageEvent
-from agentkit.usage import Usage
+from agentkit.messages import ImagePart, Message, ToolResultPart
+from agentkit.models import FinishEvent, ToolCallEvent, Turn, UsageEvent
 
 CALLS: list[tuple[str, dict]] = []
 

@@ -19,7 +19,7 @@ from agentkit import (
     Session,
     SessionClosedError,
 )
-from agentkit._scheduling import GenerationScheduler
+from agentkit.session._scheduling import GenerationScheduler
 
 
 class Clocked:

@@ -9,14 +9,21 @@ from agentkit import (
     CancelToken,
     ConfigurationError,
     FunctionModel,
-    Message,
-    ModelRequest,
     ScriptedModel,
     ScriptExhaustedError,
     ToolCall,
-    Turn,
 )
-from agentkit.models.base import FinishEvent, ReasoningDelta, ReasoningDone, TextDelta, ToolCallEvent, UsageEvent
+from agentkit.messages import Message
+from agentkit.models import (
+    FinishEvent,
+    ModelRequest,
+    ReasoningDelta,
+    ReasoningDone,
+    TextDelta,
+    ToolCallEvent,
+    Turn,
+    UsageEvent,
+)
 
 
 def req(text="hi", cancel=None):

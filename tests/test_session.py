@@ -10,26 +10,20 @@ import pytest
 from _deep import nested
 
 from agentkit import (
-    AssistantMessageEvent,
     CancelledError,
     CancelToken,
     ConfigurationError,
-    ControlEvent,
     FileEventStore,
     FunctionModel,
-    ImagePart,
     InMemoryEventStore,
-    RuntimeEvent,
     ScriptedModel,
     Session,
     SessionClosedError,
-    TextPart,
     ToolCall,
-    ToolCallPart,
-    ToolResultEvent,
-    UserMessageEvent,
     tool,
 )
+from agentkit.events import AssistantMessageEvent, ControlEvent, RuntimeEvent, ToolResultEvent, UserMessageEvent
+from agentkit.messages import ImagePart, TextPart, ToolCallPart
 
 
 def wait_for(predicate, timeout=20.0):
@@ -683,7 +677,7 @@ def test_a_listener_that_unsubscribes_itself_hears_nothing_more():
 
 
 def test_close_waits_for_stalled_listeners_within_one_shared_bound(monkeypatch):
-    import agentkit.session as session_module
+    import agentkit.session._session as session_module
 
     monkeypatch.setattr(session_module, "_LISTENER_JOIN_SECONDS", 2.0)
     s = Session(echo_model())

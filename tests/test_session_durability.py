@@ -16,10 +16,7 @@ from _env import MOUNT
 from _store_child import child_cmd, child_env, mount_works, remount, texts, tmpfs, user
 
 from agentkit import (
-    AssistantMessageEvent,
     ConfigurationError,
-    ContextReplacedEvent,
-    ControlEvent,
     FileEventStore,
     InMemoryEventStore,
     ScriptedModel,
@@ -27,10 +24,9 @@ from agentkit import (
     SessionFailedError,
     StoreError,
     ToolCall,
-    ToolResultEvent,
-    UserMessageEvent,
     tool,
 )
+from agentkit.events import AssistantMessageEvent, ContextReplacedEvent, ControlEvent, ToolResultEvent, UserMessageEvent
 
 
 def wait_for(predicate, timeout=30.0) -> bool:
@@ -154,7 +150,8 @@ def test_a_second_writer_in_another_process_makes_the_stale_session_catch_up(tmp
 
 
 def test_refresh_after_another_process_compacted_the_log_rebuilds_the_view(tmp_path):
-    from agentkit import ContextReplacedEvent, Message
+    from agentkit.events import ContextReplacedEvent
+    from agentkit.messages import Message
 
     store = FileEventStore(tmp_path)
     s = Session.open("shared", store=store)

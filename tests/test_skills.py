@@ -10,19 +10,18 @@ from pathlib import Path
 import pytest
 
 from agentkit import (
+    AccessDenied,
     ConfigurationError,
-    ControlEvent,
     FileEventStore,
     ScriptedModel,
     Session,
     ToolCall,
-    ToolResultEvent,
     load_skills,
     run_agent,
     tool,
 )
-from agentkit.errors import AccessDenied
-from agentkit.skills import Skill, Skills
+from agentkit.events import ControlEvent, ToolResultEvent
+from agentkit.tools import Skill, Skills
 
 
 def _write(path: Path, text: str) -> Path:

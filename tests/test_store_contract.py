@@ -8,18 +8,10 @@ import threading
 import pytest
 from _deep import depth_of, near_the_recursion_limit, nested
 
-from agentkit import (
-    ConfigurationError,
-    EventStore,
-    FileEventStore,
-    InMemoryEventStore,
-    RuntimeEvent,
-    StoreConflictError,
-    StoreUnavailableError,
-    UserMessageEvent,
-)
+from agentkit import ConfigurationError, FileEventStore, InMemoryEventStore, StoreConflictError, StoreUnavailableError
+from agentkit.events import RuntimeEvent, UserMessageEvent
 from agentkit.messages import TextPart
-from agentkit.stores import SCHEMA_VERSION
+from agentkit.stores import SCHEMA_VERSION, EventStore
 
 
 def user(text: str) -> UserMessageEvent:

@@ -18,20 +18,18 @@ from _env import MOUNT, reason
 from _store_child import child_cmd, child_env, mount_works, remount, texts, tmpfs, user
 
 from agentkit import (
-    AssistantMessageEvent,
     ConfigurationError,
     FileEventStore,
     SchemaVersionError,
+    Session,
     StoreConflictError,
     StoreCorruptionError,
     StoreError,
     StoreLockTimeout,
-    TextPart,
-    ToolOutput,
-    ToolResultEvent,
     Usage,
 )
-from agentkit.session import Session
+from agentkit.events import AssistantMessageEvent, ToolResultEvent
+from agentkit.messages import TextPart, ToolOutput
 from agentkit.stores._records import encode_record
 
 

@@ -21,7 +21,6 @@ from _procs import wait_for, within
 from agentkit import (
     CancelToken,
     ConfigurationError,
-    RuntimeEvent,
     SchemaVersionError,
     ScriptedModel,
     Session,
@@ -29,10 +28,10 @@ from agentkit import (
     StoreError,
     StoreUnavailableError,
     ToolCall,
-    UserMessageEvent,
     tool,
 )
 from agentkit._json import dumps
+from agentkit.events import RuntimeEvent, UserMessageEvent
 from agentkit.messages import TextPart
 from agentkit.stores.postgres import PostgresEventStore
 
@@ -774,7 +773,8 @@ def test_watch_refuses_bad_arguments(pg_store):
 
 
 def test_job_stores_of_different_names_keep_their_jobs_apart_and_a_context_restores_them(pg_cluster, tmp_path):
-    from agentkit import JobState, LocalExecutionContext
+    from agentkit.execution import LocalExecutionContext
+    from agentkit.jobs import JobState
     from agentkit.stores.postgres import PostgresJobStore
 
     schema = pg_cluster.fresh_schema()

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 import pytest
 from _procs import within
 
-from agentkit import Session, StoreUnavailableError, UserMessageEvent
+from agentkit import Session, StoreUnavailableError
+from agentkit.events import UserMessageEvent
 from agentkit.messages import TextPart
 from agentkit.stores.postgres import PostgresEventStore
 

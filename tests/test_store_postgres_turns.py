@@ -23,8 +23,8 @@ from agentkit import (
     StoreError,
     StoreUnavailableError,
     TurnLockLostError,
-    UserMessageEvent,
 )
+from agentkit.events import UserMessageEvent
 from agentkit.messages import TextPart
 from agentkit.stores._pg_turns import PgTurnLease
 from agentkit.stores.postgres import PostgresEventStore

@@ -9,15 +9,9 @@ import zlib
 import pytest
 from _store_child import texts, user
 
-from agentkit import (
-    ConfigurationError,
-    FileEventStore,
-    RuntimeEvent,
-    SchemaVersionError,
-    StoreCorruptionError,
-    TextPart,
-    UserMessageEvent,
-)
+from agentkit import ConfigurationError, FileEventStore, SchemaVersionError, StoreCorruptionError
+from agentkit.events import RuntimeEvent, UserMessageEvent
+from agentkit.messages import TextPart
 from agentkit.stores._records import (
     DamagedRecord,
     Record,

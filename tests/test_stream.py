@@ -16,11 +16,11 @@ from agentkit import (
     Session,
     ToolCall,
     ToolContext,
-    Turn,
     run_agent_stream,
     tool,
 )
-from agentkit.stream import GenerationEndEvent
+from agentkit.models import Turn
+from agentkit.streaming import GenerationEndEvent
 
 
 @tool

@@ -26,11 +26,11 @@ from agentkit import (
     run_agent_stream,
     tool,
 )
-from agentkit._output import plan_for, strictify
+from agentkit.loop._output import plan_for, strictify
 from agentkit.models import RetryPolicy
 from agentkit.models.anthropic import AnthropicModel
 from agentkit.models.openai import OpenAIChatModel
-from agentkit.stream import GenerationEndEvent
+from agentkit.streaming import GenerationEndEvent
 
 
 class City(BaseModel):
@@ -448,7 +448,7 @@ def test_anthropic_invalid_output_goes_back_as_a_tool_error_then_succeeds(anthro
 
 
 def test_anthropic_with_thinking_does_not_force_and_the_fake_would_refuse_forcing(anthropic_server):
-    from agentkit import ModelSettings
+    from agentkit.models import ModelSettings
 
     anthropic_server.add(aw.stream(aw.thinking("hmm", "sig"),
                                    aw.tool_use("toolu_1", "final_answer", ['{"response": 1}'])))
@@ -529,7 +529,7 @@ def test_json_schema_mode_with_a_function_model_and_a_fenced_answer():
 
 
 def test_output_type_costs_nothing_per_generation_beyond_a_cached_lookup():
-    from agentkit._output import _compiled
+    from agentkit.loop._output import _compiled
 
     _compiled.cache_clear()
     model = FunctionModel(lambda r: ToolCall(name="final_answer", input={"response": 1}))

@@ -25,7 +25,7 @@ from agentkit import (
     subagent_tool,
     tool,
 )
-from agentkit.subagents import SubagentEndEvent, SubagentEvent, SubagentStartEvent, child_session_id
+from agentkit.tools import SubagentEndEvent, SubagentEvent, SubagentStartEvent, child_session_id
 
 
 def two_calls(name: str = "research") -> list:

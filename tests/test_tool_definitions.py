@@ -13,17 +13,8 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from agentkit import (
-    CancelToken,
-    ScriptedModel,
-    Tool,
-    ToolCall,
-    ToolContext,
-    ToolDefinitionError,
-    ToolOutput,
-    run_agent,
-    tool,
-)
+from agentkit import CancelToken, ScriptedModel, Tool, ToolCall, ToolContext, ToolDefinitionError, run_agent, tool
+from agentkit.messages import ToolOutput
 
 ROOT = Path(__file__).resolve().parents[1]
 

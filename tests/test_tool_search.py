@@ -9,7 +9,6 @@ import pytest
 
 from agentkit import (
     ConfigurationError,
-    ControlEvent,
     FileEventStore,
     FunctionModel,
     ScriptedModel,
@@ -19,7 +18,8 @@ from agentkit import (
     ToolSearch,
     run_agent,
 )
-from agentkit.tool_search import search_tools
+from agentkit.events import ControlEvent
+from agentkit.tools import search_tools
 
 _SERVERS = {
     "github": ["issue", "pull_request", "repository", "branch", "commit", "release"],
@@ -316,7 +316,7 @@ def test_hundreds_of_real_mcp_tools():
 
 def test_the_built_in_tools_refuse_to_run_outside_a_generation():
     from agentkit import CancelToken, ToolContext
-    from agentkit._generation_tools import _find_tools_tool
+    from agentkit.loop._generation_tools import _find_tools_tool
 
     ctx = ToolContext(tool_call_id="c", tool_name="find_tools", cancel=CancelToken())
     with pytest.raises(RuntimeError, match="runs only inside a generation"):

@@ -12,18 +12,9 @@ from typing import Literal, Optional
 import pydantic
 import pytest
 
-from agentkit import (
-    CancelToken,
-    ImagePart,
-    TextPart,
-    Tool,
-    ToolCallPart,
-    ToolContext,
-    ToolDefinitionError,
-    ToolOutput,
-    ToolRegistry,
-    tool,
-)
+from agentkit import CancelToken, Tool, ToolContext, ToolDefinitionError, tool
+from agentkit.messages import ImagePart, TextPart, ToolCallPart, ToolOutput
+from agentkit.tools import ToolRegistry
 from agentkit.tools.runner import run_tool_call
 
 

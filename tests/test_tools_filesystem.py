@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentkit import (
-    CancelToken,
-    ConfigurationError,
-    LocalExecutionContext,
-    ScriptedModel,
-    ToolCall,
-    ToolContext,
-    ToolOutput,
-    filesystem_tools,
-    run_agent,
-)
-from agentkit.messages import ToolCallPart
+from agentkit import CancelToken, ConfigurationError, ScriptedModel, ToolCall, ToolContext, filesystem_tools, run_agent
+from agentkit.execution import LocalExecutionContext
+from agentkit.messages import ToolCallPart, ToolOutput
 from agentkit.tools.runner import run_tool_call
 
 
@@ -118,7 +109,7 @@ class _DictFileSystem:
         return len(content.encode())
 
     def list_directory(self, path, *, tool_call_id=None):
-        from agentkit.tools import DirEntry
+        from agentkit.execution import DirEntry
 
         return [DirEntry(name=n, kind="file", size=len(c)) for n, c in sorted(self.files.items())]
 
@@ -142,7 +133,8 @@ class _HostContext:
 
 
 def test_tools_only_talk_to_the_context_so_hosts_can_supply_their_own(tmp_path):
-    from agentkit import ExecutionContext, shell_tools
+    from agentkit import shell_tools
+    from agentkit.execution import ExecutionContext
 
     host = _HostContext()
     assert isinstance(host, ExecutionContext)

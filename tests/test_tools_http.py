@@ -22,8 +22,9 @@ from typing import Any, Union
 import pytest
 import requests
 
-from agentkit import CancelToken, ConfigurationError, LocalExecutionContext, ToolContext, ToolOutput, http_tools
-from agentkit.messages import ToolCallPart
+from agentkit import CancelToken, ConfigurationError, ToolContext, http_tools
+from agentkit.execution import LocalExecutionContext
+from agentkit.messages import ToolCallPart, ToolOutput
 from agentkit.tools.runner import run_tool_call
 
 OPEN = {"allow_private_networks": True}

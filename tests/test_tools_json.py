@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from agentkit import CancelToken, ToolContext, ToolOutput, json_tools
-from agentkit.messages import ToolCallPart
+from agentkit import CancelToken, ToolContext, json_tools
+from agentkit.messages import ToolCallPart, ToolOutput
 from agentkit.tools import json_path
 from agentkit.tools.runner import run_tool_call
 

@@ -8,18 +8,8 @@ import threading
 
 import pytest
 
-from agentkit import (
-    CancelledError,
-    CancelToken,
-    ImagePart,
-    TextPart,
-    Tool,
-    ToolCallPart,
-    ToolContext,
-    ToolDecision,
-    ToolOutput,
-    tool,
-)
+from agentkit import CancelledError, CancelToken, Tool, ToolContext, ToolDecision, tool
+from agentkit.messages import ImagePart, TextPart, ToolCallPart, ToolOutput
 from agentkit.tools.runner import decision_gate, run_tool_call
 
 

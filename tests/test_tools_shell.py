@@ -12,15 +12,14 @@ from agentkit import (
     CancelledError,
     CancelToken,
     ConfigurationError,
-    LocalExecutionContext,
     ScriptedModel,
     Session,
     ToolCall,
     ToolContext,
-    ToolOutput,
     shell_tools,
 )
-from agentkit.messages import ToolCallPart
+from agentkit.execution import LocalExecutionContext
+from agentkit.messages import ToolCallPart, ToolOutput
 from agentkit.tools.runner import run_tool_call
 
 

@@ -16,10 +16,8 @@ from agentkit import (
     CancelledError,
     CancelToken,
     ConfigurationError,
-    ControlEvent,
     FileEventStore,
     FunctionModel,
-    GenerationTransaction,
     InMemoryEventStore,
     ScriptedModel,
     Session,
@@ -27,8 +25,8 @@ from agentkit import (
     TransactionError,
     tool,
 )
-from agentkit.events import ToolResultEvent
-from agentkit.transactions import TransactionLedger, claim_digest
+from agentkit.events import ControlEvent, ToolResultEvent
+from agentkit.transactions import GenerationTransaction, TransactionLedger, claim_digest
 
 CHILD = Path(__file__).resolve().parent / "_txn_child.py"
 
@@ -477,12 +475,12 @@ def test_transaction_records_cannot_be_forged_with_push_event():
             s.push_event(ControlEvent(action="generation-accepted"))
         with pytest.raises(ConfigurationError, match="cannot be pushed"):
             s.push_event(ControlEvent(action="tool-execution-reconciled", data={"intent_id": "i"}))
-        from agentkit import UserMessageEvent
+        from agentkit.events import UserMessageEvent
         from agentkit.messages import TextPart
 
         with pytest.raises(ConfigurationError, match="generation_id="):
             s.push_event(UserMessageEvent(content=(TextPart(text="sneak"),), generation_id=txn.generation_id))
-        from agentkit import ToolOutput
+        from agentkit.messages import ToolOutput
 
         forged = ToolResultEvent(tool_call_id="c", tool_name="t", output=ToolOutput.text("ok"), intent_id="i")
         with pytest.raises(ConfigurationError, match="use reconcile_tool_execution"):

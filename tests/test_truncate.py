@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentkit import ConfigurationError, truncate_output
+from agentkit import ConfigurationError
+from agentkit.context import truncate_output
 
 
 def test_short_text_is_untouched():

@@ -6,22 +6,12 @@ import pytest
 from langchain_core.tools import tool as lc_tool
 from mcp_servers.helpers import stdio
 
-from agentkit import (
-    ConfigurationError,
-    FunctionModel,
-    LocalExecutionContext,
-    Message,
-    Session,
-    TextPart,
-    ToolCall,
-    ToolResultClearing,
-    ToolResultEvent,
-    ToolResultPart,
-    build_model_messages,
-    filesystem_tools,
-    tool,
-)
+from agentkit import ConfigurationError, FunctionModel, Session, ToolCall, ToolResultClearing, filesystem_tools, tool
+from agentkit.context import build_model_messages
+from agentkit.events import ToolResultEvent
+from agentkit.execution import LocalExecutionContext
 from agentkit.mcp import connect_mcp
+from agentkit.messages import Message, TextPart, ToolResultPart
 
 DEMO = "tests/mcp_servers/demo_server.py"
 

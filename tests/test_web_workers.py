@@ -34,7 +34,7 @@ import requests
 from _procs import free_port, wait_for
 
 from agentkit import FileEventStore, Session
-from agentkit.stores.base import EventStore
+from agentkit.stores import EventStore
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -8,8 +8,8 @@ import threading
 import pytest
 from _procs import wait_for
 
-from agentkit import FunctionModel, Session, Turn, _workers, tool
-from agentkit.models.scripted import ToolCall
+from agentkit import FunctionModel, Session, ToolCall, _workers, tool
+from agentkit.models import Turn
 
 
 @tool

@@ -22,8 +22,6 @@ from typing import Literal, Protocol, runtime_checkable
 
 from ..cancel import CancelToken
 
-__all__ = ["BrowserContext", "PageSnapshot", "SnapshotFormat"]
-
 SnapshotFormat = Literal["outline", "text"]
 """``outline``: the page's accessibility tree, one element per line, interactive elements
 with a ``[ref=eN]`` to click or type into. ``text``: the page's visible text only."""

@@ -36,8 +36,6 @@ from ._origins import BLANK, OriginPolicy
 from ._snapshot import render_outline
 from .base import PageSnapshot, SnapshotFormat
 
-__all__ = ["ChromiumBrowser"]
-
 _CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 _START_TIMEOUT = 60.0  # seconds a starting browser may take to answer (a busy CI machine)
 _DETACHED = "Not attached to an active page"

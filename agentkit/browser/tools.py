@@ -23,16 +23,14 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..context._truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ..errors import AccessDenied, AgentkitError, CancelledError, ConfigurationError
 from ..messages import ImagePart, TextPart, ToolOutput
 from ..tools._common import check_limits, guarded, permission_gate, visible
 from ..tools._netguard import check_http_url
 from ..tools.base import Tool, ToolContext
-from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ._origins import BLANK, OriginPolicy
 from .base import BrowserContext
-
-__all__ = ["browser_tools"]
 
 _TARGET = {"type": "string", "description": "A ref from the page snapshot, such as e12 (preferred), or a CSS selector"}
 
@@ -43,6 +41,83 @@ def png_size(data: bytes) -> tuple[int, int] | None:
         return None
     width, height = struct.unpack(">II", data[16:24])
     return int(width), int(height)
+
+
+class _Driver:
+    """What the browser tools do, one action at a time: each action and the check of
+    where it led run together under one lock, and a page outside the allowed origins
+    is taken back to the last allowed one."""
+
+    def __init__(self, browser: BrowserContext, policy: OriginPolicy, max_lines: int, max_bytes: int) -> None:
+        self.browser = browser
+        self.policy = policy
+        self.max_lines = max_lines
+        self.max_bytes = max_bytes
+        self.lock = threading.Lock()  # an action and the check of where it led, together
+        self.last_allowed = BLANK
+
+    def page(self, ctx: ToolContext, note: str = "") -> str:
+        snap = self.browser.snapshot(cancel=ctx.cancel)
+        return visible((note + "\n\n" if note else "") + snap.render(), self.max_lines, self.max_bytes)
+
+    def confined(self, name: str, ctx: ToolContext, action: Callable[[], None]) -> str | ToolOutput:
+        """Run ``action``; if the page is then outside the allowed origins (whether the
+        action succeeded or failed), take it back and answer with an error."""
+        with self.lock:
+            failure: AgentkitError | None = None
+            try:
+                action()
+            except CancelledError:
+                raise
+            except AgentkitError as exc:  # AccessDenied, BrowserError: checked below
+                failure = exc
+            url = self.browser.url
+            refusal = self.policy.refusal(url)
+            if refusal is None and not isinstance(failure, AccessDenied):
+                if failure is not None:
+                    raise failure
+                self.last_allowed = url
+                return self.page(ctx)
+            back = self.last_allowed
+            try:
+                self.browser.navigate(back, cancel=ctx.cancel)
+            except CancelledError:
+                raise
+            except AgentkitError:  # the last page no longer loads: fall back to the empty page
+                back = BLANK
+                self.browser.navigate(BLANK, cancel=ctx.cancel)
+            why = str(failure) if failure is not None else f"the page went to {refusal}"
+            return ToolOutput.error(f"{name}: refused: {why}; the browser was taken back to {back}")
+
+    def browser_navigate(self, url: str, ctx: ToolContext) -> str | ToolOutput:
+        if url != BLANK:
+            check_http_url(url)
+        refusal = self.policy.refusal(url)
+        if refusal is not None:
+            return ToolOutput.error(f"browser_navigate: refused: {refusal}")
+        return self.confined("browser_navigate", ctx, lambda: self.browser.navigate(url, cancel=ctx.cancel))
+
+    def browser_snapshot(self, ctx: ToolContext, format: str = "outline") -> str:
+        with self.lock:
+            snap = self.browser.snapshot(format="text" if format == "text" else "outline", cancel=ctx.cancel)
+        return visible(snap.render(), self.max_lines, self.max_bytes)
+
+    def browser_click(self, target: str, ctx: ToolContext) -> str | ToolOutput:
+        return self.confined("browser_click", ctx, lambda: self.browser.click(target, cancel=ctx.cancel))
+
+    def browser_type(self, target: str, text: str, ctx: ToolContext, submit: bool = False) -> str | ToolOutput:
+        return self.confined("browser_type", ctx,
+                             lambda: self.browser.type(target, text, submit=submit, cancel=ctx.cancel))
+
+    def browser_screenshot(self, ctx: ToolContext) -> ToolOutput:
+        with self.lock:
+            url = self.browser.url
+            data = self.browser.screenshot(cancel=ctx.cancel)
+        size = png_size(data)
+        if size is None:
+            return ToolOutput.error("browser_screenshot: the browser returned something that is not a PNG image")
+        caption = f"Screenshot of {url} ({size[0]}x{size[1]} pixels)"
+        return ToolOutput(kind="content", value=(TextPart(text=caption), ImagePart(data=data, media_type="image/png")))
 
 
 def browser_tools(
@@ -78,70 +153,7 @@ def browser_tools(
             )
     policy = OriginPolicy.from_option(allowed_origins)
     check_limits(max_lines, max_bytes)
-    lock = threading.Lock()  # an action and the check of where it led, together
-    last_allowed = [BLANK]
-
-    def page(ctx: ToolContext, note: str = "") -> str:
-        snap = browser.snapshot(cancel=ctx.cancel)
-        return visible((note + "\n\n" if note else "") + snap.render(), max_lines, max_bytes)
-
-    def confined(name: str, ctx: ToolContext, action: Callable[[], None]) -> str | ToolOutput:
-        """Run ``action``; if the page is then outside the allowed origins (whether the
-        action succeeded or failed), take it back and answer with an error."""
-        with lock:
-            failure: AgentkitError | None = None
-            try:
-                action()
-            except CancelledError:
-                raise
-            except AgentkitError as exc:  # AccessDenied, BrowserError: checked below
-                failure = exc
-            url = browser.url
-            refusal = policy.refusal(url)
-            if refusal is None and not isinstance(failure, AccessDenied):
-                if failure is not None:
-                    raise failure
-                last_allowed[0] = url
-                return page(ctx)
-            back = last_allowed[0]
-            try:
-                browser.navigate(back, cancel=ctx.cancel)
-            except CancelledError:
-                raise
-            except AgentkitError:  # the last page no longer loads: fall back to the empty page
-                back = BLANK
-                browser.navigate(BLANK, cancel=ctx.cancel)
-            why = str(failure) if failure is not None else f"the page went to {refusal}"
-            return ToolOutput.error(f"{name}: refused: {why}; the browser was taken back to {back}")
-
-    def browser_navigate(url: str, ctx: ToolContext) -> str | ToolOutput:
-        if url != BLANK:
-            check_http_url(url)
-        refusal = policy.refusal(url)
-        if refusal is not None:
-            return ToolOutput.error(f"browser_navigate: refused: {refusal}")
-        return confined("browser_navigate", ctx, lambda: browser.navigate(url, cancel=ctx.cancel))
-
-    def browser_snapshot(ctx: ToolContext, format: str = "outline") -> str:
-        with lock:
-            snap = browser.snapshot(format="text" if format == "text" else "outline", cancel=ctx.cancel)
-        return visible(snap.render(), max_lines, max_bytes)
-
-    def browser_click(target: str, ctx: ToolContext) -> str | ToolOutput:
-        return confined("browser_click", ctx, lambda: browser.click(target, cancel=ctx.cancel))
-
-    def browser_type(target: str, text: str, ctx: ToolContext, submit: bool = False) -> str | ToolOutput:
-        return confined("browser_type", ctx, lambda: browser.type(target, text, submit=submit, cancel=ctx.cancel))
-
-    def browser_screenshot(ctx: ToolContext) -> ToolOutput:
-        with lock:
-            url = browser.url
-            data = browser.screenshot(cancel=ctx.cancel)
-        size = png_size(data)
-        if size is None:
-            return ToolOutput.error("browser_screenshot: the browser returned something that is not a PNG image")
-        caption = f"Screenshot of {url} ({size[0]}x{size[1]} pixels)"
-        return ToolOutput(kind="content", value=(TextPart(text=caption), ImagePart(data=data, media_type="image/png")))
+    driver = _Driver(browser, policy, max_lines, max_bytes)
 
     def gate(operation: str, target_of: Callable[[dict[str, Any]], str]) -> Any:
         def permission_of(data: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
@@ -161,19 +173,19 @@ def browser_tools(
              description="Open a URL in the browser and return the page outline (elements to act on "
                          "carry a [ref=eN]). Only the allowed origins can be opened: " + policy.describe(),
              input_schema=schema(["url"], url={"type": "string", "description": "Absolute http(s) URL"}),
-             fn=guarded("browser_navigate", browser_navigate), context_param="ctx", read_only=True,
+             fn=guarded("browser_navigate", driver.browser_navigate), context_param="ctx", read_only=True,
              before_call=gate("navigate", lambda d: str(d["url"]))),
         Tool(name="browser_snapshot",
              description="Read the current page: 'outline' (default) lists its elements with [ref=eN] "
                          "marks to click or type into; 'text' gives its visible text only.",
              input_schema=schema([], format={"type": "string", "enum": ["outline", "text"]}),
-             fn=guarded("browser_snapshot", browser_snapshot), context_param="ctx", read_only=True,
+             fn=guarded("browser_snapshot", driver.browser_snapshot), context_param="ctx", read_only=True,
              before_call=gate("read", current)),
         Tool(name="browser_click",
              description="Click an element of the current page (a ref from the outline, such as e12) and "
                          "return the page outline afterwards.",
              input_schema=schema(["target"], target=_TARGET),
-             fn=guarded("browser_click", browser_click), context_param="ctx",
+             fn=guarded("browser_click", driver.browser_click), context_param="ctx",
              before_call=gate("click", lambda d: str(d["target"]))),
         Tool(name="browser_type",
              description="Replace the text of an input of the current page (a ref from the outline); "
@@ -181,11 +193,11 @@ def browser_tools(
              input_schema=schema(["target", "text"], target=_TARGET,
                                  text={"type": "string", "description": "The new text of the input"},
                                  submit={"type": "boolean", "description": "Press Enter after typing"}),
-             fn=guarded("browser_type", browser_type), context_param="ctx",
+             fn=guarded("browser_type", driver.browser_type), context_param="ctx",
              before_call=gate("type", lambda d: str(d["target"]))),
         Tool(name="browser_screenshot",
              description="Take a screenshot of the visible part of the current page (a PNG image).",
              input_schema=schema([]),
-             fn=guarded("browser_screenshot", browser_screenshot), context_param="ctx", read_only=True,
+             fn=guarded("browser_screenshot", driver.browser_screenshot), context_param="ctx", read_only=True,
              before_call=gate("read", current)),
     ]

@@ -8,6 +8,7 @@ whose jobs run on the workers. docs/distributed.md shows what runs where.
 
 from __future__ import annotations
 
+from ..errors import BrokerUnavailableError
 from ._app import AgentTasks
 
-__all__ = ["AgentTasks"]
+__all__ = ["AgentTasks", "BrokerUnavailableError"]

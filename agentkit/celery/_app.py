@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, MissingDependencyError
-from ..pool import SessionPool
+from ..session._pool import SessionPool
 from ..stores.base import EventStore
 
 try:

@@ -36,7 +36,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._jobbridge import _job_runtime_event
 from ..cancel import CancelToken
 from ..errors import (
     BrokerUnavailableError,
@@ -49,6 +48,7 @@ from ..errors import (
 from ..events import RuntimeEvent
 from ..execution import _process
 from ..execution.base import JobEvent, JobListener, JobState, JobStatus, _display
+from ..jobs._bridge import _job_runtime_event
 
 if TYPE_CHECKING:
     from ._app import AgentTasks

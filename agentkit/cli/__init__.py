@@ -128,7 +128,7 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
     active log and its pending approvals."""
     from datetime import datetime, timezone
 
-    from ..approval import ApprovalState
+    from ..approvals._policy import ApprovalState
 
     store = _existing_store(args.store)
     ids = store.list_sessions()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from ..approval import ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest
+from ..approvals._policy import ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest
 from ..errors import ConfigurationError
 from ._render import Screen, read_answer, short
 

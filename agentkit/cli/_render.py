@@ -10,7 +10,14 @@ import threading
 from typing import Any, TextIO
 
 from ..messages import Message, TextPart, ToolCallPart, ToolOutput, ToolResultPart
-from ..stream import AgentEvent, ReasoningDeltaEvent, StepStartEvent, TextDeltaEvent, ToolEndEvent, ToolStartEvent
+from ..streaming._stream import (
+    AgentEvent,
+    ReasoningDeltaEvent,
+    StepStartEvent,
+    TextDeltaEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+)
 
 _SHOW_CHARS = 200
 

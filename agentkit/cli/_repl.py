@@ -19,13 +19,13 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from ..context._projection import build_model_messages
 from ..errors import AgentkitError, CancelledError, SessionError
 from ..events import AssistantMessageEvent, ContextReplacedEvent, Event
 from ..models.registry import get_model
-from ..projection import build_model_messages
-from ..session import Session
+from ..session._session import Session
 from ..stores.base import EventStore
-from ..stream import AgentStream, GenerationEndEvent
+from ..streaming._stream import AgentStream, GenerationEndEvent
 from ._approve import _NOTE, TerminalApprover, approval_policy
 from ._render import Screen
 

@@ -1,9 +1,10 @@
-"""Execution contexts: where built-in tools read files, run commands and start jobs.
+"""Execution contexts: where built-in tools read files and run commands.
 
 The port and its data live in :mod:`agentkit.execution.base`; the local adapter is
-:class:`~agentkit.execution.local.LocalExecutionContext`. A host supplies its own
+:class:`LocalExecutionContext` (:mod:`agentkit.execution.local`). A host supplies its own
 context (a container, an SSH connection, a remote sandbox) by implementing
-:class:`ExecutionContext`; the built-in tools work unchanged.
+:class:`ExecutionContext`; the built-in tools work unchanged. A context's background jobs
+(``context.jobs``, the ``JobControl`` port) live in :mod:`agentkit.jobs`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ from .base import (
     DirEntry,
     ExecutionContext,
     FileSystem,
-    JobControl,
-    JobEvent,
-    JobState,
+    OutputCallback,
+    PermissionHandler,
     PermissionRequest,
     Shell,
     ShellResult,
@@ -25,10 +25,9 @@ __all__ = [
     "DirEntry",
     "ExecutionContext",
     "FileSystem",
-    "JobControl",
-    "JobEvent",
-    "JobState",
     "LocalExecutionContext",
+    "OutputCallback",
+    "PermissionHandler",
     "PermissionRequest",
     "Shell",
     "ShellResult",

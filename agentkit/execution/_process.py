@@ -197,6 +197,9 @@ def supervise(
     cancellation is reported (``timed_out`` / ``cancelled``) whenever it fires before the
     call ends, and ends it within about ``grace`` + :data:`_ABANDON_AFTER` seconds.
     """
+    # long: one loop owns every piece of the command's state (pipes open, bytes taken,
+    # the limits that fired, the group's kill time); split into helpers, that dozen
+    # variables would travel between them and the order of the checks would be hidden
     started = time.monotonic()
     chunks: queue.Queue[object] = queue.Queue(maxsize=16)
     stop = threading.Event()

@@ -18,24 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..cancel import CancelToken
-from ..errors import ConfigurationError, JobNotFoundError
-
-__all__ = [
-    "DirEntry",
-    "ExecutionContext",
-    "FileSystem",
-    "JobControl",
-    "JobEvent",
-    "JobListener",
-    "JobNotFoundError",
-    "JobState",
-    "JobStatus",
-    "OutputCallback",
-    "PermissionHandler",
-    "PermissionRequest",
-    "Shell",
-    "ShellResult",
-]
+from ..errors import ConfigurationError
 
 JobStatus = Literal["running", "finished", "failed", "aborted", "lost"]
 """``lost``: the worker running the job died (jobs on Celery workers, :mod:`agentkit.celery`)."""

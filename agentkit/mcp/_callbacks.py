@@ -266,6 +266,8 @@ class HostCallbacks:
     def for_server(self, server: str, get_roots: Callable[[], Roots | None],
                    on_roots_listed: Callable[[], None] | None = None) -> dict[str, Any]:
         """The ``mcp.Client`` keyword arguments for ``server``'s callbacks."""
+        # long: each callback is a closure over this server's name, roots and the host's
+        # handlers, and is offered only when configured; the three are kept side by side
         import anyio.to_thread
         import mcp_types as types
 

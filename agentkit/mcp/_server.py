@@ -26,13 +26,11 @@ from ._callbacks import HostCallbacks, Roots
 from ._failures import (
     NotConnected,
     OutcomeUnknown,
-    ResourceSubscriptionUnsupported,
-    answered,
     connect_hint,
     describe_error,
     is_connection_loss,
-    offending_line,
 )
+from ._incoming import forward, invalid_output, listen, resubscribe, subscribe_resource
 from ._reconnect import ATTEMPT, Attempt, session_closed
 from .config import HttpServer, LogLevel, StdioServer
 
@@ -41,12 +39,6 @@ __all__: list[str] = []
 log = logging.getLogger("agentkit.mcp")
 
 Notify = Callable[[dict[str, Any]], None]
-
-_RELISTEN_AFTER = 2.0
-"""Pause before listening again after a stream dropped while the server still answers."""
-_MAX_QUICK_RELISTENS = 5
-"""Streams that drop soon after opening, in a row, before agentkit stops re-listening."""
-
 
 class ServerConnection:
     """Connection state and async lifecycle of one named MCP server."""
@@ -232,9 +224,9 @@ class ServerConnection:
                     async with anyio.create_task_group() as tg:
                         self._tg = tg
                         tg.start_soon(self._refresher)
-                        tg.start_soon(self._listen)
+                        tg.start_soon(listen, self)
                         for uri in sorted(self._wanted_uris):
-                            tg.start_soon(self._resubscribe, uri)
+                            tg.start_soon(resubscribe, self, uri)
                         await self._session_end.wait()
                         tg.cancel_scope.cancel()
             if scope.cancelled_caught and not connected:
@@ -384,131 +376,10 @@ class ServerConnection:
             except Exception as exc:  # noqa: BLE001 - keep serving the old listing
                 self.warn(f"refreshing the tool list failed: {describe_error(exc)}")
 
-    async def _listen(self) -> None:
-        """On 2026-era connections, change notifications ride a subscriptions/listen
-        stream; open one for tool and resource list changes when the server offers them."""
-        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-        client = self.client
-        if client.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return
-        caps = client.session.server_capabilities
-        want_tools = bool(caps and caps.tools and caps.tools.list_changed)
-        want_resources = bool(caps and caps.resources and caps.resources.list_changed)
-        if not (want_tools or want_resources):
-            return
-        quick_failures = 0
-        while True:
-            opened = anyio.current_time()
-            try:
-                async with client.listen(tools_list_changed=want_tools,
-                                         resources_list_changed=want_resources) as sub:
-                    async for _event in sub:
-                        # Listen-stream events are also teed to the message handler, which
-                        # refreshes and forwards them; here they only need consuming.
-                        pass
-                return  # the server closed the stream on purpose
-            except Exception as exc:  # noqa: BLE001 - decided below
-                log.debug("MCP server %r: subscriptions/listen ended: %s", self.name, describe_error(exc))
-            # The stream dropped. A dead server is reported now, not at the next call; a
-            # live one (an HTTP stream cut by a proxy or a read timeout) is listened to again.
-            # (2026-era servers have no ping: listing the tools again is the probe, and it
-            # catches changes missed while no stream was open.)
-            await anyio.sleep(_RELISTEN_AFTER)
-            try:
-                await self.refresh()
-            except Exception as exc:  # noqa: BLE001 - decided here
-                if answered(exc):
-                    self.warn(f"refreshing the tool list failed: {describe_error(exc)}")
-                else:
-                    if not self._stop_requested:
-                        self.lost(exc)
-                    return
-            quick_failures = quick_failures + 1 if anyio.current_time() - opened < _RELISTEN_AFTER * 5 else 0
-            if quick_failures > _MAX_QUICK_RELISTENS:
-                self.warn("the subscriptions/listen stream keeps failing; tools/list_changed is no "
-                          "longer followed (call refresh() to list the tools again)")
-                return
-
     async def subscribe_resource(self, uri: str) -> None:
         """Ask the server for ``notifications/resources/updated`` about ``uri`` (loop
-        thread): a ``subscriptions/listen`` stream on 2026-era connections,
-        ``resources/subscribe`` on handshake-era ones. Subscribing twice is a no-op."""
-        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-        await self.usable_client()
-        client, tg = self.client, self._tg
-        if client is None or tg is None or self.status != "connected":
-            raise NotConnected(self.error or f"status is {self.status!r}")
-        if uri in self._resource_uris:
-            return
-        caps = client.session.server_capabilities
-        if not (caps and caps.resources and caps.resources.subscribe):
-            raise ResourceSubscriptionUnsupported(
-                f"MCP server {self.name!r} does not offer resource subscriptions "
-                f"(no resources.subscribe capability)"
-            )
-        self._resource_uris.add(uri)  # before awaiting: a concurrent subscribe is a no-op
-        self._wanted_uris.add(uri)  # renewed after every reconnect
-        try:
-            if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                await tg.start(self._listen_resource, uri)
-            else:  # the request itself: the SDK's wrapper warns that 2026-era servers dropped it
-                import mcp_types as types
-
-                await client.session.send_request(
-                    types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
-                )
-        except BaseException:
-            self._resource_uris.discard(uri)
-            self._wanted_uris.discard(uri)
-            raise
-
-    async def _resubscribe(self, uri: str) -> None:
-        """After a reconnect: subscribe to ``uri`` again."""
-        try:
-            await self.subscribe_resource(uri)
-        except Exception as exc:  # noqa: BLE001 - reported as a warning
-            self.warn(f"renewing the subscription to resource {uri!r} after reconnecting failed: "
-                      f"{describe_error(exc)}")
-
-    async def _listen_resource(self, uri: str, *, task_status: Any) -> None:
-        """Hold one listen stream for ``uri``; its events reach :meth:`_on_message`."""
-        started = False
-        try:
-            async with self.client.listen(resource_subscriptions=[uri]) as sub:
-                task_status.started()
-                started = True
-                async for _event in sub:
-                    pass  # each event is also teed to the message handler
-        except Exception as exc:
-            if not started:
-                raise  # to the subscriber, through tg.start()
-            if self.status == "connected":
-                self.warn(f"the subscription to resource {uri!r} ended: {describe_error(exc)}; "
-                          f"subscribe again to keep receiving its updates")
-        self._resource_uris.discard(uri)  # the stream ended: a new subscribe opens another
-
-    def _invalid_output(self, exc: ValueError) -> None:
-        """The server wrote something that is not a JSON-RPC message. While connecting,
-        that ends the connect at once (it would otherwise wait out ``connect_timeout``);
-        once connected, it is a warning, given once (the messages around it still work).
-        A blank line is let pass."""
-        line = offending_line(exc)
-        if line is not None and not line.strip():
-            return
-        shown = describe_error(exc)[:200] if line is None else repr(line[:120]) + (" ..." if len(line) > 120 else "")
-        what = f"server wrote invalid output (not a JSON-RPC message): {shown}"
-        if isinstance(self.spec, StdioServer):
-            what += ("; an MCP stdio server must write only MCP messages to stdout (its logs and "
-                     "prints belong on stderr)")
-        if self.status == "connecting":
-            self.fail(what)
-            if self._scope is not None:
-                self._scope.cancel()
-        elif not self._invalid_output_seen:
-            self._invalid_output_seen = True
-            self.warn(f"{what}; such lines are ignored")
+        thread); subscribing twice is a no-op (``_incoming.subscribe_resource``)."""
+        await subscribe_resource(self, uri)
 
     def _mark_dirty(self) -> None:
         if self._dirty is not None:
@@ -516,28 +387,14 @@ class ServerConnection:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, ValueError):  # a line that is not a JSON-RPC message
-            self._invalid_output(message)
+            invalid_output(self, message)
             return
         if isinstance(message, Exception):
             log.debug("MCP server %r transport error: %s", self.name, describe_error(message))
             return
         if getattr(message, "method", None) == "notifications/tools/list_changed":
             self._mark_dirty()
-        self._emit(message)
-
-    def _emit(self, notification: Any) -> None:
-        method = getattr(notification, "method", None)
-        if not isinstance(method, str) or method == "notifications/progress":
-            return
-        params = getattr(notification, "params", None)
-        data: dict[str, Any] = {}
-        if params is not None:
-            data = params.model_dump(mode="json", by_alias=True, exclude_none=True)
-            data.pop("_meta", None)
-        try:
-            self._notify({"server": self.name, "method": method, "params": data})
-        except Exception:  # noqa: BLE001 - a sink must not break the connection
-            log.exception("forwarding an MCP notification failed")
+        forward(self, message)
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         progress: Callable[[float, float | None, str | None], None] | None = None) -> Any:

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 from ..errors import ConfigurationError
 from .oauth import McpOAuth
 
-__all__ = ["HttpServer", "LogLevel", "ServerSpec", "StdioServer", "validate_servers"]
+__all__ = ["validate_servers"]
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 """The MCP logging levels (``logging/setLevel``), least severe first."""

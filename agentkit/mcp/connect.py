@@ -14,8 +14,6 @@ from .config import _LOG_LEVELS, LogLevel, ServerSpec, validate_servers
 from .host import ApproveSampling, ElicitationHandler
 from .toolset import AuthorizeToolCall, McpToolset
 
-__all__ = ["connect_mcp"]
-
 log = logging.getLogger("agentkit.mcp")
 
 _RECONNECT = RetryPolicy(max_retries=3, initial_delay=0.2, max_delay=2.0, max_elapsed=30.0, jitter=0.25)
@@ -98,26 +96,8 @@ def connect_mcp(
         import mcp  # noqa: F401
     except ImportError:
         raise MissingDependencyError("mcp", "mcp", "agentkit.mcp (MCP servers as tools)") from None
-    if not isinstance(connect_timeout, (int, float)) or connect_timeout <= 0:
-        raise ConfigurationError(f"connect_timeout must be a positive number of seconds, not {connect_timeout!r}")
-    if call_timeout is not None and (not isinstance(call_timeout, (int, float)) or call_timeout <= 0):
-        raise ConfigurationError(f"call_timeout must be a positive number of seconds or None, not {call_timeout!r}")
-    if not isinstance(max_list_pages, int) or isinstance(max_list_pages, bool) or max_list_pages < 1:
-        raise ConfigurationError(f"max_list_pages must be an integer >= 1, not {max_list_pages!r}")
-    if authorize_tool_call is not None and not callable(authorize_tool_call):
-        raise ConfigurationError("authorize_tool_call must be a callable (server, tool, arguments, call_id)")
-    if not isinstance(fail_on_no_tools, bool):
-        raise ConfigurationError(f"fail_on_no_tools must be True or False, not {fail_on_no_tools!r}")
-    if prefix_tool_names is not None and not isinstance(prefix_tool_names, bool):
-        raise ConfigurationError(f"prefix_tool_names must be True, False or None (prefix only with "
-                                 f"several servers), not {prefix_tool_names!r}")
-    if log_level is not None and log_level not in _LOG_LEVELS:
-        raise ConfigurationError(f"log_level must be one of {', '.join(_LOG_LEVELS)} or None, not {log_level!r}")
-    if reconnect is not None and not isinstance(reconnect, RetryPolicy):
-        raise ConfigurationError(f"reconnect must be an agentkit.models.RetryPolicy or None (never "
-                                 f"reconnect), not {reconnect!r}")
-    if not isinstance(expose_resources, bool):
-        raise ConfigurationError(f"expose_resources must be True or False, not {expose_resources!r}")
+    _check_options(connect_timeout, call_timeout, max_list_pages, authorize_tool_call, fail_on_no_tools,
+                   prefix_tool_names, log_level, reconnect, expose_resources)
     specs = validate_servers(servers)
 
     from ._callbacks import SESSION, HostCallbacks, normalize_roots
@@ -158,15 +138,7 @@ def connect_mcp(
                          _prefix=prefix_tool_names, _expose_resources=expose_resources)
     try:
         runtime.supervisor = runtime.loop.submit(supervise, list(conns.values()))
-        deadline = time.monotonic() + float(connect_timeout) + 1.0
-        for conn in conns.values():
-            while not conn.ready.wait(max(0.0, min(0.5, deadline - time.monotonic()))):
-                if conn.holding:  # a person is authorizing: McpOAuth.authorize_timeout applies
-                    deadline = max(deadline, time.monotonic() + 1.0)
-                elif time.monotonic() >= deadline:
-                    conn.fail(f"did not connect and list its tools within {connect_timeout:g}s "
-                              f"(connect_timeout)")
-                    break
+        _wait_connected(list(conns.values()), float(connect_timeout))
         holder.append(weakref.ref(toolset))
         toolset._rebuild()
         if fail_on_no_tools and not toolset.tools:
@@ -181,3 +153,43 @@ def connect_mcp(
     for s in failed:
         log.error("MCP server %r failed: %s", s.name, s.error)
     return toolset
+
+
+def _check_options(connect_timeout: object, call_timeout: object, max_list_pages: object,
+                   authorize_tool_call: object, fail_on_no_tools: object, prefix_tool_names: object,
+                   log_level: object, reconnect: object, expose_resources: object) -> None:
+    """:func:`connect_mcp`'s options checked, before anything starts."""
+    if not isinstance(connect_timeout, (int, float)) or connect_timeout <= 0:
+        raise ConfigurationError(f"connect_timeout must be a positive number of seconds, not {connect_timeout!r}")
+    if call_timeout is not None and (not isinstance(call_timeout, (int, float)) or call_timeout <= 0):
+        raise ConfigurationError(f"call_timeout must be a positive number of seconds or None, not {call_timeout!r}")
+    if not isinstance(max_list_pages, int) or isinstance(max_list_pages, bool) or max_list_pages < 1:
+        raise ConfigurationError(f"max_list_pages must be an integer >= 1, not {max_list_pages!r}")
+    if authorize_tool_call is not None and not callable(authorize_tool_call):
+        raise ConfigurationError("authorize_tool_call must be a callable (server, tool, arguments, call_id)")
+    if not isinstance(fail_on_no_tools, bool):
+        raise ConfigurationError(f"fail_on_no_tools must be True or False, not {fail_on_no_tools!r}")
+    if prefix_tool_names is not None and not isinstance(prefix_tool_names, bool):
+        raise ConfigurationError(f"prefix_tool_names must be True, False or None (prefix only with "
+                                 f"several servers), not {prefix_tool_names!r}")
+    if log_level is not None and log_level not in _LOG_LEVELS:
+        raise ConfigurationError(f"log_level must be one of {', '.join(_LOG_LEVELS)} or None, not {log_level!r}")
+    if reconnect is not None and not isinstance(reconnect, RetryPolicy):
+        raise ConfigurationError(f"reconnect must be an agentkit.models.RetryPolicy or None (never "
+                                 f"reconnect), not {reconnect!r}")
+    if not isinstance(expose_resources, bool):
+        raise ConfigurationError(f"expose_resources must be True or False, not {expose_resources!r}")
+
+
+def _wait_connected(conns: list[Any], connect_timeout: float) -> None:
+    """Wait until every server connected and listed its tools, or failed; one still
+    connecting after ``connect_timeout`` (plus the time a person spent authorizing) fails."""
+    deadline = time.monotonic() + connect_timeout + 1.0
+    for conn in conns:
+        while not conn.ready.wait(max(0.0, min(0.5, deadline - time.monotonic()))):
+            if conn.holding:  # a person is authorizing: McpOAuth.authorize_timeout applies
+                deadline = max(deadline, time.monotonic() + 1.0)
+            elif time.monotonic() >= deadline:
+                conn.fail(f"did not connect and list its tools within {connect_timeout:g}s "
+                          f"(connect_timeout)")
+                break

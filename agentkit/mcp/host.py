@@ -16,19 +16,6 @@ from typing import Any, Literal, Union
 
 from ..messages import Message
 
-__all__ = [
-    "ApproveSampling",
-    "ElicitationHandler",
-    "ElicitationRequest",
-    "ElicitationResult",
-    "McpPrompt",
-    "McpPromptArgument",
-    "McpResource",
-    "SamplingHandler",
-    "SamplingRequest",
-    "SamplingResult",
-]
-
 
 @dataclass(frozen=True, kw_only=True)
 class SamplingRequest:

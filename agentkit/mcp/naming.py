@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["MAX_TOOL_NAME_LENGTH", "exposed_names", "sanitize_name"]
-
 MAX_TOOL_NAME_LENGTH = 64
 """The longest tool name every supported provider accepts."""
 

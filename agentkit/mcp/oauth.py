@@ -32,8 +32,6 @@ from urllib.parse import parse_qs, urlparse
 from ..errors import ConfigurationError, McpError
 from .tokens import MemoryTokenStore, TokenStore
 
-__all__ = ["AuthorizationResponse", "McpOAuth", "OnAuthorize", "PendingAuthorizations"]
-
 
 @dataclass(frozen=True, kw_only=True)
 class AuthorizationResponse:

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..messages import FilePart, ImagePart, TextPart, ToolOutput
 
-__all__ = ["content_block_to_parts", "resource_contents_to_parts", "tool_result_to_output"]
+__all__ = ["content_block_to_parts", "resource_contents_to_parts"]
 
 
 def _b64(data: str) -> bytes:

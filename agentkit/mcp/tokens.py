@@ -27,8 +27,6 @@ from ..errors import ConfigurationError, StoreCorruptionError
 from ..stores._fsio import atomic_write, os_error
 from ..stores._locks import locked
 
-__all__ = ["FileTokenStore", "MemoryTokenStore", "TokenStore"]
-
 _FORMAT = 1
 
 

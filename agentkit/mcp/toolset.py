@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -11,30 +10,19 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..cancel import CancelToken
-from ..errors import CancelledError, ConfigurationError, McpError, SessionClosedError, ToolDefinitionError
-from ..messages import FilePart, ImagePart, Message, TextPart, ToolCallPart, ToolOutput
-from ..tools.base import Tool, ToolContext, ToolDecision
+from ..errors import ConfigurationError, McpError, SessionClosedError, ToolDefinitionError
+from ..messages import FilePart, ImagePart, Message, TextPart, ToolOutput
+from ..tools.base import Tool
 from ._callbacks import Callers
+from ._calls import AuthorizeToolCall, authorization, call_tool
 from ._runtime import Runtime
 from .host import McpPrompt, McpResource
 from .naming import exposed_names
-from .results import tool_result_to_output
-
-BeforeCall = Callable[[ToolCallPart, ToolContext], "ToolDecision | None"]
-
-__all__ = ["AuthorizeToolCall", "McpServerStatus", "McpToolRef", "McpToolset"]
 
 log = logging.getLogger("agentkit.mcp")
 
-AuthorizeToolCall = Callable[[str, str, dict[str, Any], "str | None"], Any]
-"""``authorize_tool_call(server, tool, arguments, call_id)``: raise (or return False) to
-deny a call; it runs in the calling thread before anything is sent to the server."""
-
 _CTX = "_agentkit_mcp_context"
 _LIVE = frozenset({"connected", "disconnected", "reconnecting"})
-_MAX_PENDING_PROGRESS = 1000
-"""Progress updates of one call waiting for its thread; beyond this, new ones are dropped."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,105 +190,16 @@ class McpToolset:
 
         def call(**kwargs: Any) -> ToolOutput:
             ctx = kwargs.pop(_CTX, None)
-            return self._call(server, original, exposed, kwargs, ctx)
+            return call_tool(self._rt, self._callers, self._call_timeout, self._rebuild,
+                             server, original, exposed, kwargs, ctx)
 
         try:
             return Tool(name=exposed, description=description, input_schema=schema, fn=call,
                         read_only=read_only, context_param=_CTX, _on_session=self._session_hook,
-                        before_call=self._authorization(server, original, exposed))
+                        before_call=authorization(self._authorize, server, original, exposed))
         except ToolDefinitionError as exc:
             conn.warn(f"tool {original!r} was skipped: {exc}")
             return None
-
-    def _authorization(self, server: str, tool: str, exposed: str) -> BeforeCall | None:
-        """``authorize_tool_call`` as the tool's own ``before_call`` gate: it runs on the
-        same path as every ``before_tool_call`` hook, after the input passed its schema."""
-        authorize = self._authorize
-        if authorize is None:
-            return None
-
-        def before_call(call: ToolCallPart, ctx: ToolContext) -> ToolDecision | None:
-            try:
-                verdict = authorize(server, tool, dict(call.input), ctx.tool_call_id)
-            except Exception as exc:  # noqa: BLE001 - a denial is reported to the model
-                return ToolDecision.block(
-                    f"the call to tool {exposed!r} was denied: {str(exc) or type(exc).__name__}. "
-                    f"Do not retry it; continue without it or say what is blocked."
-                )
-            if verdict is False:
-                return ToolDecision.block(
-                    f"the call to tool {exposed!r} was denied. Do not retry it; continue without "
-                    f"it or say what is blocked."
-                )
-            return None
-
-        return before_call
-
-    # -- calling -----------------------------------------------------------------------
-
-    def _call(self, server: str, tool: str, exposed: str, arguments: dict[str, Any],
-              ctx: ToolContext | None) -> ToolOutput:
-        from ._failures import NotConnected, OutcomeUnknown, describe_error
-        from ._portal import CallTimeout
-
-        cancel = ctx.cancel if ctx is not None else CancelToken()
-        if self._rt.closed:
-            return ToolOutput.error(f"tool {exposed!r} cannot run: the MCP toolset was closed")
-        conn = self._rt.conns[server]
-        updates: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
-
-        def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            # on the loop thread: only queue it; the calling thread reports it (pump). A
-            # server flooding notifications faster than listeners take them loses the excess.
-            if updates.qsize() < _MAX_PENDING_PROGRESS:
-                updates.put({"server": server, "tool": tool, "progress": progress, "total": total,
-                             "message": message})
-
-        def pump() -> None:
-            while True:
-                try:
-                    update = updates.get_nowait()
-                except queue.Empty:
-                    return
-                if ctx is not None:
-                    try:
-                        ctx.report_progress(update)
-                    except Exception:  # noqa: BLE001 - a listener must not fail the call
-                        log.warning("a progress listener of MCP tool %r failed", exposed, exc_info=True)
-
-        try:
-            with self._callers.calling(server, None if ctx is None else ctx.model):
-                result = self._rt.loop.run(conn.call_tool, tool, arguments, on_progress,
-                                           timeout=self._call_timeout, cancel=cancel, pump=pump)
-        except CancelledError:
-            raise
-        except CallTimeout:
-            return ToolOutput.error(
-                f"MCP tool {exposed!r} (server {server!r}) gave no answer within "
-                f"{self._call_timeout:g}s; the call was cancelled"
-            )
-        except NotConnected as exc:
-            return ToolOutput.error(f"tool {exposed!r} cannot run: MCP server {server!r} is not "
-                                    f"connected ({exc})")
-        except OutcomeUnknown as exc:
-            self._rebuild()
-            if not exc.sent:
-                return ToolOutput.error(f"tool {exposed!r} cannot run: MCP server {server!r} is not "
-                                        f"connected ({exc}); the call did not reach it")
-            return ToolOutput.error(
-                f"MCP server {server!r} stopped responding while running tool {exposed!r} ({exc}). "
-                f"The call may or may not have taken effect, so it was not repeated: check before "
-                f"calling it again. The server is reconnected at the next call."
-            )
-        except McpError as exc:
-            return ToolOutput.error(f"tool {exposed!r} cannot run: {exc}")
-        except Exception as exc:  # noqa: BLE001 - any failure becomes an error result
-            if self._rt.closed:
-                return ToolOutput.error(f"tool {exposed!r} was stopped: the MCP toolset was closed "
-                                        f"during the call")
-            text = describe_error(exc)
-            return ToolOutput.error(f"MCP tool {exposed!r} (server {server!r}) failed: {text}")
-        return tool_result_to_output(result)
 
     def _bind_session(self, session: Any) -> None:
         """``roots="session"``: announce the execution-context root of the Session the

@@ -4,7 +4,8 @@ The provider adapters ``OpenAIChatModel`` and ``AnthropicModel`` are importable 
 here but load lazily (they import their SDKs), so they are not in ``__all__``; the
 provider table in :mod:`agentkit.models.registry` says where each lives. ``EchoModel``
 (spec ``"echo"``) is the offline demo model the ``agentkit chat`` docs use. A new adapter
-builds on :mod:`agentkit.models.adapter`.
+builds on :mod:`agentkit.models.adapter`. :func:`~agentkit.get_model` and the test models
+(``ScriptedModel``, ``FunctionModel``, ``ToolCall``) are imported from ``agentkit``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .base import (
     OutputSpec,
     ReasoningDelta,
     ReasoningDone,
+    ReasoningEffort,
     StreamEvent,
     TextDelta,
     ToolCallEvent,
@@ -28,33 +30,29 @@ from .base import (
     UsageEvent,
 )
 from .echo import EchoModel
-from .registry import get_model
-from .scripted import FunctionModel, ScriptedModel, ToolCall, Turn
+from .scripted import Turn
 
 __all__ = [
     "ChatModel",
     "EchoModel",
     "FinishEvent",
     "FinishReason",
-    "FunctionModel",
     "ModelRequest",
     "ModelSettings",
     "OutputMode",
     "OutputSpec",
     "ReasoningDelta",
     "ReasoningDone",
+    "ReasoningEffort",
     "RetryInfo",
     "RetryPolicy",
-    "ScriptedModel",
     "StreamEvent",
     "TextDelta",
-    "ToolCall",
     "ToolCallEvent",
     "ToolChoice",
     "ToolSpec",
     "Turn",
     "UsageEvent",
-    "get_model",
 ]
 
 

@@ -30,8 +30,6 @@ from .base import ModelRequest, OutputMode, StreamEvent
 
 __all__ = [
     "ProviderModel",
-    "RetryInfo",
-    "RetryPolicy",
     "TranslatedError",
     "check_tool_choice",
     "data_url",

@@ -16,25 +16,6 @@ from ..errors import ConfigurationError
 from ..messages import Message, ReasoningPart
 from ..usage import Usage
 
-__all__ = [
-    "ChatModel",
-    "FinishEvent",
-    "FinishReason",
-    "ModelRequest",
-    "ModelSettings",
-    "OutputMode",
-    "OutputSpec",
-    "ReasoningDelta",
-    "ReasoningDone",
-    "ReasoningEffort",
-    "StreamEvent",
-    "TextDelta",
-    "ToolCallEvent",
-    "ToolChoice",
-    "ToolSpec",
-    "UsageEvent",
-]
-
 FinishReason = Literal["stop", "tool-calls", "length", "content-filter", "error", "other"]
 ReasoningEffort = Literal["low", "medium", "high"]
 """How hard a reasoning model thinks before it answers (``ModelSettings.reasoning_effort``)."""

@@ -25,8 +25,6 @@ from ..messages import Message, TextPart, ToolResultPart
 from ..usage import Usage
 from .base import FinishEvent, ModelRequest, StreamEvent, TextDelta, ToolCallEvent, UsageEvent
 
-__all__ = ["EchoModel"]
-
 _RULES = (
     "I am the echo demo model (no key, no network). Say:\n"
     "  call <tool> {json input}  - I call that tool and report its result\n"

@@ -9,8 +9,6 @@ from typing import Any
 from ..errors import ConfigurationError, MissingDependencyError
 from .base import ChatModel
 
-__all__ = ["get_model"]
-
 _AT_URL = re.compile(r"^(.*)@(https?://\S+)$")
 
 # The one provider table: spec prefix -> (module, adapter class, SDK package, extra).

@@ -23,8 +23,6 @@ from .base import (
     UsageEvent,
 )
 
-__all__ = ["FunctionModel", "ScriptedModel", "ToolCall", "Turn"]
-
 _KEEP_REQUESTS = 100
 
 

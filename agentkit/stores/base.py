@@ -16,16 +16,6 @@ if TYPE_CHECKING:
     from ..cancel import CancelToken
     from ..execution.base import JobState
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "EventStore",
-    "JobStore",
-    "StoredJob",
-    "StoredSession",
-    "TurnLease",
-    "validate_session_id",
-]
-
 SCHEMA_VERSION = 1
 """The version of the stored record format this agentkit writes and understands."""
 

@@ -22,17 +22,16 @@ import errno
 import logging
 import os
 import shutil
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigurationError, StoreCorruptionError
+from ..errors import ConfigurationError
 from ..events import Event
+from ._archives import read_archive, write_archive
 from ._checks import (
-    archive_conflict,
     check_count,
     check_events,
     check_lease,
@@ -41,27 +40,23 @@ from ._checks import (
     compact_too_far,
     conflict,
 )
-from ._decode import Unreadable, restore_events
-from ._fsio import atomic_write, fsync_dir, make_dir, make_dirs, os_error, read_range, sync_file, write_all
+from ._fsio import atomic_write, fsync_dir, make_dir, make_dirs, os_error, sync_file, write_all
 from ._locks import locked
-from ._records import DamagedRecord, decode_record, encode_archive, encode_events, encode_record
-from ._scan import scan
+from ._logfile import catch_up, new_header, scan_fd, stamp_or_none, starts_with
+from ._records import encode_archive, encode_events
 from ._turns import held_turn, read_epoch
 from ._views import View, ViewCache, stamp_of
-from .base import SCHEMA_VERSION, StoredSession, TurnLease, validate_session_id
+from .base import StoredSession, TurnLease, validate_session_id
 
 if TYPE_CHECKING:
     from ..cancel import CancelToken
 
 log = logging.getLogger("agentkit.stores")
 
-__all__ = ["FileEventStore"]
-
 _LOG = "events.jsonl"
 _ARCHIVES = "archives"
 _LOCKS = ".locks"
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_HEADER_MAX = 4096
 
 
 class FileEventStore:
@@ -193,64 +188,6 @@ class FileEventStore:
 
     # -- reading -----------------------------------------------------------------------
 
-    def _read_header(self, fd: int, path: str, session_id: str) -> bytes:
-        head = read_range(fd, _HEADER_MAX, 0)
-        nl = head.find(b"\n")
-        if nl == -1:
-            raise StoreCorruptionError(
-                f"{path} line 1 (the log header) is damaged: no complete header line. The log is "
-                f"created atomically, so this is not a crash remnant. Restore it from a backup."
-            )
-        header = head[: nl + 1]
-        try:
-            rec = decode_record(header[:-1], where=f"{path} line 1")
-        except DamagedRecord as exc:
-            raise StoreCorruptionError(
-                f"{exc} (the log header). The log is created atomically, so this is not a crash "
-                f"remnant. Restore it from a backup."
-            ) from None
-        if rec.kind != "header":
-            raise StoreCorruptionError(
-                f"{path} line 1 is not a log header (kind {rec.kind!r}). Restore the file from a backup."
-            )
-        owner = rec.data.get("session_id")
-        if owner != session_id:
-            raise StoreCorruptionError(
-                f"{path} holds the log of session {owner!r}, not {session_id!r}: the directory was "
-                f"renamed, or a case-insensitive file system maps both ids to one directory. "
-                f"Nothing was changed. Rename the directory back, or use session ids that differ "
-                f"in more than letter case."
-            )
-        return header
-
-    def _scan_fd(
-        self, fd: int, session_id: str, path: str, *, want_events: bool
-    ) -> tuple[View, list[Event], int, bool]:
-        """Read the whole log; return a fresh view, its events, schema version, torn."""
-        st = os.fstat(fd)
-        header = self._read_header(fd, path, session_id)
-        data = read_range(fd, st.st_size, 0)
-        res = scan(data[len(header) :], path=path, revision=0, first_line=2, want_events=want_events)
-        view = View(st.st_dev, st.st_ino, header, len(header) + res.end, res.revision, 1 + res.lines,
-                    () if res.torn else stamp_of(st))
-        return view, res.events, max(res.schema_version, SCHEMA_VERSION if res.lines == 0 else 0), res.torn
-
-    def _catch_up(self, fd: int, session_id: str, path: str) -> tuple[View, bool]:
-        """Under the session's lock: the log's current view and whether it has a torn tail,
-        reading only what was appended since this object last looked."""
-        st = os.fstat(fd)
-        view = self._views.get(session_id)
-        if view is not None and (view.dev, view.ino) == (st.st_dev, st.st_ino) and st.st_size >= view.offset:
-            if read_range(fd, len(view.header), 0) == view.header:
-                if st.st_size == view.offset:
-                    return view, False
-                data = read_range(fd, st.st_size - view.offset, view.offset)
-                res = scan(data, path=path, revision=view.revision, first_line=view.lines + 1, want_events=False)
-                end, lines = view.offset + res.end, view.lines + res.lines
-                return View(view.dev, view.ino, view.header, end, res.revision, lines), res.torn
-        new, _events, _version, torn = self._scan_fd(fd, session_id, path, want_events=False)
-        return new, torn
-
     def head(self, session_id: str) -> int | None:
         """The session's current revision, or None when it has no log; no events are
         decoded. One ``stat`` when the log is as this object last verified it; otherwise
@@ -276,7 +213,7 @@ class FileEventStore:
                 raise os_error(f"cannot read {path}", exc) from exc
             try:
                 st = os.fstat(fd)  # the read lock keeps writers out: this is what is read
-                view, torn = self._catch_up(fd, session_id, path)
+                view, torn = catch_up(fd, session_id, path, self._views.get(session_id))
             except OSError as exc:
                 raise os_error(f"cannot read {path}", exc) from exc
             finally:
@@ -298,7 +235,7 @@ class FileEventStore:
             except OSError as exc:
                 raise os_error(f"cannot read {path}", exc) from exc
             try:
-                view, events, version, torn = self._scan_fd(fd, session_id, path, want_events=True)
+                view, events, version, torn = scan_fd(fd, session_id, path, want_events=True)
             finally:
                 os.close(fd)
             if torn:
@@ -311,20 +248,12 @@ class FileEventStore:
 
     # -- appending ---------------------------------------------------------------------
 
-    @staticmethod
-    def _header(session_id: str, **extra: str) -> bytes:
-        """A new log's first line; its unique ``log_id`` tells a rewritten or recreated
-        log from the one a cached view describes, even if the inode number is reused."""
-        return encode_record(
-            "header", {"log_id": uuid.uuid4().hex, "session_id": session_id, "created": time.time(), **extra}
-        )
-
     def _create_log(self, session_id: str, batch: list[Event], line: bytes) -> int:
         """Under the write lock: start the log of a new session with its first record,
         in one atomic write, so a failure (a full disk) leaves no session behind."""
         path = self._log_path(session_id)
         sdir = self._session_dir(session_id)
-        header = self._header(session_id)
+        header = new_header(session_id)
         data = header + line if batch else header
         created = False
         try:
@@ -332,7 +261,7 @@ class FileEventStore:
             atomic_write(path, data, sync=self.fsync)
             st = os.stat(path)
         except OSError as exc:
-            if _starts_with(path, data):  # renamed into place; the directory fsync failed
+            if starts_with(path, data):  # renamed into place; the directory fsync failed
                 tail = f"The log is in place, but a power loss may still undo it: reload session {session_id!r}"
             else:
                 tail = "Nothing was written"
@@ -379,7 +308,7 @@ class FileEventStore:
         self, fd: int, session_id: str, path: str, batch: list[Event], line: bytes, expected: int
     ) -> int:
         try:
-            view, torn = self._catch_up(fd, session_id, path)
+            view, torn = catch_up(fd, session_id, path, self._views.get(session_id))
         except OSError as exc:
             self._views.drop(session_id)
             raise os_error(f"cannot read {path}", exc, tail="Nothing was written") from exc
@@ -416,7 +345,7 @@ class FileEventStore:
         if not batch:
             return view.revision
         after = View(view.dev, view.ino, view.header, view.offset + len(line), expected + len(batch), view.lines + 1,
-                     _stamp_or_none(fd))
+                     stamp_or_none(fd))
         self._views.put(session_id, after)
         return expected + len(batch)
 
@@ -437,49 +366,7 @@ class FileEventStore:
 
     def _archive_locked(self, session_id: str, archive_id: str, batch: Sequence[Event], data: bytes) -> None:
         path = self._archive_path(session_id, archive_id)
-        existing = self._read_archive(path)
-        if existing is not None:
-            if [e.id for e in existing] == [e.id for e in batch]:
-                return
-            raise archive_conflict(session_id, archive_id)
-        try:
-            make_dir(self._session_dir(session_id), sync=self.fsync)
-            make_dir(os.path.dirname(path), sync=self.fsync)
-            atomic_write(path, data, sync=self.fsync)
-        except OSError as exc:
-            if _starts_with(path, data):  # renamed into place; the directory fsync failed
-                tail = "The archive is in place, but a power loss may still undo it: archive again"
-            else:
-                tail = "Nothing was archived"
-            raise os_error(f"cannot write archive {path}", exc, tail=tail) from exc
-
-    def _read_archive(self, path: str) -> tuple[Event, ...] | None:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise os_error(f"cannot read archive {path}", exc) from exc
-        try:
-            if not data.endswith(b"\n") or data.count(b"\n") != 1:
-                raise DamagedRecord(f"{path} line 1: not one complete record")
-            rec = decode_record(data[:-1], where=f"{path} line 1")
-            if rec.kind != "archive" or not isinstance(rec.data.get("events"), list):
-                raise DamagedRecord(f"{path} line 1: not an archive record")
-            if not all(isinstance(d, dict) for d in rec.data["events"]):
-                raise DamagedRecord(f"{path} line 1: an archived event is not a JSON object")
-            return restore_events(rec.data["events"], "line 1")
-        except DamagedRecord as exc:
-            raise StoreCorruptionError(
-                f"{exc}. Archives are written atomically, so this is damage, not a crash "
-                f"remnant. Restore it from a backup."
-            ) from None
-        except Unreadable as exc:
-            raise StoreCorruptionError(
-                f"{path} line 1 holds an event agentkit cannot read ({exc}). If a newer agentkit wrote it, upgrade "
-                f"agentkit; otherwise restore the file from a backup."
-            ) from None
+        write_archive(self._session_dir(session_id), path, session_id, archive_id, batch, data, sync=self.fsync)
 
     def load_archive(self, session_id: str, archive_id: str) -> tuple[Event, ...] | None:
         """The events archived under ``archive_id``, or None."""
@@ -489,7 +376,7 @@ class FileEventStore:
         if not os.path.exists(path):
             return None
         with self._read_lock(session_id):
-            return self._read_archive(path)
+            return read_archive(path)
 
     # -- compaction --------------------------------------------------------------------
 
@@ -526,7 +413,7 @@ class FileEventStore:
             except OSError as exc:
                 raise os_error(f"cannot read {path}", exc, tail="Nothing was compacted") from exc
             try:
-                view, events, _version, _torn = self._scan_fd(fd, session_id, path, want_events=True)
+                view, events, _version, _torn = scan_fd(fd, session_id, path, want_events=True)
             except OSError as exc:
                 raise os_error(f"cannot read {path}", exc, tail="Nothing was compacted") from exc
             finally:
@@ -539,14 +426,14 @@ class FileEventStore:
             removed, kept = events[:count], events[count:]
             self._archive_locked(session_id, archive_id, removed, encode_archive(session_id, archive_id, removed))
             revision = expected + 1
-            header = self._header(session_id, compacted_into=archive_id)
+            header = new_header(session_id, compacted_into=archive_id)
             data = header + encode_events([*replacement, *kept], revision, kind="compacted")
             try:
                 atomic_write(path, data, sync=self.fsync)
                 st = os.stat(path)
             except OSError as exc:
                 self._views.drop(session_id)
-                if _starts_with(path, header):  # renamed into place; the directory fsync failed
+                if starts_with(path, header):  # renamed into place; the directory fsync failed
                     tail = (
                         f"The compacted log (revision {revision}) is in place, but a power loss may "
                         f"still undo it: reload the session before writing again"
@@ -603,19 +490,3 @@ class FileEventStore:
         shutil.rmtree(trash, ignore_errors=True)
         return True
 
-
-def _stamp_or_none(fd: int) -> tuple[int, ...]:
-    """The stamp of the file open as ``fd`` (() when it cannot be had: head() reads then)."""
-    try:
-        return stamp_of(os.fstat(fd))
-    except OSError:
-        return ()
-
-
-def _starts_with(path: str, prefix: bytes) -> bool:
-    """True when the file at ``path`` begins with ``prefix`` (False if unreadable)."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(len(prefix)) == prefix
-    except OSError:
-        return False

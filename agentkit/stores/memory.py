@@ -26,8 +26,6 @@ from .base import StoredSession, TurnLease, validate_session_id
 if TYPE_CHECKING:
     from ..cancel import CancelToken
 
-__all__ = ["InMemoryEventStore"]
-
 
 class InMemoryEventStore:
     """Keeps event logs in memory, with the file store's semantics (revisions,

@@ -16,22 +16,20 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from .._json import dumps, loads
 from ..cancel import CancelToken
 from ..errors import (
     ConfigurationError,
-    StoreCorruptionError,
     StoreError,
-    StoreUnavailableError,
     TurnLockLostError,
 )
 from ..events import Event
 from ._checks import archive_conflict, check_count, check_events, check_revision, compact_too_far, conflict
-from ._decode import OutOfOrder, Unreadable, restore_events
-from ._pg import DEFAULT_TIMEOUT, Pg, channel_name, psycopg
+from ._pg import DEFAULT_TIMEOUT, Pg, psycopg
 from ._pg import schema_sql as _schema_sql
+from ._pg_codec import decode_archive, decode_bodies, encode_bodies
 from ._pg_jobs import PostgresJobStore
 from ._pg_turns import PgTurnLease, TurnLocks
+from ._pg_watch import check_watch, follow_session, notes
 from .base import StoredSession, TurnLease, validate_session_id
 
 __all__ = ["PostgresEventStore", "PostgresJobStore"]
@@ -124,59 +122,11 @@ class PostgresEventStore:
         by hand; the store's database user then needs only to read and write them)."""
         return _schema_sql(schema)
 
-    # -- encoding ----------------------------------------------------------------------
-
     def _bodies(self, events: Sequence[Event]) -> tuple[list[str], list[str]]:
-        """(ids, JSON bodies) of events already checked by check_events; an event over
-        max_event_bytes is refused (ConfigurationError) before anything is written."""
-        ids: list[str] = []
-        bodies: list[str] = []
-        for ev in events:
-            try:
-                body = dumps(ev.to_dict(), ensure_ascii=True, separators=(",", ":"))
-            except (TypeError, ValueError) as exc:
-                raise ConfigurationError(
-                    f"cannot store these events: they are not JSON-serialisable ({exc}). "
-                    f"Event data must be plain JSON values."
-                ) from None
-            if len(body) > self.max_event_bytes:
-                raise ConfigurationError(
-                    f"event {ev.id!r} is {len(body)} bytes as JSON, over this store's max_event_bytes "
-                    f"({self.max_event_bytes}). Nothing was written. Keep large data elsewhere (a file, "
-                    f"an object store) and put a reference in the event, or raise max_event_bytes."
-                )
-            ids.append(ev.id)
-            bodies.append(body)
-        return ids, bodies
+        return encode_bodies(events, self.max_event_bytes)
 
-    def _decode(self, session_id: str, bodies: Sequence[str], what: str = "active log") -> tuple[Event, ...]:
-        """The events of stored JSON ``bodies`` (in log order), or StoreCorruptionError
-        naming the session and the event when one is not what agentkit writes."""
-        items = []
-        for i, body in enumerate(bodies):
-            try:
-                items.append(loads(body))
-            except ValueError as exc:
-                raise StoreCorruptionError(
-                    f"event {i + 1} of the {what} of session {session_id!r} in PostgreSQL schema {self.schema!r} "
-                    f"is not JSON ({exc}). Nothing was changed. Restore it from a backup."
-                ) from None
-        return self._restore(session_id, items, what)
-
-    def _restore(self, session_id: str, items: Sequence[object], what: str) -> tuple[Event, ...]:
-        try:
-            return restore_events(items, what)
-        except OutOfOrder as exc:
-            raise StoreCorruptionError(
-                f"the {what} of session {session_id!r} in PostgreSQL schema {self.schema!r} holds events no "
-                f"agentkit writes in this order ({exc}). Nothing was changed. Restore it from a backup."
-            ) from None
-        except Unreadable as exc:
-            raise StoreCorruptionError(
-                f"the {what} of session {session_id!r} in PostgreSQL schema {self.schema!r} holds an event "
-                f"agentkit cannot read ({exc}). If a newer agentkit wrote it, upgrade agentkit; otherwise "
-                f"restore it."
-            ) from None
+    def _decode(self, session_id: str, bodies: Sequence[str]) -> tuple[Event, ...]:
+        return decode_bodies(self.schema, session_id, bodies)
 
     # -- reading -----------------------------------------------------------------------
 
@@ -242,18 +192,7 @@ class PostgresEventStore:
                 [session_id, archive_id],
             ).fetchone(),
         )
-        if row is None:
-            return None
-        try:
-            items = loads(row[0])
-        except ValueError as exc:
-            items = exc
-        if not isinstance(items, list):
-            raise StoreCorruptionError(
-                f"archive {archive_id!r} of session {session_id!r} in PostgreSQL schema {self.schema!r} is not "
-                f"a JSON list of events ({items}). Restore it from a backup."
-            )
-        return self._restore(session_id, items, f"archive {archive_id!r}")
+        return None if row is None else decode_archive(self.schema, session_id, archive_id, row[0])
 
     def list_sessions(self) -> list[str]:
         """Ids of all stored sessions, sorted."""
@@ -523,29 +462,9 @@ class PostgresEventStore:
         iterator: one left suspended keeps a listening connection open on the server."""
         validate_session_id(session_id)
         last = check_revision(after_revision)
-        _check_watch(cancel, poll_interval)
-        prefix = session_id + " "
-        seen = last > 0  # a revision above 0 names a session that exists
-        for note in self._notes(cancel, poll_interval):
-            if note is not None and not note.startswith(prefix):
-                continue  # another session's commit
-            while True:  # listening (again) or notified: read what arrived; after LISTEN, so no gap
-                try:
-                    found = self.load_after(session_id, last)
-                    break
-                except StoreUnavailableError:
-                    if _pause(cancel, poll_interval):
-                        return
-            if found is None:
-                if seen:
-                    return  # deleted
-                continue
-            seen = True
-            revision, events = found
-            if revision < last:
-                return  # deleted and started again: a different session
-            last = revision
-            yield from events
+        check_watch(cancel, poll_interval)
+        announcements = notes(self._pg, self._closing, cancel, poll_interval)
+        yield from follow_session(announcements, self.load_after, session_id, last, cancel, poll_interval)
 
     def watch_all(
         self, cancel: CancelToken | None = None, *, poll_interval: float = 0.5
@@ -561,54 +480,13 @@ class PostgresEventStore:
         point, so compare every followed session with :meth:`head` (or refresh it).
         A commit is announced only once it is durable, within milliseconds of it;
         ``cancel`` is checked every ``poll_interval`` seconds."""
-        _check_watch(cancel, poll_interval)
-        for note in self._notes(cancel, poll_interval):
+        check_watch(cancel, poll_interval)
+        for note in notes(self._pg, self._closing, cancel, poll_interval):
             if note is None:
                 yield "*", None
                 continue
             session_id, _, revision = note.rpartition(" ")
             yield session_id, None if revision == "deleted" else int(revision)
-
-    def _notes(self, cancel: CancelToken | None, poll_interval: float) -> Iterator[str | None]:
-        """None once listening on the schema's channel (again, after a lost connection
-        was re-opened), then each announcement ("<session id> <revision>" or
-        "<session id> deleted")."""
-        conninfo, kwargs = self._pg.connect_args()
-        kwargs = {**self._pg.socket_options(), **kwargs}
-        listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel_name(self.schema)))
-
-        def going_on() -> bool:
-            return not self._closing.cancelled and (cancel is None or not cancel.cancelled)
-
-        while going_on():
-            try:
-                with psycopg.connect(conninfo, **kwargs) as conn:
-                    with self._pg.bounded(conn):
-                        conn.execute(listen)
-                    yield None
-                    while going_on():
-                        for note in conn.notifies(timeout=poll_interval):
-                            yield note.payload
-                        # the timeout: look at cancel again
-            except psycopg.OperationalError:
-                if _pause(cancel, poll_interval):
-                    return
-
-
-def _check_watch(cancel: object, poll_interval: object) -> None:
-    if cancel is not None and not isinstance(cancel, CancelToken):
-        raise ConfigurationError(f"cancel must be a CancelToken or None, not {type(cancel).__name__}")
-    if not isinstance(poll_interval, (int, float)) or not 0 < poll_interval < 3600:
-        raise ConfigurationError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
-
-
-def _pause(cancel: CancelToken | None, poll_interval: float) -> bool:
-    """Wait before trying the server again; True when ``cancel`` was cancelled meanwhile."""
-    delay = min(1.0, poll_interval * 2)
-    if cancel is None:
-        time.sleep(delay)
-        return False
-    return cancel.wait(delay)
 
 
 class _TooFew(Exception):

@@ -1,73 +1,49 @@
-"""Tools: the Tool type, ``@tool``, the registry, the tool-call runner and the built-in
-tool families (filesystem, shell, http, json; browser, whose home is
-:mod:`agentkit.browser`).
-
-The execution-context names below are re-exported from :mod:`agentkit.execution`, their
-home, so imports written for 0.1.0 keep working.
+"""Tools: the tool-author helpers beside ``Tool``, ``ToolContext`` and ``@tool`` (imported
+from ``agentkit``, with the built-in families ``filesystem_tools``, ``shell_tools``,
+``json_tools`` and ``http_tools``), tool search, agentskills.io skills and subagents.
+Browser tools live in :mod:`agentkit.browser`, the execution-context port in
+:mod:`agentkit.execution`.
 """
 
 from __future__ import annotations
 
-from ..errors import JobNotFoundError
-from ..execution import (
-    DirEntry,
-    ExecutionContext,
-    FileSystem,
-    JobControl,
-    JobEvent,
-    JobState,
-    LocalExecutionContext,
-    PermissionRequest,
-    Shell,
-    ShellResult,
-)
-from ..truncate import TruncatedOutput, truncate_output
-from .base import FunctionTool, Tool, ToolContext, ToolDecision, ToolRegistry, to_tool_output
-from .decorator import tool
-from .filesystem import filesystem_tools
-from .json_tools import json_path, json_tools
-from .shell import format_shell_result, shell_tools
+from typing import TYPE_CHECKING
+
+from ._search import SearchableTool, search_tools
+from ._skills import MAX_SKILL_FILE_BYTES, SKILL_FILE, Skill, Skills
+from .base import FunctionTool, ToolRegistry, to_tool_output
+from .json_tools import json_path
+from .shell import format_shell_result
+
+if TYPE_CHECKING:
+    from ._subagents import SubagentEndEvent, SubagentEvent, SubagentStartEvent, child_session_id
+
+# a subagent runs a Session, whose modules import this package: loaded on first use
+_SUBAGENT_NAMES = frozenset({"SubagentEndEvent", "SubagentEvent", "SubagentStartEvent", "child_session_id"})
 
 
 def __getattr__(name: str) -> object:
-    # http_tools imports requests; load it on first use so `import agentkit` stays light
-    if name == "http_tools":
-        from .http import http_tools
+    if name in _SUBAGENT_NAMES:
+        from . import _subagents
 
-        return http_tools
-    if name == "browser_tools":  # its home is agentkit.browser, which imports this package
-        from ..browser.tools import browser_tools
-
-        return browser_tools
+        return getattr(_subagents, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
-    "DirEntry",
-    "ExecutionContext",
-    "FileSystem",
+    "MAX_SKILL_FILE_BYTES",
+    "SKILL_FILE",
     "FunctionTool",
-    "JobControl",
-    "JobEvent",
-    "JobNotFoundError",
-    "JobState",
-    "LocalExecutionContext",
-    "PermissionRequest",
-    "Shell",
-    "ShellResult",
-    "Tool",
-    "ToolContext",
-    "ToolDecision",
+    "SearchableTool",
+    "Skill",
+    "Skills",
+    "SubagentEndEvent",
+    "SubagentEvent",
+    "SubagentStartEvent",
     "ToolRegistry",
-    "TruncatedOutput",
-    "browser_tools",
-    "filesystem_tools",
+    "child_session_id",
     "format_shell_result",
-    "http_tools",
     "json_path",
-    "json_tools",
-    "shell_tools",
+    "search_tools",
     "to_tool_output",
-    "tool",
-    "truncate_output",
 ]

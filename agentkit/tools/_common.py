@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..context._truncate import truncate_output
 from ..errors import AgentkitError, CancelledError, ConfigurationError
 from ..execution.base import PermissionRequest
 from ..messages import ToolCallPart, ToolOutput
-from ..truncate import truncate_output
 from .base import ToolContext, ToolDecision
 
 

@@ -12,9 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ..errors import ToolDefinitionError
-from .base import FunctionTool, ToolContext
-
-__all__ = ["tool"]
+from ._tool import FunctionTool, ToolContext
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..context._truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ..messages import ToolOutput
-from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ._common import check_limits, guarded, permission_gate, require, visible
 from .base import Tool, ToolContext
-
-__all__ = ["filesystem_tools"]
 
 _PATH = {"type": "string", "description": "File path, relative to the working directory or absolute"}
 

@@ -25,16 +25,14 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
+from ..context._truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ..errors import ConfigurationError
 from ..messages import ToolOutput
-from ..redaction import REDACTED
-from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
+from ..session._redaction import REDACTED
 from ._common import ask, check_limits, guarded, visible
 from ._http_transport import GuardedAdapter
 from ._netguard import AddressRefused, NetworkPolicy, check_http_url
 from .base import Tool, ToolContext
-
-__all__ = ["http_tools"]
 
 _SHOWN_HEADERS = ("content-type", "content-length", "location", "retry-after")
 _CREDENTIALS = ("authorization", "proxy-authorization", "cookie")
@@ -82,6 +80,105 @@ def _redirected(method: str, status: int, kwargs: dict[str, Any], old_url: str,
     return method, kwargs
 
 
+class _Http:
+    """The HTTP tools' client: one call's requests, redirects (each target checked and
+    asked for) and response, under the options :func:`http_tools` was given."""
+
+    def __init__(self, context: Any, policy: NetworkPolicy, session: requests.Session | None, timeout: float,
+                 max_response_bytes: int, max_redirects: int, max_lines: int, max_bytes: int) -> None:
+        self.context = context
+        self.policy = policy
+        self.session = session
+        self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
+        self.max_redirects = max_redirects
+        self.max_lines = max_lines
+        self.max_bytes = max_bytes
+
+    def request(self, adapter: GuardedAdapter, method: str, url: str, **kwargs: Any) -> requests.Response:
+        """One request, prepared with the lent ``session``'s settings when given and sent directly
+        (no proxy) through the address-checked ``adapter``."""
+        headers = requests.structures.CaseInsensitiveDict(kwargs.pop("headers", None) or {})
+        req = requests.Request(method, url, headers=headers, **kwargs)
+        if self.session is None:
+            req.headers = requests.utils.default_headers()
+            req.headers.update(headers)
+            return adapter.send(req.prepare(), stream=True, timeout=self.timeout, proxies={})
+        prepared = self.session.prepare_request(req)
+        resp = adapter.send(prepared, stream=True, timeout=self.timeout, verify=self.session.verify,
+                            cert=self.session.cert, proxies={})
+        requests.cookies.extract_cookies_to_jar(self.session.cookies, prepared, resp.raw)
+        return resp
+
+    def send(self, method: str, url: str, ctx: ToolContext, **kwargs: Any) -> ToolOutput:
+        adapter = GuardedAdapter(self.policy)  # one per call: its connections close with it
+        try:
+            return self.exchange(adapter, method, url, ctx, **kwargs)
+        finally:
+            adapter.close()
+
+    def exchange(self, adapter: GuardedAdapter, method: str, url: str, ctx: ToolContext,
+                 **kwargs: Any) -> ToolOutput:
+        first_url = url
+        for _ in range(self.max_redirects + 1):
+            check_http_url(url)
+            refused = self.policy.check_url(url)
+            if refused is not None:
+                return ToolOutput.error(f"{method} {url} refused: {refused}")
+            if self.context is not None:
+                ask(self.context, ctx, f"http-{method.lower()}", url)
+            ctx.cancel.raise_if_cancelled()
+            try:
+                resp = self.request(adapter, method, url, **kwargs)
+            except AddressRefused as exc:
+                return ToolOutput.error(f"{method} {url} refused: {exc}")
+            except requests.Timeout:
+                return ToolOutput.error(f"{method} {url} timed out after {self.timeout:g}s")
+            except requests.RequestException as exc:
+                return ToolOutput.error(f"{method} {url} failed: {type(exc).__name__}: {exc}")
+            if not resp.is_redirect:
+                break
+            resp.close()
+            target = urljoin(url, resp.headers["location"])
+            method, kwargs = _redirected(method, resp.status_code, kwargs, url, target)
+            url = target
+        else:
+            return ToolOutput.error(
+                f"{method} {url}: more than {self.max_redirects} redirects; request the final URL directly"
+            )
+        try:
+            body = bytearray()
+            cut = False
+            for chunk in resp.iter_content(chunk_size=65_536):
+                ctx.cancel.raise_if_cancelled()
+                body.extend(chunk)
+                if len(body) > self.max_response_bytes:
+                    del body[self.max_response_bytes:]
+                    cut = True
+                    break
+        except requests.RequestException as exc:
+            return ToolOutput.error(f"{method} {url}: reading the response failed: {exc}")
+        finally:
+            resp.close()
+        if b"\x00" in body[:8192]:  # binary: its bytes would cost tokens and say nothing
+            text = f"[binary body of {len(body)} bytes, not shown]"
+        else:
+            try:
+                text = bytes(body).decode(_charset(resp.headers.get("content-type")), errors="replace")
+            except LookupError:
+                text = bytes(body).decode("utf-8", errors="replace")
+        lines = [f"HTTP {resp.status_code} {resp.reason or ''}".rstrip()]
+        if url != first_url:
+            lines.append(f"(redirected to {url})")
+        for name in _SHOWN_HEADERS:
+            if name in resp.headers:
+                lines.append(f"{name}: {resp.headers[name]}")
+        if cut:
+            lines.append(f"[response body cut at {self.max_response_bytes} bytes]")
+        out = visible("\n".join(lines) + "\n\n" + text, self.max_lines, self.max_bytes)
+        return ToolOutput.error(out) if resp.status_code >= 400 else ToolOutput.text(out)
+
+
 def http_tools(
     context: Any = None,
     *,
@@ -120,88 +217,8 @@ def http_tools(
     check_limits(max_lines, max_bytes)
     policy = NetworkPolicy.from_options(allowed_hosts, allow_private_networks)
 
-    def request(adapter: GuardedAdapter, method: str, url: str, **kwargs: Any) -> requests.Response:
-        """One request, prepared with ``session``'s settings when given and sent directly
-        (no proxy) through the address-checked ``adapter``."""
-        headers = requests.structures.CaseInsensitiveDict(kwargs.pop("headers", None) or {})
-        req = requests.Request(method, url, headers=headers, **kwargs)
-        if session is None:
-            req.headers = requests.utils.default_headers()
-            req.headers.update(headers)
-            return adapter.send(req.prepare(), stream=True, timeout=timeout, proxies={})
-        prepared = session.prepare_request(req)
-        resp = adapter.send(prepared, stream=True, timeout=timeout, verify=session.verify,
-                            cert=session.cert, proxies={})
-        requests.cookies.extract_cookies_to_jar(session.cookies, prepared, resp.raw)
-        return resp
-
-    def send(method: str, url: str, ctx: ToolContext, **kwargs: Any) -> ToolOutput:
-        adapter = GuardedAdapter(policy)  # one per call: its connections close with it
-        try:
-            return exchange(adapter, method, url, ctx, **kwargs)
-        finally:
-            adapter.close()
-
-    def exchange(adapter: GuardedAdapter, method: str, url: str, ctx: ToolContext,
-                 **kwargs: Any) -> ToolOutput:
-        first_url = url
-        for _ in range(max_redirects + 1):
-            check_http_url(url)
-            refused = policy.check_url(url)
-            if refused is not None:
-                return ToolOutput.error(f"{method} {url} refused: {refused}")
-            if context is not None:
-                ask(context, ctx, f"http-{method.lower()}", url)
-            ctx.cancel.raise_if_cancelled()
-            try:
-                resp = request(adapter, method, url, **kwargs)
-            except AddressRefused as exc:
-                return ToolOutput.error(f"{method} {url} refused: {exc}")
-            except requests.Timeout:
-                return ToolOutput.error(f"{method} {url} timed out after {timeout:g}s")
-            except requests.RequestException as exc:
-                return ToolOutput.error(f"{method} {url} failed: {type(exc).__name__}: {exc}")
-            if not resp.is_redirect:
-                break
-            resp.close()
-            target = urljoin(url, resp.headers["location"])
-            method, kwargs = _redirected(method, resp.status_code, kwargs, url, target)
-            url = target
-        else:
-            return ToolOutput.error(
-                f"{method} {url}: more than {max_redirects} redirects; request the final URL directly"
-            )
-        try:
-            body = bytearray()
-            cut = False
-            for chunk in resp.iter_content(chunk_size=65_536):
-                ctx.cancel.raise_if_cancelled()
-                body.extend(chunk)
-                if len(body) > max_response_bytes:
-                    del body[max_response_bytes:]
-                    cut = True
-                    break
-        except requests.RequestException as exc:
-            return ToolOutput.error(f"{method} {url}: reading the response failed: {exc}")
-        finally:
-            resp.close()
-        if b"\x00" in body[:8192]:  # binary: its bytes would cost tokens and say nothing
-            text = f"[binary body of {len(body)} bytes, not shown]"
-        else:
-            try:
-                text = bytes(body).decode(_charset(resp.headers.get("content-type")), errors="replace")
-            except LookupError:
-                text = bytes(body).decode("utf-8", errors="replace")
-        lines = [f"HTTP {resp.status_code} {resp.reason or ''}".rstrip()]
-        if url != first_url:
-            lines.append(f"(redirected to {url})")
-        for name in _SHOWN_HEADERS:
-            if name in resp.headers:
-                lines.append(f"{name}: {resp.headers[name]}")
-        if cut:
-            lines.append(f"[response body cut at {max_response_bytes} bytes]")
-        out = visible("\n".join(lines) + "\n\n" + text, max_lines, max_bytes)
-        return ToolOutput.error(out) if resp.status_code >= 400 else ToolOutput.text(out)
+    client = _Http(context, policy, session, timeout, max_response_bytes, max_redirects, max_lines, max_bytes)
+    send = client.send
 
     def http_get(url: str, ctx: ToolContext, headers: dict[str, str] | None = None) -> ToolOutput:
         return send("GET", url, ctx, headers=_check_headers(headers))

@@ -15,13 +15,11 @@ import jsonschema
 from jsonschema.exceptions import SchemaError
 from referencing.exceptions import Unresolvable
 
+from ..context._truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ..errors import ConfigurationError
 from ..messages import ToolOutput
-from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ._common import check_limits, guarded, visible
 from .base import Tool
-
-__all__ = ["json_path", "json_tools"]
 
 _MISSING = object()
 

@@ -9,10 +9,10 @@ from dataclasses import replace
 from typing import Any
 
 from .._json import dumps, json_problem, loads
-from .._tracing import note_tool_error
 from ..errors import AgentkitError, CancelledError
 from ..messages import ToolCallPart, ToolOutput, content_to_dict
-from .base import Tool, ToolContext, ToolDecision, _tool_output
+from ..observability._tracing import note_tool_error
+from ._tool import Tool, ToolContext, ToolDecision, _tool_output
 
 __all__ = ["run_tool_call"]
 

@@ -15,15 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..context._truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_output
 from ..errors import CancelledError, ConfigurationError
 from ..execution.base import ShellResult
 from ..messages import ToolOutput
-from ..truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_output
 from ._common import check_limits, guarded, permission_gate, require
 from .base import Tool, ToolContext
-
-__all__ = ["format_shell_result", "shell_tools"]
-
 
 _MAX_SHOWN_COMMAND = 500
 """Characters of the command line repeated in a result."""
@@ -60,6 +57,32 @@ def format_shell_result(result: ShellResult, max_lines: int = DEFAULT_MAX_LINES,
     return ToolOutput.text(text) if result.ok else ToolOutput.error(text)
 
 
+def _allowed_set(allowed_commands: Iterable[str] | None) -> frozenset[str] | None:
+    """``allowed_commands`` checked, as a set (None: any command)."""
+    if allowed_commands is None:
+        return None
+    if isinstance(allowed_commands, str):
+        raise ConfigurationError("allowed_commands must be a list of executable names, not one string")
+    allowed = frozenset(allowed_commands)
+    if not allowed or not all(isinstance(c, str) and c for c in allowed):
+        raise ConfigurationError("allowed_commands must be a non-empty list of executable names")
+    return allowed
+
+
+def _structured_schema() -> dict[str, Any]:
+    """The input schema of ``run_shell`` and ``start_shell`` (a fresh dict each time)."""
+    return {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The executable to run, e.g. 'ls'"},
+            "args": {"type": "array", "items": {"type": "string"},
+                     "description": "Arguments, each passed literally (no shell parsing)"},
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+
+
 def shell_tools(
     context: Any,
     allowed_commands: Iterable[str] | None = None,
@@ -88,13 +111,7 @@ def shell_tools(
     check_limits(max_lines, max_bytes)
     if timeout is not None and timeout <= 0:
         raise ConfigurationError("timeout must be positive (or None for no limit)")
-    allowed: frozenset[str] | None = None
-    if allowed_commands is not None:
-        if isinstance(allowed_commands, str):
-            raise ConfigurationError("allowed_commands must be a list of executable names, not one string")
-        allowed = frozenset(allowed_commands)
-        if not allowed or not all(isinstance(c, str) and c for c in allowed):
-            raise ConfigurationError("allowed_commands must be a non-empty list of executable names")
+    allowed = _allowed_set(allowed_commands)
     raw = allowed is None if include_raw is None else include_raw
     jobs = getattr(context, "jobs", None)
 
@@ -125,16 +142,7 @@ def shell_tools(
     def structured_request(operation: str) -> Any:
         return lambda d: (operation, d["command"], {"args": list(d.get("args") or [])})
 
-    structured = {
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "The executable to run, e.g. 'ls'"},
-            "args": {"type": "array", "items": {"type": "string"},
-                     "description": "Arguments, each passed literally (no shell parsing)"},
-        },
-        "required": ["command"],
-        "additionalProperties": False,
-    }
+    structured = _structured_schema()
     allow_note = "" if allowed is None else f" Allowed commands: {', '.join(sorted(allowed))}."
     tools: list[Tool] = []
     if raw:

@@ -24,8 +24,8 @@ from typing import Any, Literal
 from ..errors import ConfigurationError
 from ..messages import Prompt
 from ..results import GenerateResult
-from ..session import Session
-from ..stream import AgentEvent, AgentStream, GenerationEndEvent, _messages_json, _output_json
+from ..session._session import Session
+from ..streaming._stream import AgentEvent, AgentStream, GenerationEndEvent, _messages_json, _output_json
 
 __all__ = [
     "KEEP_ALIVE", "SSE_HEADERS", "AsyncSSEIterator", "SSEIterator", "ask_async", "sse", "sse_async", "sse_record",

@@ -18,7 +18,8 @@ from ...errors import (
     RateLimitError,
 )
 from ...messages import ReasoningPart
-from ...models.adapter import ProviderModel, RetryPolicy, TranslatedError, function_tools, parse_tool_arguments
+from ...models._retry import RetryPolicy
+from ...models.adapter import ProviderModel, TranslatedError, function_tools, parse_tool_arguments
 from ...models.base import (
     FinishEvent,
     ModelRequest,
@@ -35,8 +36,6 @@ from .messages import messages_to_langchain
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.runnables import RunnableConfig
-
-__all__ = ["LangChainChatModel"]
 
 _SETTINGS = ("temperature", "top_p", "max_tokens", "seed")
 

@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Any, Union, get_args
 from ...cancel import CancelToken
 from ...errors import CancelledError, ToolDefinitionError
 from ...messages import ToolCallPart, ToolOutput
-from ...tools.base import _NAME_RE, Tool, ToolContext, coerce_tool, to_tool_output
+from ...tools._tool import _NAME_RE
+from ...tools.base import Tool, ToolContext, coerce_tool, to_tool_output
 from ...tools.runner import run_tool_call
+from ._blocks import block_from_part
 from ._common import jsonable, require_langchain
-from .messages import _block_from_part, tool_output_from_tool_message
+from .messages import tool_output_from_tool_message
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool, StructuredTool
-
-__all__ = ["Injected", "from_langchain_tool", "from_langchain_tools", "to_langchain_tool"]
 
 Injected = Union[Mapping[str, Any], Callable[[ToolContext], Mapping[str, Any]]]
 """Values for a LangChain tool's ``InjectedToolArg`` arguments: a mapping, or a function
@@ -232,6 +232,38 @@ def _as_output(result: Any, tool_name: str, return_direct: bool) -> ToolOutput:
     return out
 
 
+def _check_injected(lc_tool: BaseTool, tool_name: str, injected: Injected | None, others: set[str]) -> None:
+    """``injected`` is a mapping or a function of the context, names only injected
+    arguments of the tool (``others``), and covers every required one a mapping must."""
+    if injected is not None and not callable(injected) and not isinstance(injected, Mapping):
+        raise ToolDefinitionError(
+            f"LangChain tool {tool_name!r}: injected must be a mapping or a function of the "
+            f"ToolContext, not {type(injected).__name__}"
+        )
+    if isinstance(injected, Mapping):
+        unknown = sorted(set(injected) - others)
+        if unknown:
+            raise ToolDefinitionError(
+                f"LangChain tool {tool_name!r}: injected names {', '.join(unknown)}, which are not "
+                f"injected arguments of the tool (those are: {', '.join(sorted(others)) or 'none'})"
+            )
+    required = {n for n in others if _is_required(lc_tool.get_input_schema(), n)}
+    if injected is None:
+        provided: set[str] = set()
+    elif isinstance(injected, Mapping):
+        provided = set(injected)
+    else:  # a function of the context: checked when the tool runs
+        provided = required
+    missing = sorted(required - provided)
+    if missing:
+        raise ToolDefinitionError(
+            f"LangChain tool {tool_name!r} needs the injected argument(s) {', '.join(missing)}, "
+            f"which a model never supplies; adapt it with "
+            f"from_langchain_tool(tool, injected={{{', '.join(repr(m) + ': ...' for m in missing)}}}) "
+            f"or injected=lambda ctx: {{...}}"
+        )
+
+
 def from_langchain_tool(
     tool: Any,
     *,
@@ -285,33 +317,7 @@ def from_langchain_tool(
     schema, description = _schema_of(lc_tool, tool_name)
     call_ids, others = _injected_fields(lc_tool)
     hidden = call_ids | others  # never taken from the model, even if it sends them
-    if injected is not None and not callable(injected) and not isinstance(injected, Mapping):
-        raise ToolDefinitionError(
-            f"LangChain tool {tool_name!r}: injected must be a mapping or a function of the "
-            f"ToolContext, not {type(injected).__name__}"
-        )
-    if isinstance(injected, Mapping):
-        unknown = sorted(set(injected) - others)
-        if unknown:
-            raise ToolDefinitionError(
-                f"LangChain tool {tool_name!r}: injected names {', '.join(unknown)}, which are not "
-                f"injected arguments of the tool (those are: {', '.join(sorted(others)) or 'none'})"
-            )
-    required = {n for n in others if _is_required(lc_tool.get_input_schema(), n)}
-    if injected is None:
-        provided: set[str] = set()
-    elif isinstance(injected, Mapping):
-        provided = set(injected)
-    else:  # a function of the context: checked when the tool runs
-        provided = required
-    missing = sorted(required - provided)
-    if missing:
-        raise ToolDefinitionError(
-            f"LangChain tool {tool_name!r} needs the injected argument(s) {', '.join(missing)}, "
-            f"which a model never supplies; adapt it with "
-            f"from_langchain_tool(tool, injected={{{', '.join(repr(m) + ': ...' for m in missing)}}}) "
-            f"or injected=lambda ctx: {{...}}"
-        )
+    _check_injected(lc_tool, tool_name, injected, others)
     async_only = getattr(lc_tool, "func", False) is None and getattr(lc_tool, "coroutine", None) is not None
     can_async = async_only or _overrides_arun(lc_tool)
     runner = _RUNNER
@@ -424,7 +430,7 @@ def _reads_as_content(value: Any) -> bool:
 
 def _lc_value(out: ToolOutput) -> Any:
     if out.kind == "content":
-        return [_block_from_part(p) for p in out.value]
+        return [block_from_part(p) for p in out.value]
     if out.kind == "json":
         value = jsonable(out.value)
         # JSON data stays data: the JSON text, as agentkit's own models read it

@@ -1,0 +1,9 @@
+"""Plan-and-execute agents: :class:`~agentkit.PlanningAgent` and
+:class:`~agentkit.PlanResult` are imported from ``agentkit``; this package lists a plan's
+parts. The run's state, folded from control events, is private."""
+
+from __future__ import annotations
+
+from ._agent import Plan, PlanStep, Stage, StepResult
+
+__all__ = ["Plan", "PlanStep", "Stage", "StepResult"]

@@ -1,0 +1,34 @@
+"""Agent events and streams: the events a generation emits (``on_event=`` callbacks and
+``run_agent_stream`` / ``Session.stream`` consume the same ones).
+
+:class:`~agentkit.AgentEvent` and :class:`~agentkit.AgentStream` are imported from
+``agentkit``; this package lists the event kinds.
+"""
+
+from __future__ import annotations
+
+from ._stream import (
+    GenerationEndEvent,
+    GenerationStartEvent,
+    ReasoningDeltaEvent,
+    StepEndEvent,
+    StepStartEvent,
+    TextDeltaEvent,
+    ToolCallRequestedEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+    ToolUpdateEvent,
+)
+
+__all__ = [
+    "GenerationEndEvent",
+    "GenerationStartEvent",
+    "ReasoningDeltaEvent",
+    "StepEndEvent",
+    "StepStartEvent",
+    "TextDeltaEvent",
+    "ToolCallRequestedEvent",
+    "ToolEndEvent",
+    "ToolStartEvent",
+    "ToolUpdateEvent",
+]
