@@ -34,8 +34,7 @@ import _chat
 from celery import Celery
 from flask import Flask, Response, jsonify, request
 
-from agentkit.celery import AgentTasks
-from agentkit.errors import BrokerUnavailableError
+from agentkit.celery import AgentTasks, BrokerUnavailableError
 from agentkit.stores.postgres import PostgresJobStore
 from agentkit.web import SSE_HEADERS
 

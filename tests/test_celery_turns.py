@@ -328,7 +328,7 @@ def _tasks(broker: str, conninfo: str, store: Any) -> Any:
 
 
 def test_a_broker_that_is_down_fails_enqueue_at_once_naming_it_and_nothing_is_recorded(pg_cluster, pg_store):
-    from agentkit.errors import BrokerUnavailableError
+    from agentkit.celery import BrokerUnavailableError
 
     port = free_port()  # nothing listens there
     tasks = _tasks(f"redis://:secret@127.0.0.1:{port}/0", pg_cluster.conninfo, pg_store)

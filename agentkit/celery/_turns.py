@@ -3,7 +3,7 @@ that enqueue, cancel and stream turns (the ``AgentTasks`` methods of :class:`Tur
 
 - :meth:`TurnMethods.enqueue_ask` sends the ``agentkit.turn`` task (its task id is the
   turn id) and returns at once. Nothing is written to the session then: a broker that
-  does not take the message raises :class:`~agentkit.errors.BrokerUnavailableError` and
+  does not take the message raises :class:`~agentkit.celery.BrokerUnavailableError` and
   the session is as it was.
 - A worker runs the task on a pooled :class:`~agentkit.Session` of its own process
   (``sessions(session_id)`` gives its keyword arguments): it takes the session's turn
@@ -254,7 +254,7 @@ class TurnMethods:
         <agentkit.Session.generate>` options (and ``model=``, a spec string) as JSON
         values; a bad one is a :class:`~agentkit.errors.ConfigurationError` before
         anything is sent. A broker that does not take the task raises
-        :class:`~agentkit.errors.BrokerUnavailableError`, naming it; nothing is recorded in the session.
+        :class:`~agentkit.celery.BrokerUnavailableError`, naming it; nothing is recorded in the session.
         Follow the turn with :meth:`turn_events` or :meth:`sse_turn`."""
         return self._turns.enqueue(session_id, "ask", prompt, overrides)
 
