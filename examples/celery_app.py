@@ -74,7 +74,10 @@ def create_app() -> Flask:
 
     @web.get("/chat/<cid>/turns/<tid>/stream")
     def stream(cid: str, tid: str) -> Response:
-        after = int(request.headers.get("Last-Event-ID") or 0)  # a browser reconnecting goes on from there
+        last = request.headers.get("Last-Event-ID") or "0"  # a browser reconnecting goes on from there
+        if not last.isdigit():
+            raise ValueError(f"Last-Event-ID must be the id of an event of the stream, not {last!r}")
+        after = int(last)
         return Response(tasks.sse_turn(cid, tid, after=after, heartbeat=_chat.heartbeat()),
                         mimetype="text/event-stream", headers=SSE_HEADERS)
 

@@ -127,12 +127,13 @@ class _Stack:
         r = requests.get(self.url + path, timeout=HTTP)
         return r.status_code, r.json()
 
-    def stream(self, accepted: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def stream(self, accepted: dict[str, Any], last_event_id: int | None = None) -> Iterator[dict[str, Any]]:
         """The records of a turn's SSE stream (what a browser reads), until it ends (a
         generous deadline guards against a stream that never does: keep-alives come every
         second)."""
         deadline = time.monotonic() + 180
-        with requests.get(self.url + accepted["stream"], stream=True, timeout=HTTP) as r:
+        headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
+        with requests.get(self.url + accepted["stream"], stream=True, timeout=HTTP, headers=headers) as r:
             assert r.status_code == 200, r.text
             assert r.headers["Content-Type"].startswith("text/event-stream")
             seq = None
@@ -201,6 +202,10 @@ def test_a_turn_enqueued_by_a_view_runs_on_a_worker_and_streams_to_the_view_in_o
     assert _finished(records) == {"turn_id": first["turn_id"], "status": "completed", "finish_reason": "stop"}
     seqs = [r["seq"] for r in records]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    # a browser that reconnects sends the last id it saw and gets what came after it
+    assert list(stack.stream(first, last_event_id=seqs[1])) == records[2:]
+    r = requests.get(stack.url + first["stream"], headers={"Last-Event-ID": "x"}, timeout=HTTP)
+    assert r.status_code == 400 and "Last-Event-ID" in r.json()["error"]
 
     # the next turn's stream is its own: it starts at its turn-started, after the first turn's events
     status, second = stack.post("/chat/hello-1", {"message": "again"})
@@ -358,7 +363,15 @@ def test_bad_input_to_enqueue_is_refused_before_anything_is_sent(pg_cluster, pg_
         tasks.cancel_turn("ok", "not-a-turn")
     with pytest.raises(ConfigurationError, match="invalid turn id"):
         tasks.sse_turn("ok", "nope")
+    with pytest.raises(ConfigurationError, match="after must be"):
+        tasks.turn_events("ok", "a" * 32, after=-1)
+    with pytest.raises(ConfigurationError, match="heartbeat"):
+        tasks.sse_turn("ok", "a" * 32, heartbeat=0)
     assert pg_store.load("ok") is None
+    # a turn nobody runs: a bounded wait ends saying so
+    with pytest.raises(TimeoutError, match="committed nothing"):
+        list(tasks.turn_events("ok", "a" * 32, timeout=0.3))
+    tasks.pool.close()
 
 
 @pytest.mark.timeout(400)

@@ -116,6 +116,8 @@ class Turns:
         ``turn-finished``; None after each ``wait`` quiet seconds."""
         validate_session_id(session_id)  # now, not at the first next()
         _check_turn_id(turn_id)
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise ConfigurationError(f"after must be an event seq (an int >= 0, e.g. a Last-Event-ID), got {after!r}")
         return self._follow(session_id, turn_id, after, wait)
 
     def _follow(self, session_id: str, turn_id: str, after: int, wait: float | None) -> _Following:
