@@ -272,7 +272,9 @@ class TurnMethods:
         recorded as cancelled and never runs; a running one is asked to stop and its
         worker cancels the generation (the model call and the tools see their cancel
         token; a ``generation-aborted`` control event follows). Its ``turn-finished``
-        says ``status: cancelled``. Returns False when the turn had already finished."""
+        says ``status: cancelled``. Returns False when the turn had already finished.
+        (The session's log cannot tell a queued turn from an id it never saw: such an id
+        is recorded as cancelled too, and no turn ever runs with it.)"""
         return self._turns.cancel(session_id, turn_id, reason)
 
     def turn_events(self, session_id: str, turn_id: str, *, after: int = 0,
