@@ -251,7 +251,7 @@ class Rig:
 
     def close(self) -> None:
         for w in self.workers:
-            w.stop(timeout=10)
+            w.kill()  # a test's jobs have ended (or are left to end on their own)
         for made in self._made:
             for closable in made[2:]:
                 closable.close()

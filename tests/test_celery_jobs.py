@@ -336,3 +336,47 @@ def test_postgresql_down_a_worker_retries_then_fails_the_job_visibly_and_a_run_e
     finally:
         rig.close()
         cluster.destroy()
+
+
+def test_a_tool_starts_a_job_on_a_worker_and_the_model_sees_its_end(celery_rig):
+    from agentkit import ScriptedModel, ToolCall
+    from agentkit import shell_tools
+
+    _app, tasks, store, _jobs = celery_rig.tasks()
+    celery_rig.worker(pool="threads")
+    ctx = LocalExecutionContext(tempfile.mkdtemp(prefix="agentkit-celery-ctx-"), jobs=tasks.job_control())
+    model = ScriptedModel([ToolCall(name="start_shell", input={"command": "sh", "args": ["-c", "echo from-a-worker"]}),
+                           "started it", "it printed from-a-worker"])
+    session = Session.open("tool-job", store=store, execution_context=ctx, model=model,
+                           tools=shell_tools(ctx, include_raw=False))
+    session.ask("run it in the background")
+    [state] = ctx.jobs.list()
+    assert state.tool_call_id is not None  # the tool call that started it
+    wait_for(lambda: _terminal(session, state.execution_id), "the job's end")
+    session.generate()  # the next inference reads the worker's job-finished
+    seen = " ".join(p.text for m in model.requests[-1].messages for p in m.content if hasattr(p, "text"))
+    assert 'type="job-finished"' in seen and "from-a-worker" in seen
+
+
+def test_bad_input_and_a_control_without_a_session_are_refused_before_anything_is_recorded(celery_rig):
+    from agentkit.errors import ConfigurationError, JobNotFoundError
+
+    _app, tasks, store, job_store = celery_rig.tasks()
+    session = _session(tasks, store, "refusals")
+    jobs = session.execution_context.jobs
+    for call in (lambda: jobs.start(""), lambda: jobs.start("sh", "-c true"),
+                 lambda: jobs.start("echo hi", ["x"], raw=True), lambda: jobs.start("true", timeout=0),
+                 lambda: jobs.start("true", cwd="relative/dir"), lambda: jobs.start("true", idempotent="yes"),
+                 lambda: tasks.job_control().start("true")):
+        with pytest.raises(ConfigurationError):
+            call()
+    with pytest.raises(ConfigurationError, match="own tasks.job_control"):
+        Session.open("another", store=store, execution_context=session.execution_context)
+    with pytest.raises(ConfigurationError, match="event store the workers share"):
+        Session(execution_context=LocalExecutionContext(tempfile.mkdtemp(), jobs=tasks.job_control()))
+    with pytest.raises(JobNotFoundError):
+        jobs.get("job_unknown")
+    assert job_store._records() == [] and not _job_events(session)
+    bound = tasks.job_control(session_id="refusals")  # bound without a Session object
+    state = bound.start("true")
+    assert [s.execution_id for s in jobs.list()] == [state.execution_id]

@@ -544,12 +544,13 @@ class _Run:
         except BaseException as exc:  # noqa: BLE001 - recorded as the job's failure
             _process.kill_group(proc, _KILL_GRACE)
             status, error, exit_code = "failed", f"{type(exc).__name__}: {exc}", proc.wait()
+        ended = time.time()  # the job's finished_at: when its process ended, not when that was recorded
         self.done.set()
         keeper.join()
         if self.superseded:
             return  # settled elsewhere (lost while this worker could not say it was alive)
         self._flush(forever=True)
-        self._finish(status, error, exit_code)
+        self._finish(status, error, exit_code, ended)
 
     def _mine(self, rec: _Record, **fields: Any) -> dict[str, Any] | None:
         """``rec`` with ``fields`` and a fresh heartbeat, while this run still owns it."""
@@ -625,7 +626,8 @@ class _Run:
         except Exception as exc:  # noqa: BLE001 - the job keeps running; its end is still reported
             log.warning("agentkit.celery: could not commit the output of job %s: %s", self.eid, exc)
 
-    def _finish(self, status: JobStatus, error: str | None, exit_code: int | None) -> None:
+    def _finish(self, status: JobStatus, error: str | None, exit_code: int | None,
+                ended: float | None = None) -> None:
         """Record the terminal state (unless another process settled the job) and
         report it."""
         with self.lock:
@@ -635,7 +637,8 @@ class _Run:
         def decide(rec: _Record) -> dict[str, Any] | None:
             if rec.terminal or rec.meta.get("owner") != self.d.me:
                 return None
-            return _ended(rec, status, error, exit_code=exit_code, output_tail=tail, output_bytes=out_bytes)
+            end = {"finished_at": ended} if ended is not None else {}
+            return _ended(rec, status, error, exit_code=exit_code, output_tail=tail, output_bytes=out_bytes, **end)
 
         rec, changed = _persist(f"record the end of job {self.eid}", lambda: self.d.records.update(self.eid, decide))
         if changed:
