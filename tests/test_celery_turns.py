@@ -331,6 +331,22 @@ def _tasks(broker: str, conninfo: str, store: Any) -> Any:
                       sessions=lambda sid: {"model": ScriptedModel(["hi"])})
 
 
+def test_overrides_travel_to_the_worker_and_generate_resumes_with_no_new_message(pg_cluster, pg_store):
+    """In Celery's eager mode (the task runs in place, as it would on a worker)."""
+    tasks = _tasks(f"redis://127.0.0.1:{free_port()}/0", pg_cluster.conninfo, pg_store)
+    tasks.app.conf.task_always_eager = True
+    turn = tasks.enqueue_ask("eager-1", "hello", model="echo", system="Be brief.", max_steps=3)
+    events = list(tasks.turn_events("eager-1", turn))
+    assert [getattr(e, "action", e.type) for e in events] == [
+        "turn-started", "user-message", "assistant-message", "turn-finished"]
+    assert "hello" in events[2].content[0].text  # the override's model (echo), not the session's scripted one
+    again = tasks.enqueue_generate("eager-1")
+    (started, finished) = list(tasks.turn_events("eager-1", again))
+    assert started.data == {"turn_id": again, "kind": "generate"}
+    assert finished.data == {"turn_id": again, "status": "completed", "finish_reason": "nothing-to-answer"}
+    tasks.pool.close()
+
+
 def test_a_broker_that_is_down_fails_enqueue_at_once_naming_it_and_nothing_is_recorded(pg_cluster, pg_store):
     from agentkit.celery import BrokerUnavailableError
 
