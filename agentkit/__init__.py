@@ -20,8 +20,7 @@ from __future__ import annotations
 import logging as _logging
 from typing import TYPE_CHECKING
 
-from .agent import run_agent, run_agent_stream
-from .agents import Agent
+from .agent import Agent, run_agent, run_agent_stream
 from .approvals._policy import ApprovalDecision, ApprovalPolicy, ApprovalRequest
 from .cancel import CancelToken
 from .context._budget import Limits

@@ -16,13 +16,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from typing_extensions import TypedDict
+
 from .approvals._policy import ApprovalDecision, ApprovalPolicy, ApprovalRequest
 from .context._budget import Limits
 from .context._compaction import Threshold
 from .errors import ConfigurationError
-from .hooks import HookChain
-from .models.base import ModelSettings, ToolChoice
+from .hooks import HookChain, Hooks
+from .loop._generation_tools import check_generation_tools
+from .loop._output import OUTPUT_TOOL, output_plan
+from .models.base import ChatModel, ModelSettings, ToolChoice, tool_choice_problem
 from .session._redaction import Redaction, redactor_of
+from .streaming._stream import Emit, callback_sink, fan_out
+from .tools.base import ToolRegistry
 
 if TYPE_CHECKING:
     from .cancel import CancelToken
@@ -34,7 +40,7 @@ if TYPE_CHECKING:
     from .tools._search import ToolSearch
     from .tools._skills import Skills
 
-__all__ = ["GenerationOptions"]
+__all__ = ["GenerationKwargs", "GenerationOptions"]
 
 ToolExecution = Literal["parallel", "sequential"]
 
@@ -207,6 +213,46 @@ class GenerationOptions:
             raise ConfigurationError(f"max_tool_output_chars must be an int >= 1 or None, got {chars!r}")
 
 
+
+class GenerationKwargs(TypedDict, total=False):
+    """The generation options as keyword arguments, for type checkers: every front door
+    (``run_agent``, ``Agent``, ``Session``, ``generate``/``ask``/``stream``...) takes
+    ``**options: Unpack[GenerationKwargs]``, so a misspelled or mistyped option is a type
+    error. One key per :class:`GenerationOptions` field, annotated as the field is (what
+    a caller may pass: ``hooks`` takes one Hooks or a list), except ``output_type``:
+    each front door takes it as its own parameter, since it decides the result's type.
+    ``tests/test_options.py`` holds the two definitions together."""
+
+    system: str | None
+    max_steps: int | None
+    tool_execution: ToolExecution | None
+    tool_choice: ToolChoice | None
+    settings: ModelSettings | None
+    provider_options: Mapping[str, Any]
+    cache: bool | None
+    hooks: Hooks | Sequence[Hooks] | None
+    on_token: Callable[[str], Any] | None
+    on_reasoning: Callable[[str], Any] | None
+    on_tool_call_start: Callable[[ToolCallPart], Any] | None
+    on_tool_call_update: Callable[[str, Any], Any] | None
+    on_tool_call_finish: Callable[[ToolCallRecord], Any] | None
+    validate_completion: Callable[[RunResult], str | None] | None
+    max_validation_retries: int | None
+    on_context_overflow: Callable[[list[Message], CancelToken], Sequence[Message]] | None
+    max_context_overflow_retries: int | None
+    limits: Limits | None
+    compactor: Compactor | None
+    auto_compact: Threshold | None
+    context_builder: Callable[[Sequence[Event]], list[Message]] | None
+    clear_tool_results: ToolResultClearing | None
+    max_tool_output_chars: int | None
+    approval: ApprovalPolicy | None
+    approver: Callable[[ApprovalRequest], bool | ApprovalDecision] | None
+    redact: Redaction | None
+    skills: Skills | None
+    tool_search: ToolSearch | None
+
+
 def _check_kinds(options: GenerationOptions) -> None:
     """``skills`` and ``tool_search`` hold the right kinds of object."""
     from .tools._search import ToolSearch
@@ -244,4 +290,101 @@ def _unknown(name: str) -> ConfigurationError:
     return ConfigurationError(
         f"unknown option {name!r}.{hint} Generation options are: {', '.join(sorted(_RULES))}"
     )
+
+
+
+class _NotGiven:
+    """The default of a front door's ``output_type`` override: "keep the defaults'"
+    (None is a value there: no structured output)."""
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+
+NOT_GIVEN: Any = _NotGiven()
+
+
+def with_output_type(options: Mapping[str, Any], output_type: object) -> dict[str, Any]:
+    """``options`` (a front door's keyword arguments) plus ``output_type`` when it was given."""
+    given = dict(options)
+    if output_type is not NOT_GIVEN:
+        given["output_type"] = output_type
+    return given
+
+
+def check_deps_type(deps_type: Any) -> None:
+    """Raise ConfigurationError unless ``deps_type`` is None, a class or a generic alias."""
+    if deps_type is not None and not isinstance(deps_type, type) and not hasattr(deps_type, "__origin__"):
+        raise ConfigurationError(f"deps_type must be a type (e.g. a dataclass), not {deps_type!r}")
+
+
+def check_deps(deps: Any, deps_type: Any) -> None:
+    """Raise ConfigurationError when ``deps`` is not of ``deps_type`` (when that is a class
+    ``isinstance`` can check; other annotations are not checked)."""
+    if deps_type is None:
+        return
+    check_deps_type(deps_type)
+    name = getattr(deps_type, "__name__", repr(deps_type))
+    if deps is None:
+        raise ConfigurationError(f"deps_type is {name}, but no deps were given: pass deps= (a {name})")
+    try:
+        ok = isinstance(deps, deps_type)
+    except TypeError:  # a generic alias, a non-runtime Protocol...: not checkable
+        return
+    if not ok:
+        raise ConfigurationError(f"deps must be a {name} (deps_type), not {type(deps).__name__}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopOptions(GenerationOptions):
+    """A generation's options plus what the session supplies: the model, the tools, the
+    execution context and where agent events go."""
+
+    model: ChatModel
+    tools: ToolRegistry
+    execution_context: Any = None
+    emit: Emit | None = None
+    """Where agent events go besides the callbacks (an AgentStream's buffer)."""
+    deps: Any = None
+    """This generation's dependencies, handed to tools and hooks as ``ToolContext.deps``."""
+
+    @classmethod
+    def of(cls, options: GenerationOptions, *, model: ChatModel, tools: ToolRegistry,
+           execution_context: Any = None, emit: Emit | None = None, deps: Any = None) -> LoopOptions:
+        """``options`` with the session's parts."""
+        values = {name: getattr(options, name) for name in _RULES}
+        return cls(**values, model=model, tools=tools, execution_context=execution_context, emit=emit, deps=deps)
+
+    def event_sink(self) -> Emit | None:
+        """The one event path: the callbacks and ``emit`` fed by the same events."""
+        return fan_out(
+            callback_sink(
+                on_token=self.on_token,
+                on_reasoning=self.on_reasoning,
+                on_tool_call_start=self.on_tool_call_start,
+                on_tool_call_update=self.on_tool_call_update,
+                on_tool_call_finish=self.on_tool_call_finish,
+            ),
+            self.emit,
+        )
+
+    def check(self) -> None:
+        """Raise ConfigurationError for invalid values, before any side effect."""
+        if not hasattr(self.model, "stream"):
+            raise ConfigurationError(
+                f"model must be a ChatModel (with a stream(request) method) or a spec "
+                f"string like 'openai:gpt-4.1-mini', not {type(self.model).__name__}"
+            )
+        super().check()
+        names = tuple(self.tools)
+        if self.skills is not None or self.tool_search is not None:
+            names += check_generation_tools(self, self.tools)
+        problem = tool_choice_problem(self.tool_choice, names)
+        if problem is not None:
+            raise ConfigurationError(problem)
+        if self.output_type is not None and OUTPUT_TOOL in self.tools and output_plan(self).spec.mode == "tool":
+            raise ConfigurationError(
+                f"a tool is named {OUTPUT_TOOL!r}, the name of the tool a model calls to give its "
+                f"output_type answer; rename the tool"
+            )
 

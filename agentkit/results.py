@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, cast
+
+from typing_extensions import TypeVar
 
 from .events import Event
 from .messages import Message, ToolOutput
 from .usage import Usage
+
+OutputT = TypeVar("OutputT", default=Any, covariant=True)
+"""The type of a result's ``output``: the ``output_type`` a run was given (None without
+one; ``Any`` where a bare ``RunResult`` is named)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,8 +69,9 @@ class Step:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunResult:
-    """The outcome of ``run_agent`` (and of ``Session.generate``)."""
+class RunResult(Generic[OutputT]):
+    """The outcome of ``run_agent`` (and of ``Session.generate``). ``RunResult[City]``
+    is the result of a run with ``output_type=City``: its ``output`` is a ``City``."""
 
     text: str
     """The final assistant text."""
@@ -80,14 +87,14 @@ class RunResult:
     usage: Usage
     """Summed over every step of this run."""
     tool_calls: tuple[ToolCallRecord, ...]
-    output: Any = None
+    output: OutputT = cast("OutputT", None)
     """The structured output, a validated instance of ``output_type``; None without an
     ``output_type`` (or when the run ended before the model gave one: ``max-steps``,
     ``budget-exceeded``, ``approval-required``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class GenerateResult(RunResult):
+class GenerateResult(RunResult[OutputT]):
     """A RunResult plus a snapshot of the session's events when the generation ended."""
 
     events: tuple[Event, ...]

@@ -60,6 +60,34 @@ def test_deps_reach_a_tool_and_the_hooks_through_tool_context():
     assert seen[0][1] is db
 
 
+def test_a_tool_taking_a_typed_tool_context_gets_the_context_and_the_deps():
+    """``ctx: ToolContext[Db]`` (so a type checker knows ``ctx.deps`` is a Db) is the
+    context parameter as a bare ``ToolContext`` is: not part of the schema, given the call's
+    context and deps."""
+
+    @tool
+    def count(name: str, ctx: ToolContext[Db]) -> int:
+        """Count rows."""
+        return ctx.deps.rows[name]
+
+    assert set(count.input_schema["properties"]) == {"name"}
+    agent = Agent(FunctionModel(_count_then_answer), tools=[count], deps_type=Db)
+    result = agent.run("apples", deps=Db(rows={"apples": 3}))
+    assert result.text == "3"
+    assert not result.tool_calls[0].is_error
+
+
+def test_results_and_contexts_are_generic_at_run_time_too():
+    """``RunResult[Answer]``, ``ToolContext[Db]``, ``Agent[Db, Answer]``... are valid
+    subscripts where code names them outside annotations (casts, isinstance on the origin)."""
+    from agentkit import AgentStream, GenerateResult, RunResult, Session
+
+    for generic in (RunResult, GenerateResult, AgentStream, ToolContext):
+        assert generic[Answer].__origin__ is generic
+    assert Agent[Db, Answer].__origin__ is Agent
+    assert Session[Db, Answer].__origin__ is Session
+
+
 def test_deps_type_mismatch_and_missing_deps_fail_before_the_model_is_called():
     model = FunctionModel(_count_then_answer)
     agent = Agent(model, tools=[count], deps_type=Db)

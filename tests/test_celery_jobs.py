@@ -203,7 +203,7 @@ def test_abort_of_a_queued_job_settles_it_and_no_worker_runs_it(celery_rig):
 
 
 def test_a_broker_that_is_down_fails_start_at_once_naming_it_and_leaves_nothing(celery_rig):
-    from agentkit.errors import BrokerUnavailableError
+    from agentkit.celery import BrokerUnavailableError
 
     _app, tasks, store, job_store = celery_rig.tasks()
     session = _session(tasks, store, "no-broker")
@@ -339,8 +339,7 @@ def test_postgresql_down_a_worker_retries_then_fails_the_job_visibly_and_a_run_e
 
 
 def test_a_tool_starts_a_job_on_a_worker_and_the_model_sees_its_end(celery_rig):
-    from agentkit import ScriptedModel, ToolCall
-    from agentkit import shell_tools
+    from agentkit import ScriptedModel, ToolCall, shell_tools
 
     _app, tasks, store, _jobs = celery_rig.tasks()
     celery_rig.worker(pool="threads")
@@ -359,7 +358,7 @@ def test_a_tool_starts_a_job_on_a_worker_and_the_model_sees_its_end(celery_rig):
 
 
 def test_bad_input_and_a_control_without_a_session_are_refused_before_anything_is_recorded(celery_rig):
-    from agentkit.errors import ConfigurationError, JobNotFoundError
+    from agentkit import ConfigurationError, JobNotFoundError
 
     _app, tasks, store, job_store = celery_rig.tasks()
     session = _session(tasks, store, "refusals")
@@ -380,3 +379,44 @@ def test_bad_input_and_a_control_without_a_session_are_refused_before_anything_i
     bound = tasks.job_control(session_id="refusals")  # bound without a Session object
     state = bound.start("true")
     assert [s.execution_id for s in jobs.list()] == [state.execution_id]
+
+
+def test_a_failed_pooled_session_is_opened_afresh_for_a_job_event(celery_rig):
+    """A worker's pooled session that failed (an append error it cannot resolve) would
+    refuse every later job event; the commit closes it and the pool opens it again."""
+    from agentkit.celery._record import commit
+    from agentkit.events import RuntimeEvent
+
+    _app, tasks, store, _jobs = celery_rig.tasks()
+    pooled = tasks._sessions().get("failed-once")
+    pooled._log.failed = RuntimeError("an append failed")  # what a failed append leaves
+    event = RuntimeEvent(runtime_type="job-output", data={"execution_id": "job_x", "chunk": "hi"})
+    commit(tasks, "failed-once", [event, event])  # the same event twice: committed once
+    assert [e.id for e in store.load("failed-once").events] == [event.id]
+    assert pooled.closed and tasks._sessions().get("failed-once") is not pooled
+
+
+def test_a_prefork_pool_process_killed_mid_job_requeues_its_task_which_settles_the_job_lost(celery_rig):
+    """Only the pool process dies (the worker lives): Celery requeues the task at once
+    (reject on worker lost); while its owner's heartbeat is still fresh the delivery checks
+    again later (``retry``), and it settles the job lost once the heartbeat went quiet."""
+    import signal
+
+    celery_rig.settings.update(heartbeat=0.5)
+    _app, tasks, store, job_store = celery_rig.tasks()
+    worker = celery_rig.worker(pool="prefork", concurrency=1)
+    runs = tempfile.mkdtemp(prefix="agentkit-runs-")
+    session = _session(tasks, store, "pool-process")
+    state = session.execution_context.jobs.start("sh", _marked(runs, "job", "exec sleep 30"))
+    wait_for(lambda: _runs(runs, "job") == 1, "the job running")
+    owner = job_store._get_record(state.execution_id)[0]["celery"]["owner"]
+    child = int(owner.split(":")[1])
+    assert child in worker.children()
+    os.kill(child, signal.SIGKILL)
+    wait_for(lambda: _terminal(session, state.execution_id), "the job settled", timeout=120)
+    [end] = _terminal(session, state.execution_id)
+    assert end.runtime_type == "job-lost" and _runs(runs, "job") == 1
+    assert worker.proc.poll() is None  # the worker itself lives on and runs the next job
+    later = session.execution_context.jobs.start("sh", _marked(runs, "later", "echo ok"))
+    wait_for(lambda: _terminal(session, later.execution_id), "a later job")
+    assert _terminal(session, later.execution_id)[0].runtime_type == "job-finished"

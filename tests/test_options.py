@@ -132,3 +132,29 @@ def test_the_options_dataclass_documents_every_field():
         assert f.metadata["merge"] in ("replace", "compose", "update")
         after = source.split(f"    {f.name}:", 1)[1].splitlines()[1].strip()
         assert after.startswith('"""'), f"GenerationOptions.{f.name} has no docstring"
+
+
+# What a caller may pass where it differs from the field's own type (the field holds the
+# normalised value), and the options a front door takes as a parameter of its own.
+_KWARG_TYPE_DIFFERS = {"hooks": ("HookChain", "Hooks | Sequence[Hooks] | None")}
+_OWN_PARAMETER = {"output_type"}  # decides the result's type: each front door's own parameter
+
+
+def test_generation_kwargs_has_one_key_per_option_annotated_as_the_field_is():
+    """GenerationKwargs (the typed keywords of every front door) and GenerationOptions stay
+    one definition: a field added to one and not the other, or annotated differently,
+    fails here."""
+    from agentkit.options import _NONE_KEEPS, GenerationKwargs, GenerationOptions
+
+    annotations = {
+        name: getattr(kind, "__forward_arg__", kind) for name, kind in GenerationKwargs.__annotations__.items()
+    }
+    options = {f.name: f.type for f in fields(GenerationOptions)}
+    assert set(annotations) == set(options) - _OWN_PARAMETER
+    assert GenerationKwargs.__required_keys__ == frozenset()  # total=False: every option optional
+    for name, kind in annotations.items():
+        field_type, kwarg_type = _KWARG_TYPE_DIFFERS.get(name, (options[name], options[name]))
+        if name in _NONE_KEEPS:  # None passed means "the defaults' value"
+            kwarg_type = f"{kwarg_type} | None"
+        assert options[name] == field_type, name
+        assert kind == kwarg_type, f"GenerationKwargs[{name!r}] is {kind}, the field is {options[name]}"

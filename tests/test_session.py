@@ -844,3 +844,21 @@ def test_data_that_is_not_strict_json_is_refused_before_anything_is_committed(tm
     if store is not None:
         (restored,) = store.load("s").events
         assert restored == ok and restored.data == data  # exactly as committed
+
+
+def test_the_public_doors_take_no_private_argument_at_run_time_either():
+    """What agentkit passes internally (where a stream's events go, ask's prompt, an
+    Agent's built options, open()'s seeding) is not an argument of the public doors: a
+    caller passing one gets an error, not a changed behaviour."""
+    with Session(ScriptedModel(["hi"])) as session:
+        session.push_user_message("x")
+        for private in ({"_emit": print}, {"emit": print}, {"prompt": "x"}, {"_prompt": None}, {"options": {}}):
+            with pytest.raises(ConfigurationError, match="unknown option"):
+                session.generate(**private)
+            if "prompt" not in private:  # ask's own first parameter
+                with pytest.raises(ConfigurationError, match="unknown option"):
+                    session.ask("x", **private)
+        assert session.generate().text == "hi"
+    for private in ({"_seed_if_new": True}, {"_options": None}):
+        with pytest.raises(TypeError):
+            Session(ScriptedModel([]), **private)

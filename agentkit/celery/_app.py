@@ -20,7 +20,7 @@ except ImportError as _exc:  # a missing extra is named
         _exc.name or "celery", "celery", "agentkit.celery (jobs and turns on Celery)"
     ) from _exc
 
-from . import _jobs, _turns
+from . import _jobs, _turns, _worker
 from ._turns import TurnMethods
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ class AgentTasks(TurnMethods):
 
     def _register_tasks(self) -> None:
         """Register agentkit's tasks on the app (one block per kind of task)."""
-        self._job_task = _jobs.register(self)
+        self._job_task = _worker.register(self)
         self._turn_task = _turns.register(self)
 
     @property

@@ -44,7 +44,7 @@ from ..options import GenerationOptions
 from ..stores.base import validate_session_id
 from ..web import KEEP_ALIVE
 from . import _turnlog
-from ._jobs import _persist
+from ._record import persist
 
 if TYPE_CHECKING:
     from ._app import AgentTasks
@@ -156,7 +156,7 @@ class Turns:
                   overrides: dict[str, Any]) -> str:
         token = CancelToken()
         try:
-            stack, session, decided = _persist(
+            stack, session, decided = persist(
                 f"start turn {turn_id} of session {session_id!r}",
                 lambda: self._enter(session_id, turn_id, kind, token), give_up=self.tasks.store_retry_for)
         except StoreUnavailableError as exc:  # before the turn started: nothing of it is in the log
@@ -233,7 +233,7 @@ class Turns:
                 log_ = session._log
                 log_.decide(lambda: _turnlog.finish(log_.events, turn_id, status, data))
 
-        _persist(f"record the end of turn {turn_id} of session {session_id!r}", write)
+        persist(f"record the end of turn {turn_id} of session {session_id!r}", write)
         return status
 
 

@@ -12,7 +12,7 @@ import contextvars
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from .._json import json_problem
@@ -58,10 +58,9 @@ from ..models.base import (
     ToolCallEvent,
     ToolSpec,
     UsageEvent,
-    tool_choice_problem,
 )
 from ..observability._tracing import start_run
-from ..options import GenerationOptions
+from ..options import LoopOptions
 from ..results import RunResult, Step, ToolCallRecord
 from ..session._redaction import redactor_of
 from ..streaming._stream import (
@@ -74,18 +73,16 @@ from ..streaming._stream import (
     ToolEndEvent,
     ToolStartEvent,
     ToolUpdateEvent,
-    callback_sink,
-    fan_out,
 )
-from ..tools.base import ToolContext, ToolDecision, ToolRegistry
+from ..tools.base import ToolContext, ToolDecision
 from ..tools.runner import Gate, decision_gate, run_tool_call
 from ..transactions._intents import Intents
 from ..transactions._ledger import TransactionLedger
 from ..usage import Usage
-from ._generation_tools import GenerationTools, check_generation_tools, needed
-from ._output import OUTPUT_TOOL, OutputRun, output_plan
+from ._generation_tools import GenerationTools, needed
+from ._output import OutputRun, output_plan
 
-__all__ = ["LoopHost", "LoopOptions", "run_loop"]
+__all__ = ["LoopHost", "run_loop"]
 
 
 class LoopHost(Protocol):
@@ -138,63 +135,6 @@ class LoopHost(Protocol):
     def ledger(self) -> TransactionLedger:
         """The transaction and execution-intent state folded from the log."""
         ...
-
-
-@dataclass(frozen=True, kw_only=True)
-class LoopOptions(GenerationOptions):
-    """A generation's options plus what the session supplies: the model, the tools, the
-    execution context and where agent events go."""
-
-    model: ChatModel
-    tools: ToolRegistry
-    execution_context: Any = None
-    emit: Emit | None = None
-    """Where agent events go besides the callbacks (an AgentStream's buffer)."""
-    deps: Any = None
-    """This generation's dependencies, handed to tools and hooks as ``ToolContext.deps``."""
-
-    @classmethod
-    def of(cls, options: GenerationOptions, *, model: ChatModel, tools: ToolRegistry,
-           execution_context: Any = None, emit: Emit | None = None, deps: Any = None) -> LoopOptions:
-        """``options`` with the session's parts."""
-        values = {name: getattr(options, name) for name in _OPTION_NAMES}
-        return cls(**values, model=model, tools=tools, execution_context=execution_context, emit=emit, deps=deps)
-
-    def event_sink(self) -> Emit | None:
-        """The one event path: the callbacks and ``emit`` fed by the same events."""
-        return fan_out(
-            callback_sink(
-                on_token=self.on_token,
-                on_reasoning=self.on_reasoning,
-                on_tool_call_start=self.on_tool_call_start,
-                on_tool_call_update=self.on_tool_call_update,
-                on_tool_call_finish=self.on_tool_call_finish,
-            ),
-            self.emit,
-        )
-
-    def check(self) -> None:
-        """Raise ConfigurationError for invalid values, before any side effect."""
-        if not hasattr(self.model, "stream"):
-            raise ConfigurationError(
-                f"model must be a ChatModel (with a stream(request) method) or a spec "
-                f"string like 'openai:gpt-4.1-mini', not {type(self.model).__name__}"
-            )
-        super().check()
-        names = tuple(self.tools)
-        if self.skills is not None or self.tool_search is not None:
-            names += check_generation_tools(self, self.tools)
-        problem = tool_choice_problem(self.tool_choice, names)
-        if problem is not None:
-            raise ConfigurationError(problem)
-        if self.output_type is not None and OUTPUT_TOOL in self.tools and output_plan(self).spec.mode == "tool":
-            raise ConfigurationError(
-                f"a tool is named {OUTPUT_TOOL!r}, the name of the tool a model calls to give its "
-                f"output_type answer; rename the tool"
-            )
-
-
-_OPTION_NAMES = tuple(f.name for f in fields(GenerationOptions))
 
 
 @dataclass

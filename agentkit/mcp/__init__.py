@@ -15,6 +15,7 @@ import the mcp SDK; :func:`connect_mcp` does, and raises
 
 from __future__ import annotations
 
+from ._calls import AuthorizeToolCall
 from .config import HttpServer, LogLevel, ServerSpec, StdioServer
 from .connect import connect_mcp
 from .host import (
@@ -33,7 +34,7 @@ from .naming import MAX_TOOL_NAME_LENGTH, exposed_names, sanitize_name
 from .oauth import AuthorizationResponse, McpOAuth, OnAuthorize, PendingAuthorizations
 from .results import tool_result_to_output
 from .tokens import FileTokenStore, MemoryTokenStore, TokenStore
-from .toolset import AuthorizeToolCall, McpServerStatus, McpToolRef, McpToolset
+from .toolset import McpServerStatus, McpToolRef, McpToolset
 
 __all__ = [
     "MAX_TOOL_NAME_LENGTH",

@@ -10,9 +10,10 @@ from typing import Any
 
 from ..errors import ConfigurationError, McpError, MissingDependencyError
 from ..models._retry import RetryPolicy
+from ._calls import AuthorizeToolCall
 from .config import _LOG_LEVELS, LogLevel, ServerSpec, validate_servers
 from .host import ApproveSampling, ElicitationHandler
-from .toolset import AuthorizeToolCall, McpToolset
+from .toolset import McpToolset
 
 log = logging.getLogger("agentkit.mcp")
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..agents import Agent
+from ..agent import Agent
 from ..cancel import CancelToken
 from ..context._budget import Budget, BudgetBreach, Limits
 from ..errors import CancelledError, ConfigurationError
@@ -86,7 +86,7 @@ class Stage:
         GenerationOptions.build(self.options)  # unknown or bad options fail here
 
 
-def _agent_stage(name: str, agent: Agent) -> Stage:
+def _agent_stage(name: str, agent: Agent[Any, Any]) -> Stage:
     """An Agent given as a stage: its model, system prompt and the options it sets."""
     if agent.tools:
         raise ConfigurationError(
@@ -197,7 +197,7 @@ class PlanningAgent:
             raise ConfigurationError(f"unknown stage {name!r}; the stages are {', '.join(_STAGES)}")
         return self._stages[name]
 
-    def run(self, goal: str, *, session: Session | None = None, cancel: CancelToken | None = None,
+    def run(self, goal: str, *, session: Session[Any, Any] | None = None, cancel: CancelToken | None = None,
             deps: Any = None) -> PlanResult:
         """Reach ``goal``: plan, execute, replan as needed, synthesize the answer.
 
@@ -230,7 +230,7 @@ class PlanningAgent:
 class _Run:
     """One call of :meth:`PlanningAgent.run`."""
 
-    def __init__(self, agent: PlanningAgent, session: Session, cancel: CancelToken, deps: Any) -> None:
+    def __init__(self, agent: PlanningAgent, session: Session[Any, Any], cancel: CancelToken, deps: Any) -> None:
         self.agent = agent
         self.deps = deps
         self.session = session
@@ -402,7 +402,7 @@ def _spend(result: RunResult) -> Spend:
     return Spend(usage=result.usage, model_calls=len(result.steps), tool_calls=len(result.tool_calls))
 
 
-def _spent_of(session: Session) -> Spend:
+def _spent_of(session: Session[Any, Any]) -> Spend:
     """What a stage session spent, read from its events (its generation raised)."""
     spend = Spend()
     for ev in session.events:

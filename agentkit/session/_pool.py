@@ -39,7 +39,7 @@ class _Entry:
     __slots__ = ("session", "leases", "last_used", "opening")
 
     def __init__(self) -> None:
-        self.session: Session | None = None
+        self.session: Session[Any, Any] | None = None
         self.leases = 0
         self.last_used = time.monotonic()
         self.opening = threading.Lock()
@@ -98,14 +98,14 @@ class SessionPool:
 
     # -- use ---------------------------------------------------------------------------
 
-    def get(self, session_id: str) -> Session:
+    def get(self, session_id: str) -> Session[Any, Any]:
         """The open session ``session_id`` (opened from the store, or started there,
         on first use)."""
         with self._lease(session_id) as session:
             return session
 
     @contextmanager
-    def session(self, session_id: str) -> Iterator[Session]:
+    def session(self, session_id: str) -> Iterator[Session[Any, Any]]:
         """``with pool.session(id) as s:`` -- the session, kept open for the block."""
         with self._lease(session_id) as session:
             yield session
@@ -117,7 +117,7 @@ class SessionPool:
             return [sid for sid, e in self._entries.items() if e.session is not None]
 
     @contextmanager
-    def _lease(self, session_id: str) -> Iterator[Session]:
+    def _lease(self, session_id: str) -> Iterator[Session[Any, Any]]:
         validate_session_id(session_id)
         with self._lock:
             if self._closed:
@@ -139,7 +139,7 @@ class SessionPool:
             self._release(session_id, entry)
             self._evict_over_limit()
 
-    def _open(self, session_id: str, entry: _Entry) -> Session:
+    def _open(self, session_id: str, entry: _Entry) -> Session[Any, Any]:
         with entry.opening:  # one open per id; other ids open at the same time
             if entry.session is not None and not entry.session.closed:
                 return entry.session  # (one its user closed is opened again)
@@ -176,7 +176,7 @@ class SessionPool:
             self._close_where(lambda entries: True, idle_for=self._idle_timeout)
 
     def _close_where(self, more: Callable[[OrderedDict[str, _Entry]], bool], *, idle_for: float | None) -> None:
-        victims: list[Session] = []
+        victims: list[Session[Any, Any]] = []
         now = time.monotonic()
         with self._lock:
             for sid, entry in list(self._entries.items()):  # least recently used first

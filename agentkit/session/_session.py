@@ -14,10 +14,12 @@ import logging
 import uuid
 import warnings
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import replace
-from typing import Any
+from typing import Any, Generic, overload
+
+from typing_extensions import TypeVar, Unpack
 
 from .._async import run_sync_cancellable
 from .._workers import SessionExecutor
@@ -38,10 +40,18 @@ from ..errors import (
 from ..events import CompactionEvent, ControlEvent, Event, RuntimeEvent, UserMessageEvent
 from ..execution.base import JobControl, JobState
 from ..jobs._bridge import bridge_job_events
-from ..loop._loop import LoopOptions, run_loop
+from ..loop._loop import run_loop
 from ..messages import Message, Prompt, normalize_prompt
 from ..models.base import ChatModel
-from ..options import GenerationOptions
+from ..options import (
+    NOT_GIVEN,
+    GenerationKwargs,
+    GenerationOptions,
+    LoopOptions,
+    check_deps,
+    check_deps_type,
+    with_output_type,
+)
 from ..results import GenerateResult
 from ..stores.base import EventStore, StoredSession, validate_session_id
 from ..streaming._stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
@@ -57,6 +67,12 @@ from ._subscriptions import Listener, Subscription, Unsubscribe
 
 __all__ = ["Session"]
 
+DepsT = TypeVar("DepsT", default=Any)
+"""A session's ``deps_type`` (``Any`` without one)."""
+OutputT = TypeVar("OutputT", default=None, covariant=True)
+"""A session's ``output_type`` (None without one)."""
+T = TypeVar("T")
+
 _TURN_LOCK_SECONDS = 600.0
 """How long ask() waits for another process's turn of the same session."""
 
@@ -65,12 +81,12 @@ _LISTENER_JOIN_SECONDS = 5.0
 
 # The sessions whose generation the current thread (or a tool thread started by it) is
 # serving: generate() on one of them from there would wait for itself forever.
-_GENERATING: contextvars.ContextVar[tuple[Session, ...]] = contextvars.ContextVar(
+_GENERATING: contextvars.ContextVar[tuple[Session[Any, Any], ...]] = contextvars.ContextVar(
     "agentkit_generating", default=()
 )
 
 
-class Session:
+class Session(Generic[DepsT, OutputT]):
     """A conversation whose canonical state is an append-only list of events.
 
     Any thread may push events at any time; commits are serialised and numbered
@@ -84,10 +100,59 @@ class Session:
     new session). A store that cannot write the session now is refused at construction
     (:class:`~agentkit.errors.StoreError` naming the path), not at the first push.
 
-    Use it as a context manager, or call :meth:`close`.
+    Use it as a context manager, or call :meth:`close`. For a type checker it is a
+    ``Session[deps_type, output_type]``: ``ask``/``generate`` return a
+    ``GenerateResult[output_type]`` and take ``deps`` of ``deps_type``.
     """
 
     def __init__(
+        self,
+        model: ChatModel | str | None = None,
+        *,
+        tools: Iterable[Any] = (),
+        session_id: str | None = None,
+        events: Iterable[Event] | None = None,
+        store: EventStore | None = None,
+        execution_context: Any = None,
+        render_runtime: RuntimeRenderer | None = None,
+        max_tool_workers: int = 8,
+        listener_queue_size: int = 10_000,
+        listener_timeout: float = 30.0,
+        retention: Retention | None = None,
+        deps: DepsT | None = None,
+        deps_type: type[DepsT] | None = None,
+        output_type: type[OutputT] | None = None,
+        **options: Unpack[GenerationKwargs],
+    ) -> None:
+        """``options`` are the per-generation options (:class:`~agentkit.options.GenerationOptions`:
+        ``system``, ``max_steps``, ``hooks``, ``tool_choice``, ``output_type``, callbacks...), the
+        defaults of every :meth:`generate` of this session.
+
+        ``retention`` (:class:`~agentkit.Retention`, needs a ``store``) bounds the active
+        log: after a generation that leaves more than ``max_events`` events in it, the
+        session compacts, archives the covered events under the compaction event's id and
+        removes them from the active log (see docs/context.md).
+
+        ``deps`` are the default dependencies of every generation (tools and hooks read
+        them as ``ToolContext.deps``; ``generate(deps=...)`` gives others for one call).
+        They are never written to the log. With ``deps_type`` (a class), deps of another
+        type, or none, are a :class:`ConfigurationError` before the generation starts."""
+        self._setup(model, tools=tools, session_id=session_id, events=events, store=store,
+                    execution_context=execution_context, render_runtime=render_runtime,
+                    max_tool_workers=max_tool_workers, listener_queue_size=listener_queue_size,
+                    listener_timeout=listener_timeout, retention=retention, deps=deps, deps_type=deps_type,
+                    output_type=output_type, _seed_if_new=False, _options=None, **options)
+
+    @classmethod
+    def _create(cls, model: ChatModel | str | None = None, *, seed_if_new: bool = False,
+                base_options: GenerationOptions | None = None, **kwargs: Any) -> Session[Any, Any]:
+        """A Session made as ``Session(model, **kwargs)`` is, with what only agentkit passes:
+        ``seed_if_new`` (``open``) and ``base_options`` (an Agent's options, built and checked)."""
+        session: Session[Any, Any] = cls.__new__(cls)
+        session._setup(model, _seed_if_new=seed_if_new, _options=base_options, **kwargs)
+        return session
+
+    def _setup(
         self,
         model: ChatModel | str | None = None,
         *,
@@ -107,19 +172,7 @@ class Session:
         _options: GenerationOptions | None = None,
         **options: Any,
     ) -> None:
-        """``options`` are the per-generation options (:class:`~agentkit.options.GenerationOptions`:
-        ``system``, ``max_steps``, ``hooks``, ``tool_choice``, callbacks...), the defaults of
-        every :meth:`generate` of this session.
-
-        ``retention`` (:class:`~agentkit.Retention`, needs a ``store``) bounds the active
-        log: after a generation that leaves more than ``max_events`` events in it, the
-        session compacts, archives the covered events under the compaction event's id and
-        removes them from the active log (see docs/context.md).
-
-        ``deps`` are the default dependencies of every generation (tools and hooks read
-        them as ``ToolContext.deps``; ``generate(deps=...)`` gives others for one call).
-        They are never written to the log. With ``deps_type`` (a class), deps of another
-        type, or none, are a :class:`ConfigurationError` before the generation starts."""
+        """What ``__init__`` documents, plus ``_seed_if_new`` and ``_options`` (see :meth:`_create`)."""
         if session_id is not None:
             validate_session_id(session_id)
         if not isinstance(max_tool_workers, int) or max_tool_workers < 1:
@@ -191,14 +244,14 @@ class Session:
     @classmethod
     def open(
         cls, session_id: str, *, store: EventStore, events: Iterable[Event] | None = None, **kwargs: Any
-    ) -> Session:
+    ) -> Session[Any, Any]:
         """Restore session ``session_id`` from ``store``, or start it there when it does
         not exist, with ``events`` (if given) as its first events; a stored session is
         restored as it is and ``events`` is not used. Takes the same keyword arguments as
         the constructor (which also restores a stored ``session_id``, but refuses
         ``events`` for one)."""
         validate_session_id(session_id)
-        return cls(session_id=session_id, store=store, events=events, _seed_if_new=True, **kwargs)
+        return cls._create(session_id=session_id, store=store, events=events, seed_if_new=True, **kwargs)
 
     # -- state -------------------------------------------------------------------------
 
@@ -355,17 +408,28 @@ class Session:
 
     # -- generation --------------------------------------------------------------------
 
+    @overload
+    def generate(
+        self, *, output_type: type[T], model: ChatModel | str | None = None, cancel: CancelToken | None = None,
+        transaction: GenerationTransaction | None = None, deps: DepsT | None = None,
+        **options: Unpack[GenerationKwargs],
+    ) -> GenerateResult[T]: ...
+    @overload
+    def generate(
+        self, *, model: ChatModel | str | None = None, cancel: CancelToken | None = None,
+        transaction: GenerationTransaction | None = None, deps: DepsT | None = None,
+        **options: Unpack[GenerationKwargs],
+    ) -> GenerateResult[OutputT]: ...
     def generate(
         self,
         *,
+        output_type: Any = NOT_GIVEN,
         model: ChatModel | str | None = None,
         cancel: CancelToken | None = None,
         transaction: GenerationTransaction | None = None,
-        deps: Any = None,
-        _emit: Emit | None = None,
-        _prompt: UserMessageEvent | None = None,
-        **options: Any,
-    ) -> GenerateResult:
+        deps: DepsT | None = None,
+        **options: Unpack[GenerationKwargs],
+    ) -> GenerateResult[Any]:
         """Run the model (and its tool calls) until it answers without calling tools.
         With nothing new to answer (the conversation is empty or ends in the model's
         answer, no tool call is open, no runtime event came since) no model is called and
@@ -389,6 +453,23 @@ class Session:
         ``deps`` (for this call; the session's ``deps`` otherwise) reach tools and hooks
         as ``ToolContext.deps``.
         """
+        return self._generate(model=model, cancel=cancel, transaction=transaction, deps=deps,
+                              options=with_output_type(options, output_type))
+
+    def _generate(
+        self,
+        *,
+        model: ChatModel | str | None = None,
+        cancel: CancelToken | None = None,
+        transaction: GenerationTransaction | None = None,
+        deps: Any = None,
+        emit: Emit | None = None,
+        prompt: UserMessageEvent | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> GenerateResult[Any]:
+        """:meth:`generate` (``options``: its generation options), with where its agent
+        events go (a stream's ``emit``) and the user message it commits once it holds the
+        turn (``ask``'s ``prompt``)."""
         resolved = model_from(model) if model is not None else self._model
         if resolved is None:
             raise ConfigurationError("this session has no model: pass model= to Session or generate()")
@@ -396,7 +477,7 @@ class Session:
             deps = self._deps
         if self._deps_type is not None:
             check_deps(deps, self._deps_type)
-        opts = self._loop_options(resolved, self._options.merged(options), emit=_emit, deps=deps)
+        opts = self._loop_options(resolved, self._options.merged(options or {}), emit=emit, deps=deps)
         opts.check()
         if self in _GENERATING.get():
             raise SessionError(
@@ -415,12 +496,12 @@ class Session:
                 _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
             raise
         generating = _GENERATING.set((*_GENERATING.get(), self))
-        emit = opts.event_sink()
+        sink = opts.event_sink()
         turn = contextlib.ExitStack()
         try:
-            if _prompt is not None or self._log.durable:  # ask(), or a store-backed session
+            if prompt is not None or self._log.durable:  # ask(), or a store-backed session
                 try:
-                    self._begin_turn(turn, _prompt, token)
+                    self._begin_turn(turn, prompt, token)
                 except BaseException as exc:
                     if transaction is not None:
                         _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
@@ -428,8 +509,8 @@ class Session:
             result: GenerateResult | None = None
             error: BaseException | None = None
             try:
-                if emit is not None:
-                    emit(GenerationStartEvent(session_id=self.session_id))
+                if sink is not None:
+                    sink(GenerationStartEvent(session_id=self.session_id))
                 run = self._run(opts, token, transaction)
                 fields = {f: getattr(run, f) for f in run.__dataclass_fields__}
                 result = GenerateResult(**fields, events=self.events)
@@ -442,7 +523,7 @@ class Session:
                         self._log.commit([ControlEvent(action="generation-aborted", data={"reason": reason})])
                     except SessionError:
                         pass  # closed or failed meanwhile: the original error says more
-            error = _end_generation(opts, emit, result, error)
+            error = _end_generation(opts, sink, result, error)
             if error is not None:
                 raise error
             assert result is not None
@@ -558,7 +639,17 @@ class Session:
             self._log.sync()
             yield
 
-    def ask(self, prompt: Prompt, *, cancel: CancelToken | None = None, **generate_kwargs: Any) -> GenerateResult:
+    @overload
+    def ask(self, prompt: Prompt, *, output_type: type[T], model: ChatModel | str | None = None,
+            cancel: CancelToken | None = None, transaction: GenerationTransaction | None = None,
+            deps: DepsT | None = None, **options: Unpack[GenerationKwargs]) -> GenerateResult[T]: ...
+    @overload
+    def ask(self, prompt: Prompt, *, model: ChatModel | str | None = None, cancel: CancelToken | None = None,
+            transaction: GenerationTransaction | None = None, deps: DepsT | None = None,
+            **options: Unpack[GenerationKwargs]) -> GenerateResult[OutputT]: ...
+    def ask(self, prompt: Prompt, *, output_type: Any = NOT_GIVEN, model: ChatModel | str | None = None,
+            cancel: CancelToken | None = None, transaction: GenerationTransaction | None = None,
+            deps: DepsT | None = None, **options: Unpack[GenerationKwargs]) -> GenerateResult[Any]:
         """Wait for this session's turn, then commit ``prompt`` as a user message and
         :meth:`generate` its answer; returns the result. Concurrent callers each get the
         answer to their own message, in call order (``push_user_message`` followed by
@@ -566,35 +657,72 @@ class Session:
         them in turns). With a store, processes sharing the session take turns too (the
         store's turn lock); a call cancelled while it waits commits nothing. Takes
         :meth:`generate`'s keyword arguments."""
-        return self.generate(cancel=cancel, _prompt=_prompt_event(prompt), **generate_kwargs)
+        return self._generate(model=model, cancel=cancel, transaction=transaction, deps=deps,
+                              prompt=_prompt_event(prompt), options=with_output_type(options, output_type))
 
+    @overload
+    def ask_stream(self, prompt: Prompt, *, output_type: type[T], max_buffer: int = 1000,
+                   cancel: CancelToken | None = None, model: ChatModel | str | None = None,
+                   transaction: GenerationTransaction | None = None, deps: DepsT | None = None,
+                   **options: Unpack[GenerationKwargs]) -> AgentStream[T]: ...
+    @overload
     def ask_stream(self, prompt: Prompt, *, max_buffer: int = 1000, cancel: CancelToken | None = None,
-                   **generate_kwargs: Any) -> AgentStream:
+                   model: ChatModel | str | None = None, transaction: GenerationTransaction | None = None,
+                   deps: DepsT | None = None, **options: Unpack[GenerationKwargs]) -> AgentStream[OutputT]: ...
+    def ask_stream(self, prompt: Prompt, *, output_type: Any = NOT_GIVEN, max_buffer: int = 1000,
+                   cancel: CancelToken | None = None, model: ChatModel | str | None = None,
+                   transaction: GenerationTransaction | None = None, deps: DepsT | None = None,
+                   **options: Unpack[GenerationKwargs]) -> AgentStream[Any]:
         """:meth:`ask` on a worker thread, as an :class:`AgentStream` of its events (see
         :meth:`stream`): the prompt is committed when its turn comes."""
-        return self.stream(max_buffer=max_buffer, cancel=cancel, _prompt=_prompt_event(prompt), **generate_kwargs)
+        return self._stream(max_buffer, cancel, dict(model=model, transaction=transaction, deps=deps,
+                                                     prompt=_prompt_event(prompt),
+                                                     options=with_output_type(options, output_type)))
 
-    async def ask_async(self, prompt: Prompt, *, cancel: CancelToken | None = None,
-                        **generate_kwargs: Any) -> GenerateResult:
+    @overload
+    async def ask_async(self, prompt: Prompt, *, output_type: type[T], model: ChatModel | str | None = None,
+                        cancel: CancelToken | None = None, transaction: GenerationTransaction | None = None,
+                        deps: DepsT | None = None, **options: Unpack[GenerationKwargs]) -> GenerateResult[T]: ...
+    @overload
+    async def ask_async(self, prompt: Prompt, *, model: ChatModel | str | None = None,
+                        cancel: CancelToken | None = None, transaction: GenerationTransaction | None = None,
+                        deps: DepsT | None = None, **options: Unpack[GenerationKwargs]) -> GenerateResult[OutputT]: ...
+    async def ask_async(self, prompt: Prompt, *, output_type: Any = NOT_GIVEN, model: ChatModel | str | None = None,
+                        cancel: CancelToken | None = None, transaction: GenerationTransaction | None = None,
+                        deps: DepsT | None = None, **options: Unpack[GenerationKwargs]) -> GenerateResult[Any]:
         """``await``-able :meth:`ask` for async code (ASGI views): it runs on a worker
         thread (``anyio.to_thread``), the event loop stays free. Cancelling the awaiting
         task cancels the generation."""
         content = _prompt_event(prompt)  # bad input fails here, not on the worker thread
+        given = with_output_type(options, output_type)
         return await run_sync_cancellable(
-            lambda token: self.generate(cancel=token, _prompt=content, **generate_kwargs), cancel
+            lambda token: self._generate(cancel=token, model=model, transaction=transaction, deps=deps,
+                                         prompt=content, options=given), cancel
         )
 
+    @overload
+    def stream(self, *, output_type: type[T], max_buffer: int = 1000, cancel: CancelToken | None = None,
+               model: ChatModel | str | None = None, transaction: GenerationTransaction | None = None,
+               deps: DepsT | None = None, **options: Unpack[GenerationKwargs]) -> AgentStream[T]: ...
+    @overload
     def stream(self, *, max_buffer: int = 1000, cancel: CancelToken | None = None,
-               **generate_kwargs: Any) -> AgentStream:
+               model: ChatModel | str | None = None, transaction: GenerationTransaction | None = None,
+               deps: DepsT | None = None, **options: Unpack[GenerationKwargs]) -> AgentStream[OutputT]: ...
+    def stream(self, *, output_type: Any = NOT_GIVEN, max_buffer: int = 1000, cancel: CancelToken | None = None,
+               model: ChatModel | str | None = None, transaction: GenerationTransaction | None = None,
+               deps: DepsT | None = None, **options: Unpack[GenerationKwargs]) -> AgentStream[Any]:
         """Run :meth:`generate` on a worker thread and return an :class:`AgentStream`
         of its events (iterate it; ``.result`` for the result; closing it early cancels
         the generation). Takes the same keyword arguments as :meth:`generate`."""
-        self._log.check_usable()
-        if "_emit" in generate_kwargs:
-            raise ConfigurationError("stream() does not take _emit=")
+        return self._stream(max_buffer, cancel, dict(model=model, transaction=transaction, deps=deps,
+                                                     options=with_output_type(options, output_type)))
 
-        def run(emit: Emit, token: CancelToken) -> GenerateResult:
-            return self.generate(cancel=token, _emit=emit, **generate_kwargs)
+    def _stream(self, max_buffer: int, cancel: CancelToken | None, generate_kwargs: dict[str, Any]) -> AgentStream[Any]:
+        """``_generate(**generate_kwargs)`` on a worker thread, as an AgentStream."""
+        self._log.check_usable()
+
+        def run(emit: Emit, token: CancelToken) -> GenerateResult[Any]:
+            return self._generate(cancel=token, emit=emit, **generate_kwargs)
 
         return AgentStream(run, max_buffer=max_buffer, cancel=cancel)
 
@@ -743,7 +871,7 @@ class Session:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def __enter__(self) -> Session:
+    def __enter__(self) -> Session[DepsT, OutputT]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -778,29 +906,6 @@ def _stored_session(
             f"new, or pick a new session_id."
         )
     return stored
-
-
-def check_deps_type(deps_type: Any) -> None:
-    """Raise ConfigurationError unless ``deps_type`` is None, a class or a generic alias."""
-    if deps_type is not None and not isinstance(deps_type, type) and not hasattr(deps_type, "__origin__"):
-        raise ConfigurationError(f"deps_type must be a type (e.g. a dataclass), not {deps_type!r}")
-
-
-def check_deps(deps: Any, deps_type: Any) -> None:
-    """Raise ConfigurationError when ``deps`` is not of ``deps_type`` (when that is a class
-    ``isinstance`` can check; other annotations are not checked)."""
-    if deps_type is None:
-        return
-    check_deps_type(deps_type)
-    name = getattr(deps_type, "__name__", repr(deps_type))
-    if deps is None:
-        raise ConfigurationError(f"deps_type is {name}, but no deps were given: pass deps= (a {name})")
-    try:
-        ok = isinstance(deps, deps_type)
-    except TypeError:  # a generic alias, a non-runtime Protocol...: not checkable
-        return
-    if not ok:
-        raise ConfigurationError(f"deps must be a {name} (deps_type), not {type(deps).__name__}")
 
 
 def _prompt_event(prompt: Prompt) -> UserMessageEvent:
@@ -839,7 +944,7 @@ def _end_generation(
     return error
 
 
-def _tell_tools(session: Session, tools: Iterable[Tool]) -> None:
+def _tell_tools(session: Session[Any, Any], tools: Iterable[Tool]) -> None:
     """Give each distinct ``Tool._on_session`` the session (a failure is logged: the tools
     stay usable, only what they would have learned from the session is missing)."""
     seen: set[int] = set()

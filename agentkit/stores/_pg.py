@@ -46,7 +46,6 @@ DEFAULT_TIMEOUT = 30.0
 
 _FORK_LOCK = threading.Lock()
 
-
 class NoAnswer(psycopg.OperationalError):
     """The server did not answer within the store's timeout: the connection was cut."""
 

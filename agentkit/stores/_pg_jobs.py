@@ -117,15 +117,18 @@ class PostgresJobStore:
             )
         return body, int(row[1])
 
-    def _records(self) -> list[tuple[dict[str, Any], int]]:
-        """Every stored JSON object of this store's ``name`` and its revision, oldest first."""
-        rows = self._pg.read(
-            "load jobs",
-            lambda conn: conn.execute(
-                self._pg.q("SELECT state, revision FROM {s}.jobs WHERE name = %s ORDER BY started_at, execution_id"),
-                [self.name],
-            ).fetchall(),
-        )
+    def _records(self, *, running_only: bool = False, **celery: str) -> list[tuple[dict[str, Any], int]]:
+        """Every stored JSON object of this store's ``name`` and its revision, oldest
+        first; ``running_only`` keeps the running ones, and ``celery`` fields (such as
+        ``session_id=...``) keep those whose ``celery`` object has these values."""
+        where, args = "name = %s", [self.name]
+        if running_only:
+            where += " AND state::jsonb ->> 'state' = 'running'"
+        for key, value in sorted(celery.items()):
+            where += " AND state::jsonb -> 'celery' ->> %s = %s"
+            args += [key, value]
+        query = self._pg.q(f"SELECT state, revision FROM {{s}}.jobs WHERE {where} ORDER BY started_at, execution_id")
+        rows = self._pg.read("load jobs", lambda conn: conn.execute(query, args).fetchall())
         try:
             return [(loads(state), int(rev)) for state, rev in rows]
         except ValueError as exc:

@@ -25,7 +25,9 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Generic, Literal
+
+from typing_extensions import TypeVar
 
 from ..cancel import CancelToken
 from ..errors import ConfigurationError
@@ -493,8 +495,10 @@ class _Reaper:
 
 _REAPER = _Reaper()
 
+OutputT = TypeVar("OutputT", default=Any, covariant=True)
 
-class AgentStream(Iterator[AgentEvent]):
+
+class AgentStream(Iterator[AgentEvent], Generic[OutputT]):
     """A generation running on a worker thread, consumed as an iterator of events.
 
     Iterate it (on any one thread) to receive every :class:`AgentEvent` in order; the
@@ -509,7 +513,7 @@ class AgentStream(Iterator[AgentEvent]):
 
     def __init__(
         self,
-        run: Callable[[Emit, CancelToken], RunResult],
+        run: Callable[[Emit, CancelToken], RunResult[OutputT]],
         *,
         max_buffer: int = 1000,
         cancel: CancelToken | None = None,
@@ -527,7 +531,7 @@ class AgentStream(Iterator[AgentEvent]):
         weakref.finalize(self, _REAPER.abandoned, self._run).atexit = False
         _WORKERS.submit(self._run.work, run)
 
-    def __iter__(self) -> AgentStream:
+    def __iter__(self) -> AgentStream[OutputT]:
         return self
 
     def __next__(self) -> AgentEvent:
@@ -560,7 +564,7 @@ class AgentStream(Iterator[AgentEvent]):
         return event
 
     @property
-    def result(self) -> RunResult:
+    def result(self) -> RunResult[OutputT]:
         """The generation's result (waits for its end); raises its error instead when it
         failed or was cancelled. Events not yet consumed are discarded."""
         if not self._done.is_set():
@@ -587,7 +591,7 @@ class AgentStream(Iterator[AgentEvent]):
         self._finished = True
         self._run.stop(reason)
 
-    def __enter__(self) -> AgentStream:
+    def __enter__(self) -> AgentStream[OutputT]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -595,7 +599,7 @@ class AgentStream(Iterator[AgentEvent]):
 
     # -- async consumers (ASGI views): each wait runs on a worker thread (anyio) -------
 
-    def __aiter__(self) -> AgentStream:
+    def __aiter__(self) -> AgentStream[OutputT]:
         return self
 
     async def __anext__(self) -> AgentEvent:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from pydantic_core import to_jsonable_python
 
-from ..agents import Agent
+from ..agent import Agent
 from ..cancel import CancelToken
 from ..errors import CancelledError, ConfigurationError
 from ..events import AssistantMessageEvent, Event, UserMessageEvent
@@ -280,7 +280,7 @@ class _Subagent:
                     if not _asked(session.events, task):
                         session.push_user_message(task)
                     forward = tally.forward if not ctx.streaming else _both(tally.forward, ctx, cid, self.name)
-                    result = session.generate(cancel=token, _emit=forward, deps=self._deps(ctx))
+                    result = session._generate(cancel=token, emit=forward, deps=self._deps(ctx))
                     tally.settle(result.usage)
                     if result.output is not None:  # a child with an output_type: its output, as JSON
                         output = ToolOutput(kind="json", value=to_jsonable_python(result.output))

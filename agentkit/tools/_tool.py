@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast
 
 import jsonschema
+import typing_extensions
 from jsonschema.exceptions import SchemaError
 
 from ..cancel import CancelToken
@@ -29,10 +30,15 @@ _R = TypeVar("_R")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
+DepsT = typing_extensions.TypeVar("DepsT", default=Any, covariant=True)
+"""The type of ``ToolContext.deps``: the agent's ``deps_type`` (``Any`` for a bare ``ToolContext``)."""
+
+
 @dataclass(frozen=True, kw_only=True)
-class ToolContext:
+class ToolContext(Generic[DepsT]):
     """What a running tool may know about its call. A tool function receives it by
-    declaring a parameter annotated ``ToolContext``; it is never part of the schema."""
+    declaring a parameter annotated ``ToolContext`` (or ``ToolContext[Deps]``, so a type
+    checker knows ``ctx.deps`` is a ``Deps``); it is never part of the schema."""
 
     tool_call_id: str
     tool_name: str
@@ -50,7 +56,7 @@ class ToolContext:
     store: Any = None
     """The session's :class:`~agentkit.EventStore` when the session is durable (None
     otherwise): a tool that runs a child session (``subagent_tool``) stores it there."""
-    deps: Any = None
+    deps: DepsT = cast("DepsT", None)
     """The generation's dependencies (``deps=`` of ``Agent.run``, ``generate``, ``ask``...):
     a database handle, the current user, an HTTP client... None when none were given."""
     _progress: Callable[[Any], None] | None = field(default=None, repr=False)

@@ -179,7 +179,7 @@ def _build(fn: Callable[_P, _R], name: str | None, description: str | None,
                 f"remove the '/' from its signature"
             )
         annotation = hints.get(pname, Any)
-        if annotation is ToolContext:
+        if annotation is ToolContext or typing.get_origin(annotation) is ToolContext:  # ToolContext[Deps]
             context_param = pname
             continue
         default = ... if param.default is inspect.Parameter.empty else param.default

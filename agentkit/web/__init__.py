@@ -165,6 +165,6 @@ def _check_heartbeat(heartbeat: float | None) -> None:
         raise ConfigurationError(f"heartbeat must be a number of seconds > 0 (or None: never), got {heartbeat!r}")
 
 
-async def ask_async(session: Session, prompt: Prompt, **generate_kwargs: Any) -> GenerateResult:
+async def ask_async(session: Session[Any, Any], prompt: Prompt, **generate_kwargs: Any) -> GenerateResult[Any]:
     """``await ask_async(session, prompt)``: the same as ``await session.ask_async(prompt)``."""
     return await session.ask_async(prompt, **generate_kwargs)
