@@ -8,17 +8,17 @@ levels. Events, pushes, tool inputs and the stores all use it.
 
 ``loads`` and ``dumps`` are ``json.loads``/``json.dumps``, except that the standard
 library's recursion limit cannot make them fail because the caller is deep in its own
-stack: reading falls back to an iterative parser, writing to a fresh thread.
+stack: they fall back to an iterative parser and encoder. Pure: no I/O, no threads.
 """
 
 from __future__ import annotations
 
 import json
 import json.decoder
+import json.encoder
 import math
 import re
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from json.scanner import NUMBER_RE
 from typing import Any
 
@@ -220,25 +220,89 @@ def _parse(s: str, strict: bool) -> Any:
 # -- writing -----------------------------------------------------------------------------
 
 
+_END = object()
+_ASCII: Callable[[str], str] = json.encoder.encode_basestring_ascii
+_UNICODE: Callable[[str], str] = json.encoder.encode_basestring
+
+
 def dumps(obj: Any, **kwargs: Any) -> str:
     """``json.dumps(obj, **kwargs)`` whatever the caller's stack depth: when the caller
-    is too deep for the encoder, it runs again on a fresh thread's stack."""
+    is too deep for the encoder, an iterative encoder writes the same text (it takes
+    ``ensure_ascii``, ``allow_nan``, ``sort_keys`` and ``separators``)."""
     try:
         return json.dumps(obj, **kwargs)
     except RecursionError:
-        pass  # too deep from this stack: write on a fresh thread below
-    box: list[Any] = []
+        pass  # too deep for the C encoder from here: the iterative one below writes it
+    return _encode(obj, **kwargs)
 
-    def run() -> None:
-        try:
-            box.append((True, json.dumps(obj, **kwargs)))
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
-            box.append((False, exc))
 
-    worker = threading.Thread(target=run, name="agentkit-json", daemon=True)
-    worker.start()
-    worker.join()
-    ok, result = box[0]
-    if not ok:
-        raise result
-    return str(result)
+def _encode(obj: Any, *, ensure_ascii: bool = True, allow_nan: bool = True, sort_keys: bool = False,
+            separators: tuple[str, str] | None = None, **other: Any) -> str:
+    """An iterative JSON encoder: nesting uses a list, not the call stack."""
+    if other:
+        raise TypeError(f"dumps() of a value nested this deeply takes no {', '.join(sorted(other))}")
+    item_sep, key_sep = separators or (", ", ": ")
+    string: Callable[[str], str] = _ASCII if ensure_ascii else _UNICODE
+
+    def number(v: float) -> str:
+        if v != v or v in (math.inf, -math.inf):
+            if not allow_nan:
+                raise ValueError(f"Out of range float values are not JSON compliant: {v!r}")
+            return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+        return float.__repr__(v)
+
+    def key(k: Any) -> str:
+        if isinstance(k, str):
+            return k
+        if k is True or k is False or k is None:
+            return json.dumps(k)
+        if isinstance(k, int):
+            return int.__repr__(k)
+        if isinstance(k, float):
+            return number(k)
+        raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
+
+    out: list[str] = []
+    stack: list[tuple[Iterator[Any], bool, int]] = []  # (what is left, is an object, id)
+    open_ids: set[int] = set()
+    value = obj
+    while True:
+        if isinstance(value, str):
+            out.append(string(value))
+        elif value is None or value is True or value is False:
+            out.append("null" if value is None else "true" if value else "false")
+        elif isinstance(value, int):
+            out.append(int.__repr__(value))
+        elif isinstance(value, float):
+            out.append(number(value))
+        elif isinstance(value, (list, tuple, dict)):
+            if id(value) in open_ids:
+                raise ValueError("Circular reference detected")
+            open_ids.add(id(value))
+            is_object = isinstance(value, dict)
+            if isinstance(value, dict):
+                items: Any = sorted(value.items()) if sort_keys else value.items()
+            else:
+                items = value
+            out.append("{" if is_object else "[")
+            stack.append((iter(items), is_object, id(value)))
+        else:
+            raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+        while stack:  # the next value to write, closing what has nothing left
+            items, is_object, ident = stack[-1]
+            item: Any = next(items, _END)
+            if item is _END:
+                out.append("}" if is_object else "]")
+                stack.pop()
+                open_ids.discard(ident)
+                continue
+            if out[-1] not in ("{", "["):
+                out.append(item_sep)
+            if is_object:
+                out.append(string(key(item[0])) + key_sep)
+                value = item[1]
+            else:
+                value = item
+            break
+        else:
+            return "".join(out)

@@ -7,7 +7,7 @@ Each session is opened (in memory), gets a listener, and runs one turn in which 
 calls two tools in parallel, then answers; all sessions stay open. Printed per count:
 threads alive once every listener has heard its session, peak RSS, and ms per
 open+subscribe+turn. Tool calls of every session share one tool pool and listener
-delivery shares a few delivery threads (agentkit/_workers.py), so the thread count does
+delivery shares a few delivery threads (agentkit/_threads/_pool.py), so the thread count does
 not grow with the number of sessions (the target: at most 64 threads at 10,000).
 """
 

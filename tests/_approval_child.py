@@ -7,13 +7,12 @@ answer is a call of ``append_note``, generate, print the outcome as one JSON lin
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _child import say
+from _tools import calls_then_answers
 
-from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Session, ToolCall, tool  # noqa: E402
+from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Session, tool
 
 
 def main(store_dir: str, notes: str, mode: str, *args: str) -> None:
@@ -24,14 +23,9 @@ def main(store_dir: str, notes: str, mode: str, *args: str) -> None:
             fh.write(text + "\n")
         return f"appended {text!r}"
 
-    def reply(request):
-        last = request.messages[-1]
-        if last.role == "user":
-            return ToolCall("append_note", {"text": last.text})
-        return "the tool said: " + " | ".join(p.output.as_text() for p in last.content)
-
-    with Session.open("round-trip", store=FileEventStore(store_dir), model=FunctionModel(reply),
-                      tools=[append_note], approval=ApprovalPolicy(mode="ask-writes")) as session:
+    model = FunctionModel(calls_then_answers("append_note"))
+    with Session.open("round-trip", store=FileEventStore(store_dir), model=model, tools=[append_note],
+                      approval=ApprovalPolicy(mode="ask-writes")) as session:
         if mode == "ask":
             session.push_user_message(args[0])
         elif mode == "approve":
@@ -39,12 +33,8 @@ def main(store_dir: str, notes: str, mode: str, *args: str) -> None:
         else:
             session.deny(args[0], reason=args[1], note="process C")
         result = session.generate()
-        print(json.dumps({
-            "finish_reason": result.finish_reason,
-            "text": result.text,
-            "pending": [p.to_dict() for p in session.pending_approvals()],
-            "model_calls": len(result.steps),
-        }), flush=True)
+        say(finish_reason=result.finish_reason, text=result.text,
+            pending=[p.to_dict() for p in session.pending_approvals()], model_calls=len(result.steps))
 
 
 if __name__ == "__main__":

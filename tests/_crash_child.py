@@ -16,9 +16,9 @@ import signal
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _child  # noqa: F401 - puts the checkout first on sys.path
 
-from agentkit import ApprovalPolicy, FileEventStore, ScriptedModel, Session, ToolCall, ToolContext, tool  # noqa: E402
+from agentkit import ApprovalPolicy, FileEventStore, ScriptedModel, Session, ToolCall, ToolContext, tool
 
 
 def refund_tool(marker: Path, *, die: bool):

@@ -17,17 +17,17 @@ file ``<store>/release`` exists. Prints ``{"asked": text}`` once answered.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _child import push_ticks, say
+from _tools import calls_then_answers
 
-from agentkit import (  # noqa: E402
-    AgentkitError,  # noqa: E402
+from agentkit import (
+    AgentkitError,
     ApprovalPolicy,
     FileEventStore,
     FunctionModel,
@@ -36,10 +36,6 @@ from agentkit import (  # noqa: E402
     ToolCall,
     tool,
 )
-
-
-def say(**data: object) -> None:
-    print(json.dumps(data), flush=True)
 
 
 def note_tools(notes: str) -> list[object]:
@@ -53,11 +49,7 @@ def note_tools(notes: str) -> list[object]:
     return [write_note]
 
 
-def note_reply(request: object) -> object:
-    last = request.messages[-1]  # type: ignore[attr-defined]
-    if last.role == "user":
-        return ToolCall("write_note", {"text": last.text})
-    return "the tool said: " + " | ".join(p.output.as_text() for p in last.content)
+note_reply = calls_then_answers("write_note")
 
 
 def note_pool(store: str, notes: str) -> SessionPool:
@@ -83,14 +75,7 @@ def main(mode: str, *args: str) -> None:
                 say(error=type(exc).__name__, message=str(exc))
     elif mode == "push":
         store, sid, tag, n = args
-        failures: list[str] = []
-        with SessionPool(FileEventStore(store), idle_timeout=None) as pool:
-            for i in range(int(n)):
-                try:
-                    pool.get(sid).push_runtime_event("tick", {"tag": tag, "i": i})
-                except AgentkitError as exc:
-                    failures.append(f"{type(exc).__name__}: {exc}")
-        say(failures=failures)
+        push_ticks(FileEventStore(store), sid, tag, int(n))
     elif mode == "scripted":
         store, sid, tag = args
         model = ScriptedModel([ToolCall("write_note", {"text": tag}), "done"])

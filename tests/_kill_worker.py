@@ -17,6 +17,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from _tools import outputs
+
 from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Retention, Session, ToolCall, ToolContext, tool
 from agentkit.models import ModelRequest
 from agentkit.stores import EventStore
@@ -52,7 +54,7 @@ def reply(request: ModelRequest) -> Any:
     if last.role == "user" and "refund" in last.text:
         return ToolCall(name="refund", input={"order": last.text.split()[-1]}, id=f"call-{uuid.uuid4().hex}")
     if last.role == "tool":
-        return "the refund tool said: " + " | ".join(p.output.as_text() for p in last.content)
+        return "the refund tool said: " + outputs(last)
     return "ok"
 
 

@@ -26,7 +26,6 @@ to the marker and waits for ``<marker>.release``; print what it covered (None: n
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -34,34 +33,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _child
+from _child import push_ticks, say
+from _tools import calls_then_answers, outputs
 
-from agentkit import (
-    AgentkitError,  # noqa: E402
-    ApprovalPolicy,
-    FileEventStore,
-    FunctionModel,
-    Retention,
-    SessionPool,
-    ToolCall,
-    ToolContext,
-    tool,
-)
+from agentkit import AgentkitError, ApprovalPolicy, FunctionModel, Retention, SessionPool, ToolCall, ToolContext, tool
 from agentkit.transactions import GenerationTransaction
 
 
-def say(**data: object) -> None:
-    print(json.dumps(data), flush=True)
-
-
 def open_store(spec: str) -> Any:
-    kind, _, rest = spec.partition(":")
-    if kind == "file":
-        return FileEventStore(rest)
-    from agentkit.stores.postgres import PostgresEventStore
-
-    schema, _, conninfo = rest.partition(":")
-    return PostgresEventStore(conninfo, schema=schema, pool_size=2)
+    """The store ``spec`` names (a PostgreSQL store keeps two connections)."""
+    return _child.open_store(spec, pool_size=2)
 
 
 def echo_reply(request: Any) -> Any:
@@ -71,7 +53,7 @@ def echo_reply(request: Any) -> Any:
         if last.text.endswith("!"):
             return ToolCall("slow_echo", {"text": last.text})
         return "answer: " + last.text
-    return "answer: " + " | ".join(p.output.as_text() for p in last.content)
+    return "answer: " + outputs(last)
 
 
 def refund_tools(marker: str, seconds: float) -> list[Any]:
@@ -153,14 +135,7 @@ def main(mode: str, spec: str, *args: str) -> None:
         say(answers=answers, errors=errors)
     elif mode == "push":
         sid, tag, n = args
-        failures: list[str] = []
-        with SessionPool(store, idle_timeout=None) as pool:
-            for i in range(int(n)):
-                try:
-                    pool.get(sid).push_runtime_event("tick", {"tag": tag, "i": i})
-                except AgentkitError as exc:
-                    failures.append(f"{type(exc).__name__}: {exc}")
-        say(failures=failures)
+        push_ticks(store, sid, tag, int(n))
     elif mode == "stall":
         sid, marker = args
         release = Path(marker + ".release")
@@ -176,13 +151,8 @@ def main(mode: str, spec: str, *args: str) -> None:
                 fh.write("finished\n")
             return "stuck " + text
 
-        def stuck_reply(request: Any) -> Any:
-            last = request.messages[-1]
-            if last.role == "user":
-                return ToolCall("stuck", {"text": last.text})
-            return "answer: " + " | ".join(p.output.as_text() for p in last.content)
-
-        with SessionPool(store, model=FunctionModel(stuck_reply), tools=[stuck], idle_timeout=None) as pool:
+        model = FunctionModel(calls_then_answers("stuck", "answer: "))
+        with SessionPool(store, model=model, tools=[stuck], idle_timeout=None) as pool:
             try:
                 say(text=pool.get(sid).ask("first").text)
             except AgentkitError as exc:
@@ -208,7 +178,7 @@ def main(mode: str, spec: str, *args: str) -> None:
                 while not release.exists():
                     time.sleep(0.02)
                 return ToolCall("effect", {"text": last.text})
-            return "answer: " + " | ".join(p.output.as_text() for p in last.content)
+            return "answer: " + outputs(last)
 
         with SessionPool(store, model=FunctionModel(waiting_reply), tools=[effect], idle_timeout=None) as pool:
             session = pool.get(sid)

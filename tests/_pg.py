@@ -8,10 +8,11 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
+
+from _procs import free_port
 
 HOW_TO = (
     "the PostgreSQL tests need the PostgreSQL server binaries (initdb, pg_ctl) and psycopg: "
@@ -36,12 +37,6 @@ def find_bin_dir() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Cluster:
     """One running PostgreSQL server in a temp dir; ``conninfo`` reaches it."""
 
@@ -50,7 +45,7 @@ class Cluster:
         self.dir = tempfile.mkdtemp(prefix="agentkit-pg-")
         self.data = os.path.join(self.dir, "data")
         self.log = os.path.join(self.dir, "server.log")
-        self.port = _free_port()
+        self.port = free_port()
         self.user = "agentkit"
         self.conninfo = f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres"
         self.url = f"postgresql://{self.user}@127.0.0.1:{self.port}/postgres"

@@ -23,14 +23,13 @@ lease; prints ``appended`` or ``lost``.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _child  # noqa: F401 - puts the checkout first on sys.path
 
 from agentkit import StoreConflictError, TurnLockLostError
-from agentkit.events import UserMessageEvent  # noqa: E402
-from agentkit.messages import TextPart  # noqa: E402
-from agentkit.stores.postgres import PostgresEventStore  # noqa: E402
+from agentkit.events import UserMessageEvent
+from agentkit.messages import TextPart
+from agentkit.stores.postgres import PostgresEventStore
 
 
 def main(mode: str, conninfo: str, schema: str, session: str, *rest: str) -> None:

@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _child  # noqa: F401 - puts the checkout first on sys.path
 
-from agentkit import FunctionModel, ToolCall, tool  # noqa: E402
+from agentkit import FunctionModel, ToolCall, tool
 
 GOAL = "Collect alpha, beta and gamma, then report."
 STEP_RE = re.compile(r"Carry out step (\d+) of (\d+) now: (.*)", re.S)

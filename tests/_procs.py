@@ -1,8 +1,18 @@
-"""Helpers for the process and job tests: liveness of a pid and polling with a deadline."""
+"""Helpers for the tests that wait or run child processes: polling with a deadline,
+liveness of a pid, starting a child, reading what it says, stopping it."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
 import time
+from collections.abc import Sequence
+from pathlib import Path
 
 
 def alive(pid: int) -> bool:
@@ -16,9 +26,10 @@ def alive(pid: int) -> bool:
     return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
 
 
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
+def wait_for(predicate, timeout: float = 60.0, what: str = "condition"):
     """Poll ``predicate`` until it returns something truthy (returned) or fail after
-    ``timeout`` seconds."""
+    ``timeout`` seconds (an upper bound for loaded machines: a passing test waits only as
+    long as it must)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -38,10 +49,6 @@ def escaping(pidfile, *, chatty: bool = True) -> str:
 
 def kill_escaped(pidfile) -> None:
     """SIGKILL the group :func:`escaping` started (if it got as far as writing its pid)."""
-    import os
-    import signal
-    from pathlib import Path
-
     try:
         text = wait_for(lambda: Path(pidfile).exists() and Path(pidfile).read_text().strip(), 5.0)
     except AssertionError:
@@ -55,8 +62,6 @@ def kill_escaped(pidfile) -> None:
 def within(fn, seconds: float = 15.0):
     """``fn()``'s result, run on a thread; fails if it has not returned after ``seconds``
     (a generous bound against hangs, not a timing assertion)."""
-    import threading
-
     box = {}
 
     def run():
@@ -76,8 +81,6 @@ def within(fn, seconds: float = 15.0):
 
 def our_ends_of_its_stdout(pid: int) -> list[str]:
     """Our descriptors open on the pipe that process ``pid`` has as its stdout."""
-    import os
-
     pipe = os.readlink(f"/proc/{pid}/fd/1")
     assert pipe.startswith("pipe:"), pipe
     ours = []
@@ -90,10 +93,90 @@ def our_ends_of_its_stdout(pid: int) -> list[str]:
     return ours
 
 
+def listening(port: int) -> bool:
+    """True when something accepts TCP connections on 127.0.0.1:``port``."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 nothing listens on now."""
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# -- child processes ----------------------------------------------------------------------
+
+
+def spawn(script: str, *args: str) -> subprocess.Popen[str]:
+    """``script`` run with this interpreter, its stdin, stdout and stderr pipes (text)."""
+    return subprocess.Popen([sys.executable, script, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def said(proc: subprocess.Popen[str], who: str = "the child") -> dict:
+    """The next JSON line ``proc`` prints (fails with its stderr when it printed nothing)."""
+    text = proc.stdout.readline()
+    assert text, f"{who} said nothing; stderr: {proc.stderr.read()}"
+    return json.loads(text)
+
+
+def finished(proc: subprocess.Popen[str], timeout: float = 300) -> dict:
+    """The last JSON line ``proc`` prints before it exits (which it must do cleanly)."""
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err
+    return json.loads(out.splitlines()[-1])
+
+
+def ran(script: str, *args: str, timeout: float = 120) -> dict:
+    """Run ``script`` to its end; the last JSON line it printed (it must exit cleanly)."""
+    done = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def killed_after_first_line(argv: Sequence[str], env: dict[str, str] | None = None) -> list[str]:
+    """Start ``argv``, read the first line it prints, SIGKILL it there (it must die of that
+    signal); the words of that line."""
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        words = proc.stdout.readline().split()
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        proc.stdout.close()
+    return words
+
+
+def stop(proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """End ``proc``: SIGTERM, and SIGKILL when it has not exited after ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout)
+
+
+def stale_writer_race(argv: Sequence[str], win, env: dict[str, str] | None = None) -> None:
+    """Start a stale writer (``argv``: it loads the session at revision 1, says ``loaded 1``
+    and waits), append before it with ``win()``, release it: it must say ``conflict 1 2``
+    (expected revision 1, found 2) and exit cleanly."""
+    child = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().split() == ["loaded", "1"]
+        win()  # we win the race
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().split() == ["conflict", "1", "2"]
+        assert child.wait(30) == 0
+    finally:
+        child.kill()
+        child.wait(30)

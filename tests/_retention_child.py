@@ -9,11 +9,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _child  # noqa: F401 - puts the checkout first on sys.path
 
-from agentkit import FileEventStore, FunctionModel, Retention, Session  # noqa: E402
+from agentkit import FileEventStore, FunctionModel, Retention, Session
 
 
 class DyingStore(FileEventStore):

@@ -17,12 +17,13 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from _child import tell
 
-from agentkit import FileEventStore, ScriptedModel, Session, StoreConflictError, StoreError  # noqa: E402
-from agentkit.events import UserMessageEvent  # noqa: E402
-from agentkit.messages import TextPart  # noqa: E402
+from agentkit import FileEventStore, ScriptedModel, Session, StoreConflictError, StoreError
+from agentkit.events import UserMessageEvent
+from agentkit.messages import TextPart
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def child_cmd(*args: object) -> list[str]:
@@ -45,11 +46,6 @@ def texts(stored: object) -> list[str]:
     their padding."""
     events = stored if isinstance(stored, tuple) else stored.events  # type: ignore[attr-defined]
     return [e.content[0].text.rstrip(".") for e in events]
-
-
-def out(*parts: object) -> None:
-    sys.stdout.write(" ".join(map(str, parts)) + "\n")
-    sys.stdout.flush()
 
 
 # -- real file-system conditions -----------------------------------------------------
@@ -100,10 +96,10 @@ def append_loop(root: str, sid: str, pad: str) -> None:
     store = FileEventStore(root)
     loaded = store.load(sid)
     revision = 0 if loaded is None else loaded.revision
-    out("start", revision)
+    tell("start", revision)
     while True:
         revision = store.append(sid, [user(f"e{revision + 1}", int(pad))], expected_revision=revision)
-        out("ack", revision)
+        tell("ack", revision)
 
 
 def die_mid_append(root: str, sid: str, pad: str, acks: str) -> None:
@@ -114,15 +110,15 @@ def die_mid_append(root: str, sid: str, pad: str, acks: str) -> None:
     store = FileEventStore(root)
     loaded = store.load(sid)
     revision = 0 if loaded is None else loaded.revision
-    out("start", revision)
+    tell("start", revision)
     for _ in range(int(acks)):
         revision = store.append(sid, [user(f"e{revision + 1}", int(pad))], expected_revision=revision)
-        out("ack", revision)
+        tell("ack", revision)
     size = os.path.getsize(os.path.join(root, sid, "events.jsonl"))
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it: restore "terminate"
     resource.setrlimit(resource.RLIMIT_FSIZE, (size + int(pad) // 2, resource.RLIM_INFINITY))
     store.append(sid, [user(f"e{revision + 1}", int(pad))], expected_revision=revision)
-    out("survived")  # not reached
+    tell("survived")  # not reached
 
 
 def compact_loop(root: str, sid: str, pad: str) -> None:
@@ -136,7 +132,7 @@ def compact_loop(root: str, sid: str, pad: str) -> None:
     revision = 0 if loaded is None else loaded.revision
     active = [] if loaded is None else [e.content[0].text.rstrip(".") for e in loaded.events]
     n = max((int(t[1:]) for t in active if t.startswith("e")), default=0)
-    out("start", revision)
+    tell("start", revision)
     while True:
         if sum(t.startswith("e") for t in active) < 6:
             n += 1
@@ -148,7 +144,7 @@ def compact_loop(root: str, sid: str, pad: str) -> None:
                 sid, f"c{revision}", expected_revision=revision, remove=len(active) - 2, summary=[user(summary)]
             )
             active = [summary, *active[-2:]]
-        out("ack", revision)
+        tell("ack", revision)
 
 
 def trace_ops(root: str) -> None:
@@ -156,17 +152,17 @@ def trace_ops(root: str) -> None:
     create a store under missing directories, append, archive, compact, delete."""
     store = FileEventStore(os.path.join(root, "a", "b"))
     store.append("s", [user("e1")], expected_revision=0)
-    out("done create")
+    tell("done create")
     store.append("s", [user("e2"), user("e3")], expected_revision=1)
-    out("done append")
+    tell("done append")
     store.archive("s", "copy", [user("old")])
-    out("done archive")
+    tell("done archive")
     store.compact("s", "c1", expected_revision=3, remove=2, summary=[user("sum")])
-    out("done compact")
+    tell("done compact")
     store.append("s", [user("e4")], expected_revision=4)
-    out("done append-after-compact")
+    tell("done append-after-compact")
     store.delete("s")
-    out("done delete")
+    tell("done delete")
 
 
 def writer(root: str, sid: str, name: str, count: str) -> None:
@@ -183,7 +179,7 @@ def writer(root: str, sid: str, name: str, count: str) -> None:
                 break
             except StoreConflictError:
                 conflicts += 1
-    out("done", conflicts)
+    tell("done", conflicts)
 
 
 def stale_writer(root: str, sid: str) -> None:
@@ -192,22 +188,22 @@ def stale_writer(root: str, sid: str) -> None:
     store = FileEventStore(root)
     loaded = store.load(sid)
     revision = 0 if loaded is None else loaded.revision
-    out("loaded", revision)
+    tell("loaded", revision)
     sys.stdin.readline()
     try:
         store.append(sid, [user("stale")], expected_revision=revision)
-        out("appended")
+        tell("appended")
     except StoreConflictError as exc:
-        out("conflict", exc.expected_revision, exc.actual_revision)
+        tell("conflict", exc.expected_revision, exc.actual_revision)
 
 
 def hold_lock(root: str, sid: str) -> None:
     """Hold the session's write lock until stdin closes."""
     store = FileEventStore(root)
     with store._write_lock(sid):
-        out("locked")
+        tell("locked")
         sys.stdin.read()
-    out("released")
+    tell("released")
 
 
 def fsize_limited(root: str, sid: str, limit: str) -> None:
@@ -221,9 +217,9 @@ def fsize_limited(root: str, sid: str, limit: str) -> None:
         try:
             revision = store.append(sid, [user(f"e{revision + 1}", 3000)], expected_revision=revision)
         except StoreError as exc:
-            out("error", revision, str(exc).replace("\n", " "))
+            tell("error", revision, str(exc).replace("\n", " "))
             return
-        out("ack", revision)
+        tell("ack", revision)
 
 
 def session_turn(root: str, sid: str, prompt: str, reply: str) -> None:
@@ -232,19 +228,19 @@ def session_turn(root: str, sid: str, prompt: str, reply: str) -> None:
 
     store = FileEventStore(root)
     with Session.open(sid, store=store, model=ScriptedModel([reply])) as s:
-        out("before", json.dumps([m.to_dict() for m in s.model_messages()], sort_keys=True))
+        tell("before", json.dumps([m.to_dict() for m in s.model_messages()], sort_keys=True))
         s.push_user_message(prompt)
         s.generate()
         model = s._model
-        out("request", json.dumps([m.to_dict() for m in model.requests[0].messages], sort_keys=True))
-        out("revision", s.revision)
+        tell("request", json.dumps([m.to_dict() for m in model.requests[0].messages], sort_keys=True))
+        tell("revision", s.revision)
 
 
 def session_push(root: str, sid: str, text: str) -> None:
     """Reopen the session and push one user message."""
     with Session.open(sid, store=FileEventStore(root)) as s:
         s.push_user_message(text)
-        out("revision", s.revision)
+        tell("revision", s.revision)
 
 
 def session_crash(root: str, sid: str) -> None:
@@ -256,7 +252,7 @@ def session_crash(root: str, sid: str) -> None:
     @tool
     def slow_side_effect(name: str) -> str:
         """Do something slow with a side effect."""
-        out("tool-running")
+        tell("tool-running")
         time.sleep(120)
         return "done"
 

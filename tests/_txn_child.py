@@ -16,14 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _child import tell
 
-from agentkit import FileEventStore, ScriptedModel, Session, ToolCall, ToolContext, tool  # noqa: E402
-
-
-def out(*parts: object) -> None:
-    sys.stdout.write(" ".join(map(str, parts)) + "\n")
-    sys.stdout.flush()
+from agentkit import FileEventStore, ScriptedModel, Session, ToolCall, ToolContext, tool
 
 
 def main() -> None:
@@ -37,7 +32,7 @@ def main() -> None:
             """Charge the customer."""
             with marker.open("a") as f:
                 f.write(f"{ctx.idempotency_key}\n")
-            out("tool-running", ctx.idempotency_key)
+            tell("tool-running", ctx.idempotency_key)
             time.sleep(600)
             return "charged"
 
@@ -52,7 +47,7 @@ def main() -> None:
     elif mode == "begin":
         session = Session.open(sid, store=store, model=ScriptedModel(["never reached"]))
         txn = session.begin_generation("draft the change")
-        out("begun", txn.generation_id, txn.claim_token)
+        tell("begun", txn.generation_id, txn.claim_token)
         time.sleep(600)
     else:
         sys.exit(f"unknown mode {mode!r}")

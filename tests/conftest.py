@@ -199,6 +199,30 @@ def celery_rig(redis_server, pg_cluster):
         rig.close()
 
 
+# -- the provider fakes: real HTTP on 127.0.0.1 speaking the providers' wire formats ------
+
+
+@pytest.fixture
+def openai_server():
+    """A FakeServer (tests/fakes/server.py) that rejects what the OpenAI API rejects."""
+    from fakes import openai_wire
+    from fakes.server import FakeServer
+
+    with FakeServer(check=openai_wire.validate) as server:
+        yield server
+
+
+@pytest.fixture
+def anthropic_server():
+    """A FakeServer (tests/fakes/server.py) that rejects what the Anthropic Messages API
+    rejects."""
+    from fakes import anthropic_wire
+    from fakes.server import FakeServer
+
+    with FakeServer(check=anthropic_wire.validate) as server:
+        yield server
+
+
 # -- Chromium: the browser the browser tests drive ---------------------------------------
 
 

@@ -14,11 +14,12 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from _procs import alive, wait_for
+from _servers import ThreadedHTTP
 
 from agentkit import (
     AccessDenied,
@@ -71,19 +72,12 @@ class Site:
                 self.end_headers()
                 self.wfile.write(data)
 
-        class Server(ThreadingHTTPServer):
-            def handle_error(self, request: object, client_address: object) -> None:
-                pass  # a browser that stopped loading hangs up mid-answer: expected here
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        # a browser that stopped loading hangs up mid-answer: expected here
+        self._http = ThreadedHTTP(Handler, quiet=(BaseException,)).start()
+        self.origin = f"http://127.0.0.1:{self._http.port}"
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._http.stop()
 
 
 # connections the browser's request filter does not see: a WebSocket from the page, from a

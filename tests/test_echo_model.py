@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from _tools import add
 
-from agentkit import CancelledError, ConfigurationError, ModelError, Session, get_model, tool
+from agentkit import CancelledError, ConfigurationError, ModelError, Session, get_model
 from agentkit.models import EchoModel
 from agentkit.models.registry import _SPEC_FORMS
 from agentkit.streaming import TextDeltaEvent
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
 
 
 def _answer(session: Session, text: str) -> str:

@@ -4,9 +4,9 @@ caller's terms."""
 from __future__ import annotations
 
 import logging
-import socket
 
 import pytest
+from _procs import free_port
 
 from agentkit import (
     ApprovalPolicy,
@@ -46,17 +46,10 @@ def test_run_agent_without_a_model_names_run_agent(function):
     assert "Session" not in message and "generate()" not in message
 
 
-def _closed_port() -> int:
-    """A port on 127.0.0.1 nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize(("provider", "env"), [("openai", "OPENAI"), ("anthropic", "ANTHROPIC")])
 def test_an_unreachable_base_url_from_the_environment_is_named(monkeypatch, provider, env):
     pytest.importorskip(provider)
-    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     monkeypatch.setenv(f"{env}_BASE_URL", url)
     monkeypatch.setenv(f"{env}_API_KEY", "sk-test")
     model = get_model(f"{provider}:some-model", retry=RetryPolicy(max_retries=0))

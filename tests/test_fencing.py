@@ -6,6 +6,7 @@ documented error (or is a no-op where the same decision is idempotent)."""
 from __future__ import annotations
 
 import pytest
+from _tools import calls_then_answers
 
 from agentkit import (
     ApprovalError,
@@ -15,7 +16,6 @@ from agentkit import (
     InMemoryEventStore,
     Session,
     SessionPool,
-    ToolCall,
     TransactionError,
     tool,
 )
@@ -32,11 +32,7 @@ def write_note(text: str) -> str:
     return f"wrote {text!r}"
 
 
-def reply(request):
-    last = request.messages[-1]
-    if last.role == "user":
-        return ToolCall("write_note", {"text": last.text})
-    return "the tool said: " + " | ".join(p.output.as_text() for p in last.content)
+reply = calls_then_answers("write_note")
 
 
 @pytest.fixture(autouse=True)

@@ -5,12 +5,12 @@ tests/_fence_child.py."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _procs import finished, ran, said, spawn, wait_for
 
 from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, Session, SessionPool
 from agentkit.events import ControlEvent, RuntimeEvent
@@ -19,20 +19,11 @@ CHILD = str(Path(__file__).with_name("_fence_child.py"))
 
 
 def start(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, CHILD, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
-def line(proc: subprocess.Popen[str]) -> dict:
-    text = proc.stdout.readline()
-    assert text, f"the child said nothing; stderr: {proc.stderr.read()}"
-    return json.loads(text)
+    return spawn(CHILD, *args)
 
 
 def run(*args: str) -> dict:
-    done = subprocess.run([sys.executable, CHILD, *args], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return ran(CHILD, *args)
 
 
 def notes_of(path: Path) -> list[str]:
@@ -58,14 +49,14 @@ def test_a_stale_decision_in_another_process_is_refused(tmp_path, here, there, r
         (pending,) = session.pending_approvals()
         other = start("decide", str(store), str(notes), "c", there, "0")
         try:
-            assert line(other) == {"ready": [pending.id]}  # B is open and current
+            assert said(other) == {"ready": [pending.id]}  # B is open and current
             if here == "deny":
                 session.deny(pending.id, reason="no")
             else:
                 session.approve(pending.id)
             other.stdin.write("go\n")
             other.stdin.flush()
-            answer = line(other)
+            answer = said(other)
         finally:
             other.communicate(timeout=60)
         assert answer["error"] == "ApprovalError" and refused in answer["message"]
@@ -84,11 +75,11 @@ def test_a_remembered_deny_holds_against_a_stale_remembered_approve_in_another_p
         (pending,) = session.pending_approvals()
         other = start("decide", str(store), str(notes), "c", "approve", "1")
         try:
-            assert line(other) == {"ready": [pending.id]}
+            assert said(other) == {"ready": [pending.id]}
             session.deny(pending.id, reason="never", remember=True)
             other.stdin.write("go\n")
             other.stdin.flush()
-            answer = line(other)
+            answer = said(other)
         finally:
             other.communicate(timeout=60)
         assert answer["error"] == "ApprovalError"
@@ -102,11 +93,7 @@ def test_pooled_pushes_from_four_processes_never_conflict_and_land_once(tmp_path
     store = tmp_path / "store"
     n, tags = 200, ("p1", "p2", "p3", "p4")
     procs = [start("push", str(store), "c", tag, str(n)) for tag in tags]
-    outs = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        outs.append(json.loads(out.splitlines()[-1]))
+    outs = [finished(proc) for proc in procs]
     assert [o["failures"] for o in outs] == [[]] * len(tags)  # (main before the fix: StoreConflictError)
     events = Session.open("c", store=FileEventStore(store)).events
     ticks = [(e.data["tag"], e.data["i"]) for e in events if isinstance(e, RuntimeEvent)]
@@ -169,8 +156,6 @@ def _prompts(store: Path, sid: str) -> list[str]:
 def test_an_ask_cancelled_while_another_process_holds_the_turn_leaves_nothing_in_the_log(tmp_path):
     import threading
 
-    from _procs import wait_for
-
     from agentkit import CancelledError, CancelToken
 
     store = tmp_path / "store"
@@ -191,7 +176,7 @@ def test_an_ask_cancelled_while_another_process_holds_the_turn_leaves_nothing_in
             asker.join(60)
             assert isinstance(box.get("error"), CancelledError)
             (store / "release").touch()
-            assert line(holder) == {"asked": "first"}
+            assert said(holder) == {"asked": "first"}
             assert _prompts(store, "c") == ["first"]  # the cancelled prompt was never committed
             kinds = [e.type for e in session.events]
             assert kinds == ["user-message", "assistant-message"]  # no generation-aborted either
@@ -205,7 +190,6 @@ def test_a_process_killed_inside_its_turn_releases_the_turn_lock(tmp_path):
     import os
     import signal
 
-    from _procs import wait_for
 
     store = tmp_path / "store"
     holder = start("wait-ask", str(store), "c", "first")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from _follow_child import reply, save_note
+from _procs import wait_for, within
 
 from agentkit import ApprovalPolicy, FileEventStore, FunctionModel, SessionPool, ToolCall, ToolContext, tool
 from agentkit.session._follow import _FOLLOWER
@@ -159,8 +160,6 @@ def test_a_stream_waits_on_an_event_another_process_commits(tmp_path):
 def test_one_follower_thread_serves_every_listened_session_and_ends_when_none_is(tmp_path):
     import gc
 
-    from _procs import wait_for
-
     gc.collect()
     before = _FOLLOWER.following()  # sessions other tests left open with a listener
     store = FileEventStore(tmp_path / "store")
@@ -197,8 +196,6 @@ def test_the_follower_asks_the_store_without_holding_the_session_lock(tmp_path):
         session.subscribe(heard)
         try:
             assert asked.wait(DEADLINE), "the follower never checked the head"
-            from _procs import within
-
             event = within(lambda: session.push_runtime_event("tick", {}), DEADLINE)  # the lock is free
             assert within(lambda: session.events[-1].id, DEADLINE) == event.id
         finally:
@@ -261,8 +258,6 @@ def test_on_postgresql_a_listener_hears_another_process_by_notification_not_poll
 
 
 def test_on_postgresql_one_listening_connection_per_store_however_many_sessions_are_followed(pg_cluster):
-    from _procs import wait_for
-
     first, _ = _pg_store(pg_cluster)
 
     def listen_threads() -> int:  # the listening threads of this test's stores (named after them)
@@ -304,7 +299,6 @@ def test_on_postgresql_a_lost_listening_connection_is_reopened_and_nothing_commi
     import uuid
 
     import psycopg
-    from _procs import wait_for
 
     from agentkit.stores.postgres import PostgresEventStore
 
@@ -368,8 +362,6 @@ def test_on_postgresql_a_session_followed_late_catches_up_on_what_was_announced_
 
 def test_on_postgresql_sessions_dropped_without_close_stop_the_listening(pg_cluster):
     import gc
-
-    from _procs import wait_for
 
     from agentkit import Session
 

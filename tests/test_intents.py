@@ -4,12 +4,12 @@ uncertain executions after a SIGKILL, and reconciliation."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _procs import killed_after_first_line
+from _stores import RecordingStore
 
 from agentkit import (
     ConfigurationError,
@@ -27,18 +27,6 @@ from agentkit.messages import TextPart
 from agentkit.transactions import UncertainExecution
 
 CHILD = Path(__file__).resolve().parent / "_txn_child.py"
-
-
-class RecordingStore(InMemoryEventStore):
-    """A real in-memory store that also keeps each append's batch."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.batches: list[list] = []
-
-    def append(self, session_id, events, *, expected_revision, lease=None):
-        self.batches.append(list(events))
-        return super().append(session_id, events, expected_revision=expected_revision, lease=lease)
 
 
 def intents(events) -> list[ControlEvent]:
@@ -113,18 +101,8 @@ def test_without_a_store_intents_stay_in_memory():
 def _crash_mid_tool(tmp_path: Path, sid: str, mode: str = "charge") -> str:
     """Run the child until its tool runs, SIGKILL it; returns the key the tool got."""
     marker = tmp_path / f"{sid}.runs"
-    proc = subprocess.Popen([sys.executable, str(CHILD), mode, str(tmp_path / "store"), sid, str(marker)],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        word, key = proc.stdout.readline().split()
-        assert word == "tool-running"
-        proc.send_signal(signal.SIGKILL)
-        assert proc.wait(30) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-        proc.stdout.close()
+    word, key = killed_after_first_line([sys.executable, str(CHILD), mode, str(tmp_path / "store"), sid, str(marker)])
+    assert word == "tool-running"
     assert marker.read_text().split() == [key]
     return key
 

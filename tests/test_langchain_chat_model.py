@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _tools import add
 from langchain_core import exceptions as lc_errors
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel, GenericFakeChatModel
@@ -28,7 +29,6 @@ from agentkit import (
     Session,
     Usage,
     run_agent,
-    tool,
 )
 from agentkit.adapters.langchain import LangChainChatModel
 from agentkit.messages import Message, ReasoningPart, TextPart
@@ -76,12 +76,6 @@ class ChunkScriptModel(BaseChatModel):
         for c in chunks[1:]:
             total = total + c.message
         return ChatResult(generations=[ChatGeneration(message=AIMessage(**total.model_dump(exclude={"type"})))])
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def _request(**kwargs: Any) -> ModelRequest:

@@ -13,7 +13,6 @@ compaction is dropped. The workers are tests/_many_child.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _procs import wait_for
+from _procs import finished, said, spawn, wait_for
 
 from agentkit.events import RuntimeEvent
 
@@ -51,20 +50,7 @@ def opened(spec: str):
 
 
 def start(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, CHILD, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
-def line(proc: subprocess.Popen[str]) -> dict:
-    text = proc.stdout.readline()
-    assert text, f"the worker said nothing; stderr: {proc.stderr.read()}"
-    return json.loads(text)
-
-
-def finish(proc: subprocess.Popen[str]) -> dict:
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-    return json.loads(out.splitlines()[-1])
+    return spawn(CHILD, *args)
 
 
 def stored(spec: str, sid: str) -> list:
@@ -122,11 +108,11 @@ def pending_refund(spec: str, marker: Path) -> None:
 def released_together(*workers: subprocess.Popen[str]) -> list[dict]:
     """Wait until every worker is ready, release them at once; their answers."""
     try:
-        readies = [line(w) for w in workers]
+        readies = [said(w) for w in workers]
         for w in workers:
             w.stdin.write("go\n")
             w.stdin.flush()
-        return [*readies, *(line(w) for w in workers)]
+        return [*readies, *(said(w) for w in workers)]
     finally:
         for w in workers:
             w.communicate(timeout=120)
@@ -154,7 +140,7 @@ def test_three_processes_of_two_threads_asking_over_shared_conversations(spec):
     n = 12  # per thread: 3 processes x 2 threads x 12 = 72 asks
     workers = [start("asks", spec, tag, str(n), ",".join(sids)) for tag in ("p1", "p2", "p3")]
     try:
-        outs = [finish(w) for w in workers]
+        outs = [finished(w) for w in workers]
     finally:
         for w in workers:  # none left holding a turn lock in the shared cluster
             if w.poll() is None:
@@ -192,7 +178,7 @@ def test_three_processes_of_two_threads_asking_over_shared_conversations(spec):
 def test_pooled_pushes_from_three_processes_never_conflict_and_land_once(spec):
     n, tags = 200, ("p1", "p2", "p3")
     workers = [start("push", spec, "c", tag, str(n)) for tag in tags]
-    outs = [finish(w) for w in workers]
+    outs = [finished(w) for w in workers]
     assert [o["failures"] for o in outs] == [[]] * len(tags)
     events = stored(spec, "c")
     ticks = [(e.data["tag"], e.data["i"]) for e in events if isinstance(e, RuntimeEvent)]
@@ -215,11 +201,11 @@ def test_a_frozen_worker_whose_turn_lock_was_taken_over_commits_nothing(pg_clust
         before = [(e.id, e.type) for e in stored(spec, "c")]
         (tmp_path / "marker.release").touch()
         os.kill(frozen.pid, signal.SIGCONT)
-        answer = line(frozen)
+        answer = said(frozen)
         after_loss = [(e.id, e.type) for e in stored(spec, "c")]
         frozen.stdin.write("again\n")
         frozen.stdin.flush()
-        again = line(frozen)
+        again = said(frozen)
     finally:
         os.kill(frozen.pid, signal.SIGCONT)
         (tmp_path / "marker.release").touch()
@@ -245,7 +231,7 @@ def test_a_call_running_in_another_process_cannot_be_reconciled(spec, tmp_path):
             with pytest.raises(StoreUnavailableError, match="another turn of this conversation"):
                 other.reconcile_tool_execution(listed.intent_id, "not-executed")  # (main: accepted)
             (tmp_path / "marker.release").touch()
-            assert line(running) == {"text": "answer: stuck first"}  # built on the real result
+            assert said(running) == {"text": "answer: stuck first"}  # built on the real result
             assert other.uncertain_tool_executions() == []
     finally:
         (tmp_path / "marker.release").touch()
@@ -262,12 +248,12 @@ def test_a_transaction_another_process_interrupted_mid_model_call_runs_no_tool(s
     marker = tmp_path / "marker"
     running = start("txn", spec, "c", str(marker))
     try:
-        handle = line(running)
+        handle = said(running)
         wait_for(lambda: marker.exists() and "model" in marker.read_text(), 60, "the model call to start")
         with Session.open("c", store=opened(spec)) as other:  # e.g. the client's cancel, in another worker
             other.finalize_generation(GenerationTransaction(**handle), "interrupted")
             (tmp_path / "marker.release").touch()
-            answer = line(running)
+            answer = said(running)
             assert other.transactions() == {handle["generation_id"]: "interrupted"}
     finally:
         (tmp_path / "marker.release").touch()
@@ -293,7 +279,7 @@ def test_a_compaction_in_another_process_during_a_turn_keeps_the_turn_whole(spec
             compaction = other.compact(keep_last=0, compactor=lambda messages, reason, cancel: "earlier talk")
             assert compaction is not None  # covered the earlier turns and archived them, not the open call
         (tmp_path / "marker.release").touch()
-        assert line(running) == {"text": "answer: stuck first"}
+        assert said(running) == {"text": "answer: stuck first"}
     finally:
         (tmp_path / "marker.release").touch()
         running.communicate("\n", timeout=120)
@@ -328,7 +314,7 @@ def test_an_approved_call_whose_frozen_worker_lost_the_lock_is_uncertain_never_r
     pending_refund(spec, marker)
     first = start("settle", spec, "c", str(marker), "1")  # approves, then resumes: the refund runs
     try:
-        assert len(line(first)["ready"]) == 1
+        assert len(said(first)["ready"]) == 1
         first.stdin.write("go\n")
         first.stdin.flush()
         wait_for(marker.exists, 60, "the approved refund to start")
@@ -337,7 +323,7 @@ def test_an_approved_call_whose_frozen_worker_lost_the_lock_is_uncertain_never_r
         assert "may or may not have taken effect" in taken_over["text"]  # told, not run again
         (tmp_path / "refunds.release").touch()
         os.kill(first.pid, signal.SIGCONT)
-        assert line(first)["error"] == "TurnLockLostError"
+        assert said(first)["error"] == "TurnLockLostError"
     finally:
         os.kill(first.pid, signal.SIGCONT)
         (tmp_path / "refunds.release").touch()
@@ -366,7 +352,7 @@ def test_a_compaction_overtaken_by_another_process_s_compaction_is_dropped(spec,
             mine = here.compact(keep_last=2, compactor=lambda messages, reason, cancel: "summary A")
             assert mine is not None  # covers q0..q4's turns
             (tmp_path / "marker.release").touch()
-            assert line(slow) == {"compacted": None}  # moot: what it summarised was summarised again since
+            assert said(slow) == {"compacted": None}  # moot: what it summarised was summarised again since
         finally:
             (tmp_path / "marker.release").touch()
             slow.communicate(timeout=120)
@@ -381,13 +367,13 @@ def test_one_transaction_claimed_by_two_workers_at_once_runs_once_and_awaits_its
     marker = tmp_path / "model-calls"
     workers = [start("claim", spec, "c", str(marker)) for _ in range(2)]
     try:
-        assert [line(w) for w in workers] == [{"ready": True}] * 2  # open before it begins
+        assert [said(w) for w in workers] == [{"ready": True}] * 2  # open before it begins
         with Session.open("c", store=opened(spec)) as here:
             txn = here.begin_generation("the prompt")
             for w in workers:  # the client sends its handle to both workers at once
                 w.stdin.write(f"{txn.generation_id} {txn.claim_token}\n")
                 w.stdin.flush()
-            answers = [line(w) for w in workers]
+            answers = [said(w) for w in workers]
             loser = next(w for w, a in zip(workers, answers, strict=True) if "error" in a)
             loser.communicate(timeout=120)  # the worker that lost closes its pool meanwhile
             assert here.transactions() == {txn.generation_id: "execution-completed"}  # (main: interrupted)

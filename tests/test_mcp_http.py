@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 
+from _procs import free_port
 from mcp_servers.helpers import DEMO, http_server, no_leaks, stdio, wait_for
 
 from agentkit import ScriptedModel, Session, ToolCall, run_agent
@@ -96,10 +97,7 @@ def test_an_http_server_that_goes_away_gives_error_results_and_the_session_goes_
 
 
 def test_an_unreachable_url_is_reported_as_a_failed_server():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()  # nothing listens on this port now
+    port = free_port()  # nothing listens on this port now
     with no_leaks(), connect_mcp({"gone": {"url": f"http://127.0.0.1:{port}/mcp"}, "demo": stdio(DEMO)},
                                  connect_timeout=20) as toolset:
         gone = toolset.servers["gone"]

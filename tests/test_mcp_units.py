@@ -291,10 +291,13 @@ def test_a_listener_closing_the_notifier_behind_a_full_backlog_does_not_stall():
     backlog_full = threading.Event()
     got: list[int] = []
 
+    closed = threading.Event()
+
     def closes_on_first(note: dict) -> None:
         got.append(note["n"])
         backlog_full.wait(30)
         notifier.close()  # as toolset.close() from a listener does
+        closed.set()
 
     notifier.add(closes_on_first)
     notifier.put({"n": 0})
@@ -302,9 +305,10 @@ def test_a_listener_closing_the_notifier_behind_a_full_backlog_does_not_stall():
     notifier.put({"n": 1})
     notifier.put({"n": 2})  # the backlog is full now
     backlog_full.set()
-    thread = notifier._thread
-    thread.join(5)  # well under close()'s 10 s put timeout
-    assert not thread.is_alive() and got == [0]
+    assert closed.wait(5)  # well under close()'s 10 s timeout
+    assert not notifier.in_delivery_thread()
+    wait_for(lambda: not notifier._queues or not notifier._queues[0]._scheduled, what="the delivery to end")
+    assert got == [0]  # nothing more after the listener closed it
 
 
 def test_text_nested_deeper_than_json_parses_is_kept_as_text():
@@ -321,7 +325,7 @@ def test_ctrl_c_while_submitting_still_cancels_the_task_that_started(monkeypatch
 
     import anyio
 
-    from agentkit.mcp._portal import LoopThread
+    from agentkit._threads import LoopThread
 
     loop = LoopThread()
     started, cancelled = threading.Event(), threading.Event()
@@ -348,3 +352,48 @@ def test_ctrl_c_while_submitting_still_cancels_the_task_that_started(monkeypatch
         assert cancelled.wait(10)
     finally:
         loop.stop()
+
+
+def test_the_sampling_reader_closes_the_model_stream_and_stops_at_the_next_event_once_cancelled():
+    """MCP sampling reads ChatModel.stream through the one reader (agentkit._threads.ModelStream):
+    a model that ignores the token stops being read once the request is cancelled, and its
+    stream is closed, also when read to the end."""
+    from agentkit import CancelledError, CancelToken
+    from agentkit.mcp._callbacks import model_sampler
+    from agentkit.mcp.host import SamplingRequest
+    from agentkit.messages import Message
+    from agentkit.models.base import FinishEvent, TextDelta
+
+    class Model:
+        model_name = "recording"
+
+        def __init__(self, on_text=None) -> None:
+            self.on_text = on_text
+            self.read: list[str] = []
+            self.closed = False
+
+        def stream(self, request):
+            return self._events()
+
+        def _events(self):
+            try:
+                for text in ("a", "b", "c"):
+                    self.read.append(text)
+                    if self.on_text is not None:
+                        self.on_text(text)
+                    yield TextDelta(text=text)
+                yield FinishEvent(reason="stop")
+            finally:
+                self.closed = True
+
+    request = SamplingRequest(server="s", messages=(Message(role="user", content=(TextPart(text="hi"),)),),
+                              max_tokens=10)
+    whole = Model()
+    assert model_sampler(whole)(request, CancelToken()).text == "abc"
+    assert whole.closed
+
+    cancel = CancelToken()
+    stopped = Model(on_text=lambda text: text == "b" and cancel.cancel("the server gave up"))
+    with pytest.raises(CancelledError, match="the server gave up"):
+        model_sampler(stopped)(request, cancel)
+    assert stopped.read == ["a", "b"] and stopped.closed  # nothing read after the cancel

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 
 import pytest
+from _tools import ADD_SPEC as ADD
+from _tools import add
 from fakes import anthropic_wire as w
 from fakes.server import FakeServer
 
@@ -43,24 +45,16 @@ from agentkit.models import (
     RetryPolicy,
     TextDelta,
     ToolCallEvent,
-    ToolSpec,
     UsageEvent,
 )
 from agentkit.models.anthropic import AnthropicModel
 
 FAST = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.01)
-ADD = ToolSpec(
-    name="add",
-    description="Add two integers.",
-    input_schema={"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
-)
 
 
 @pytest.fixture
-def server():
-    with FakeServer() as s:
-        s.check = w.validate
-        yield s
+def server(anthropic_server):
+    return anthropic_server
 
 
 def model(server: FakeServer, **kw) -> AnthropicModel:
@@ -166,12 +160,6 @@ def test_thinking_budget_is_validated_before_any_request(server):
     with pytest.raises(ConfigurationError, match="greater than reasoning_budget"):
         model(server).stream(req(settings=ModelSettings(reasoning_budget=2048, max_tokens=1000)))
     assert server.requests == []
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def test_run_agent_sends_thinking_blocks_back_unchanged(server):

@@ -11,6 +11,8 @@ import base64
 import json
 
 import pytest
+from _tools import ADD_SPEC as ADD
+from _tools import add
 from fakes import openai_wire as w
 from fakes.server import FakeServer, Reply
 
@@ -22,7 +24,6 @@ from agentkit import (
     ProviderUnavailableError,
     Session,
     run_agent,
-    tool,
 )
 from agentkit.messages import (
     FilePart,
@@ -43,24 +44,16 @@ from agentkit.models import (
     RetryPolicy,
     TextDelta,
     ToolCallEvent,
-    ToolSpec,
     UsageEvent,
 )
 from agentkit.models.openai import OpenAIChatModel
 
 FAST = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.01)
-ADD = ToolSpec(
-    name="add",
-    description="Add two integers.",
-    input_schema={"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
-)
 
 
 @pytest.fixture
-def server():
-    with FakeServer() as s:
-        s.check = w.validate  # the fake rejects what the real API rejects
-        yield s
+def server(openai_server):
+    return openai_server
 
 
 def model(server: FakeServer, **kw) -> OpenAIChatModel:
@@ -421,12 +414,6 @@ def test_api_key_is_sent_as_bearer_token(server):
     server.add(w.text_stream("a"))
     list(OpenAIChatModel("m", base_url=server.url + "/v1", api_key="sk-test-123").stream(req()))
     assert server.requests[0].headers["authorization"] == "Bearer sk-test-123"
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def test_run_agent_loop_with_parallel_tools(server):

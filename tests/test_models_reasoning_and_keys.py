@@ -9,7 +9,6 @@ import itertools
 import pytest
 from fakes import anthropic_wire as aw
 from fakes import openai_wire as ow
-from fakes.server import FakeServer
 
 from agentkit import AuthenticationError, ConfigurationError, ProviderError, run_agent
 from agentkit.messages import Message
@@ -21,17 +20,13 @@ FAST = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.01)
 
 
 @pytest.fixture
-def oserver():
-    with FakeServer() as s:
-        s.check = ow.validate
-        yield s
+def oserver(openai_server):
+    return openai_server
 
 
 @pytest.fixture
-def aserver():
-    with FakeServer() as s:
-        s.check = aw.validate
-        yield s
+def aserver(anthropic_server):
+    return anthropic_server
 
 
 def req(**settings) -> ModelRequest:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import email.utils
 import json
-import socket
 import threading
 import time
 
 import anthropic
 import openai
 import pytest
+from _procs import free_port
 from fakes import anthropic_wire as aw
 from fakes import openai_wire as ow
 from fakes.server import DROP, FakeServer
@@ -175,10 +175,7 @@ def test_sdk_retries_are_disabled_even_on_a_given_client(server, provider):
 
 
 def test_connection_errors_are_retried_then_reported():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()  # nothing listens there now
+    port = free_port()  # nothing listens there now
     seen: list[RetryInfo] = []
     model = OpenAIChatModel("m", base_url=f"http://127.0.0.1:{port}/v1", retry=TINY, on_retry=seen.append)
     with pytest.raises(ProviderUnavailableError, match="could not be reached"):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _procs import killed_after_first_line
 
 from agentkit import (
     ConfigurationError,
@@ -278,18 +279,9 @@ def test_a_sigkilled_transactional_call_does_not_pin_retention_either(tmp_path):
     """Its transaction is interrupted on reopen, so the call is hidden and never gets a
     result: it used to hold every later event in the active log."""
     root = tmp_path / "store"
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "_txn_child.py"), "txn-charge",
-                             str(root), "txn", str(tmp_path / "charges")], stdout=subprocess.PIPE, text=True)
-    try:
-        word, key = proc.stdout.readline().split()
-        assert word == "tool-running"
-        proc.send_signal(signal.SIGKILL)
-        assert proc.wait(30) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-        proc.stdout.close()
+    word, key = killed_after_first_line([sys.executable, str(Path(__file__).resolve().parent / "_txn_child.py"),
+                                         "txn-charge", str(root), "txn", str(tmp_path / "charges")])
+    assert word == "tool-running"
     retention = Retention(max_events=20)
     kwargs = dict(store=FileEventStore(root, fsync=False), model=FunctionModel(reply), compactor=summary,
                   retention=retention)

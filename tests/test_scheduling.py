@@ -92,10 +92,7 @@ def test_cancel_while_running_aborts_the_generation():
     with Session(clock.model) as session:
         session.push_user_message("hi")
         future = session.schedule_generate("k", debounce=0.01)
-        deadline = time.monotonic() + 20
-        while not clock.started and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert clock.started, "the scheduled generation did not start"
+        wait_for(lambda: clock.started, 20, "the scheduled generation to start")
         assert session.cancel_scheduled_generation("k") is True
         with pytest.raises(CancelledError):
             future.result(timeout=30)

@@ -8,6 +8,8 @@ import warnings
 
 import pytest
 from _deep import nested
+from _procs import wait_for
+from _tools import add
 
 from agentkit import (
     CancelledError,
@@ -24,15 +26,6 @@ from agentkit import (
 )
 from agentkit.events import AssistantMessageEvent, ControlEvent, RuntimeEvent, ToolResultEvent, UserMessageEvent
 from agentkit.messages import ImagePart, TextPart, ToolCallPart
-
-
-def wait_for(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return False
 
 
 def echo_model():
@@ -717,11 +710,6 @@ def test_multimodal_user_messages_reach_the_model_from_a_session():
 
 def test_the_projection_is_incremental_earlier_messages_are_not_rebuilt():
     model = FunctionModel(lambda r: ToolCall("add", {"a": 1, "b": 1}) if r.messages[-1].role == "user" else "ok")
-
-    @tool
-    def add(a: int, b: int) -> int:
-        """Add."""
-        return a + b
 
     with Session(model, tools=[add]) as s:
         for i in range(5):

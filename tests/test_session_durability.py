@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import threading
 import time
@@ -13,7 +12,9 @@ import warnings
 
 import pytest
 from _env import MOUNT
+from _procs import killed_after_first_line, wait_for
 from _store_child import child_cmd, child_env, mount_works, remount, texts, tmpfs, user
+from _tools import add
 
 from agentkit import (
     ConfigurationError,
@@ -29,23 +30,8 @@ from agentkit import (
 from agentkit.events import AssistantMessageEvent, ContextReplacedEvent, ControlEvent, ToolResultEvent, UserMessageEvent
 
 
-def wait_for(predicate, timeout=30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return False
-
-
 def dump(messages) -> list[dict]:
     return json.loads(json.dumps([m.to_dict() for m in messages], sort_keys=True))
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
 
 
 def run_first_conversation(store, sid="conv") -> list:
@@ -176,18 +162,7 @@ def test_refresh_without_a_store_is_a_no_op():
 
 
 def test_a_session_killed_mid_tool_reopens_and_continues(tmp_path):
-    proc = subprocess.Popen(
-        child_cmd("session-crash", tmp_path, "crash"), stdout=subprocess.PIPE, text=True, env=child_env()
-    )
-    try:
-        assert proc.stdout.readline().strip() == "tool-running"
-        proc.send_signal(signal.SIGKILL)
-        assert proc.wait(30) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-        proc.stdout.close()
+    assert killed_after_first_line(child_cmd("session-crash", tmp_path, "crash"), env=child_env()) == ["tool-running"]
     model = ScriptedModel(["the slow thing was interrupted; shall I retry?"])
     with Session.open("crash", store=FileEventStore(tmp_path), model=model, tools=[add]) as s:
         # the tool call and its intent were durable before the tool ran; its result never was

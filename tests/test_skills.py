@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _tools import add
 
 from agentkit import (
     AccessDenied,
@@ -178,11 +179,6 @@ def test_the_model_sees_the_index_and_loads_a_skill_and_reads_its_file(tmp_path)
 
 
 def test_skills_work_beside_the_sessions_tools_and_through_run_agent(tmp_path):
-    @tool
-    def add(a: int, b: int) -> int:
-        """Add two numbers."""
-        return a + b
-
     skills = load_skills(_skills_dir(tmp_path))
     model = ScriptedModel([ToolCall(name="load_skill", input={"name": "release-notes"}), "ok"])
     result = run_agent(model, "notes please", tools=[add], skills=skills)

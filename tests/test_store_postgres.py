@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from _procs import wait_for, within
+from _procs import listening, stale_writer_race, wait_for, within
 
 from agentkit import (
     CancelToken,
@@ -516,17 +516,9 @@ def test_a_server_down_during_a_run_is_reported_and_the_session_continues_after_
         assert [e.id for e in stored.events] == [e.id for e in session.events]
         assert len({e.id for e in stored.events}) == len(stored.events)  # nothing twice
     finally:
-        if not _up(pg_cluster):
+        if not listening(pg_cluster.port):
             pg_cluster.start()
         session.close()
-
-
-def _up(cluster) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", cluster.port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 # -- several processes ---------------------------------------------------------------------
@@ -557,21 +549,8 @@ def test_four_writer_processes_with_compare_and_swap_lose_and_duplicate_nothing(
 
 def test_a_stale_writer_in_another_process_gets_a_conflict_and_writes_nothing(pg_cluster, pg_store):
     pg_store.append("s", [user("e1")], expected_revision=0)
-    child = subprocess.Popen(
-        [sys.executable, CHILD, "stale-writer", pg_cluster.conninfo, pg_store.schema, "s"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout.readline().split() == ["loaded", "1"]
-        pg_store.append("s", [user("e2")], expected_revision=1)  # we win the race
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        assert child.stdout.readline().split() == ["conflict", "1", "2"]
-        assert child.wait(30) == 0
-    finally:
-        child.kill()
+    stale_writer_race([sys.executable, CHILD, "stale-writer", pg_cluster.conninfo, pg_store.schema, "s"],
+                      lambda: pg_store.append("s", [user("e2")], expected_revision=1))
     assert texts(pg_store.load("s").events) == ["e1", "e2"]
 
 

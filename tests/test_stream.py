@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from _tools import add
 
 from agentkit import (
     AgentEvent,
@@ -21,12 +22,6 @@ from agentkit import (
 )
 from agentkit.models import Turn
 from agentkit.streaming import GenerationEndEvent
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 @tool

@@ -294,13 +294,6 @@ def test_a_stream_ends_with_the_output_in_its_result():
 FAST = RetryPolicy(max_retries=0)
 
 
-@pytest.fixture
-def openai_server():
-    with FakeServer() as s:
-        s.check = ow.validate
-        yield s
-
-
 def _openai(server: FakeServer, **kwargs) -> OpenAIChatModel:
     return OpenAIChatModel(ow.MODEL, api_key="k", base_url=server.url + "/v1", retry=FAST, **kwargs)
 
@@ -396,13 +389,6 @@ def test_openai_tool_mode_for_servers_without_json_schema(openai_server):
 
 
 # -- Anthropic: a forced tool over the real SDK ----------------------------------------
-
-
-@pytest.fixture
-def anthropic_server():
-    with FakeServer() as s:
-        s.check = aw.validate
-        yield s
 
 
 def _anthropic(server: FakeServer) -> AnthropicModel:

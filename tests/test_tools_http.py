@@ -11,16 +11,17 @@ import shutil
 import socket
 import ssl
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Union
 
 import pytest
 import requests
+from _procs import free_port
+from _servers import ThreadedHTTP
 
 from agentkit import CancelToken, ConfigurationError, ToolContext, http_tools
 from agentkit.execution import LocalExecutionContext
@@ -73,21 +74,15 @@ class Site:
 
             do_POST = do_GET  # noqa: N815
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        if tls is not None:
-            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
-        self.port = self._server.server_address[1]
+        self._http = ThreadedHTTP(Handler, tls=tls).start()
+        self.port = self._http.port
         self.scheme = "https" if tls is not None else "http"
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
 
     def url(self, path: str = "/", host: str = "127.0.0.1") -> str:
         return f"{self.scheme}://{host}:{self.port}{path}"
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._http.stop()
 
 
 @pytest.fixture
@@ -138,9 +133,7 @@ def test_large_body_is_cut_at_the_size_limit(site):
 
 
 def test_connection_failure_and_timeout_are_error_results(site):
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        closed_port = s.getsockname()[1]
+    closed_port = free_port()  # a port nobody listens on
     out = call(http_tools(**OPEN), "http_get", url=f"http://127.0.0.1:{closed_port}/down")
     assert out.is_error and "ConnectionError" in out.value
 

@@ -155,9 +155,7 @@ def test_abort_current_generation_stops_a_foreground_command(tmp_path):
 
         t = threading.Thread(target=gen)
         t.start()
-        deadline = time.monotonic() + 20
-        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for((tmp_path / "started").exists, 20, "the command to start")
         assert s.abort_current_generation("user pressed stop")
         assert gate.wait(20)
         t.join(5)

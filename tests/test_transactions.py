@@ -4,13 +4,14 @@ candidates, the claim token, restart and close."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+from _procs import killed_after_first_line
+from _stores import RecordingStore
+from _tools import add
 
 from agentkit import (
     CancelledError,
@@ -36,12 +37,6 @@ def sent_text(request) -> str:
     return json.dumps([m.to_dict() for m in request.messages])
 
 
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-
-
 def echo_model() -> FunctionModel:
     """Answers 'answer to <last user text>'."""
 
@@ -50,18 +45,6 @@ def echo_model() -> FunctionModel:
         return f"answer to {last.content[0].text}"
 
     return FunctionModel(reply)
-
-
-class RecordingStore(InMemoryEventStore):
-    """A real in-memory store that also keeps each append's batch."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.batches: list[list] = []
-
-    def append(self, session_id, events, *, expected_revision, lease=None):
-        self.batches.append(list(events))
-        return super().append(session_id, events, expected_revision=expected_revision, lease=lease)
 
 
 def states(session: Session) -> list[str]:
@@ -349,18 +332,8 @@ def test_the_claim_token_never_reaches_the_store_files(tmp_path):
 
 
 def test_a_restart_interrupts_an_open_transaction_and_its_token_is_dead(tmp_path):
-    proc = subprocess.Popen([sys.executable, str(CHILD), "begin", str(tmp_path), "r"],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        word, gid, token = proc.stdout.readline().split()
-        assert word == "begun"
-        proc.send_signal(signal.SIGKILL)
-        assert proc.wait(30) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-        proc.stdout.close()
+    word, gid, token = killed_after_first_line([sys.executable, str(CHILD), "begin", str(tmp_path), "r"])
+    assert word == "begun"
     assert FileEventStore(tmp_path).load("r").events[-1].generation_id == gid  # left open
     model = echo_model()
     with Session.open("r", store=FileEventStore(tmp_path), model=model) as s:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +15,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from _procs import wait_for
+from _procs import free_port, wait_for
+from _servers import ServerProcess
 
 from agentkit import FileEventStore, Session
 
@@ -142,54 +142,30 @@ def test_pending_approvals_approve_and_deny(client):
 # -- real servers ----------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class _Server:
+class _Server(ServerProcess):
     """An example started as its README says, on 127.0.0.1, in its own process."""
 
     def __init__(self, framework: str, store_dir: Path, heartbeat: float = 0.2) -> None:
-        self.port = _free_port()
+        port = free_port()
         env = {**os.environ, "PYTHONPATH": str(ROOT), "CHAT_STORE_DIR": str(store_dir),
                "CHAT_SSE_HEARTBEAT": str(heartbeat)}
         for key in ("AGENTKIT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
             env.pop(key, None)
         script = str(EXAMPLES / f"{framework}_app.py")
         if framework.startswith("gunicorn-"):  # the Flask example as its docstring says, in production
-            argv = [sys.executable, "-m", "gunicorn", "--chdir", str(EXAMPLES), "-b", f"127.0.0.1:{self.port}",
+            argv = [sys.executable, "-m", "gunicorn", "--chdir", str(EXAMPLES), "-b", f"127.0.0.1:{port}",
                     "-w", "1", "-k", framework.removeprefix("gunicorn-"), "--threads", "4", "flask_app:create_app()"]
         elif framework == "django":
-            argv = [sys.executable, script, "runserver", "--noreload", f"127.0.0.1:{self.port}"]
+            argv = [sys.executable, script, "runserver", "--noreload", f"127.0.0.1:{port}"]
         else:
-            argv = [sys.executable, script, "--port", str(self.port), "--store", str(store_dir)]
-        self.proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.url = f"http://127.0.0.1:{self.port}"
-        wait_for(self._up, timeout=60, what=f"the {framework} server to listen")
-
-    def _up(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"server exited: {self.proc.stderr.read().decode()[-2000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-            return True
-        except OSError:
-            return False
+            argv = [sys.executable, script, "--port", str(port), "--store", str(store_dir)]
+        super().__init__(argv, port=port, env=env, cwd=ROOT)
+        self.started(f"the {framework} server")
 
     def ask(self, cid: str, message: str) -> str:
         r = requests.post(f"{self.url}/chat/{cid}", json={"message": message}, timeout=60)
         assert r.status_code == 200, r.text
         return r.json()["answer"]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def _all_at_once(send, jobs):

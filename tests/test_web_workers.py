@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import threading
 from collections import Counter
@@ -31,7 +30,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from _procs import free_port, wait_for
+from _procs import free_port
+from _servers import ServerProcess
 
 from agentkit import FileEventStore, Session
 from agentkit.stores import EventStore
@@ -43,47 +43,36 @@ ROUNDS = 2  # per conversation: one approved note, one denied note, each followe
 HTTP_TIMEOUT = 60
 
 
-class _MultiProcessServer:
+class _MultiProcessServer(ServerProcess):
     """An example under its production server with two worker processes, started in
     ``cwd`` with the store given by ``env`` (``CHAT_STORE_DIR`` or ``CHAT_DATABASE_URL``)."""
 
     def __init__(self, framework: str, cwd: Path, env: dict[str, str]) -> None:
-        self.port = free_port()
+        port = free_port()
         cwd.mkdir(parents=True, exist_ok=True)
         full = {**os.environ, "PYTHONPATH": str(ROOT), **env}
         for key in ("AGENTKIT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
             full.pop(key, None)
-        bind = f"127.0.0.1:{self.port}"
+        bind = f"127.0.0.1:{port}"
         if framework == "fastapi":
             argv = [sys.executable, "-m", "uvicorn", "--workers", "2", "--host", "127.0.0.1", "--port",
-                    str(self.port), "--app-dir", str(EXAMPLES), "--factory", "fastapi_app:create_app",
+                    str(port), "--app-dir", str(EXAMPLES), "--factory", "fastapi_app:create_app",
                     "--log-level", "warning", "--no-access-log", "--timeout-keep-alive", "1"]
         else:
             app = "flask_app:create_app()" if framework == "flask" else "django_app:application"
             argv = [sys.executable, "-m", "gunicorn", "-w", "2", "-b", bind, "--pythonpath", str(EXAMPLES),
                     "--graceful-timeout", "5", "--log-level", "warning", "--no-control-socket", app]
-        self.log = cwd / "server.log"
-        self._log_fh = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(argv, env=full, cwd=cwd, stdout=self._log_fh, stderr=subprocess.STDOUT)
-        self.url = f"http://127.0.0.1:{self.port}"
-        wait_for(self._up, timeout=60, what=f"{framework} with two workers to answer")
+        super().__init__(argv, port=port, env=full, cwd=cwd, log=cwd / "server.log")
+        self.started(f"{framework} with two workers")
 
-    def _up(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"the server exited: {self.log.read_text()[-3000:]}")
+    def answers(self) -> bool:
         try:
             return requests.get(f"{self.url}/chat/warm-up/approvals", timeout=10).status_code == 200
         except (requests.ConnectionError, requests.Timeout):
             return False
 
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._log_fh.close()
+    def stop(self, timeout: float = 30) -> None:
+        super().stop(timeout)
 
 
 class _Run:

@@ -1,5 +1,5 @@
 """Threads are a shared, bounded resource: tool calls of all sessions run on one shared
-tool pool and listener delivery on shared delivery threads (agentkit/_workers.py)."""
+tool pool and listener delivery on shared delivery threads (agentkit/_threads/_pool.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import threading
 import pytest
 from _procs import wait_for
 
-from agentkit import FunctionModel, Session, ToolCall, _workers, tool
+from agentkit import FunctionModel, Session, ToolCall, _threads, tool
+from agentkit._threads import _pool
 from agentkit.models import Turn
 
 
@@ -44,7 +45,7 @@ def test_many_open_sessions_with_parallel_tools_and_listeners_hold_o_workers_thr
             sessions.append(s)
         wait_for(lambda: len(heard) >= 150 * 5, what="every listener to hear its session")
         # per session (the old design) this was 2 threads each: 300+
-        tool_pool, delivery = _workers.tool_pool(), _workers.delivery_pool()
+        tool_pool, delivery = _threads.tool_pool(), _threads.delivery_pool()
         assert len(_agentkit_threads()) <= tool_pool.size + delivery.size + 4
     finally:
         for s in sessions:
@@ -54,7 +55,7 @@ def test_many_open_sessions_with_parallel_tools_and_listeners_hold_o_workers_thr
 def test_stalled_listeners_do_not_stall_the_others():
     stall = threading.Event()
     stalled = []
-    n_stalled = _workers.delivery_pool().size + 2  # more than the shared threads
+    n_stalled = _threads.delivery_pool().size + 2  # more than the shared threads
     try:
         for _ in range(n_stalled):
             s = Session(listener_timeout=60)
@@ -97,8 +98,8 @@ def test_one_listener_hears_many_events_in_commit_order_never_two_at_once():
 
 
 def test_nested_generations_with_parallel_tools_do_not_deadlock_a_small_pool(monkeypatch):
-    small = _workers.WorkerPool(2, name="agentkit-tool-test")
-    monkeypatch.setattr(_workers, "_tool_pool", small)
+    small = _threads.WorkerPool(2, name="agentkit-tool-test")
+    monkeypatch.setattr(_pool, "_tool_pool", small)
 
     @tool
     def delegate(n: int) -> str:

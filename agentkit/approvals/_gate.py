@@ -13,14 +13,13 @@ runner, so every tool kind passes it.
 
 from __future__ import annotations
 
-import contextvars
 import secrets
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._threads import CallTimeout, run_and_wait
 from ..cancel import CancelToken
 from ..errors import CancelledError, HookError
 from ..events import ControlEvent, Event
@@ -156,32 +155,20 @@ class ApprovalGate:
         approver = self._approver
         assert approver is not None
         timeout = None if self._policy is None else self._policy.timeout
-        box: list[Any] = []
-        answered = threading.Event()
 
-        def target() -> None:
+        def answer() -> object:
             try:
-                box.append(approver(request))
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-                box.append(exc)
-            finally:
-                answered.set()
+                return approver(request)
+            except BaseException as exc:  # noqa: BLE001 - the approver's error is its answer
+                return exc
 
         # the approver may block (a prompt): it runs on its own thread so that a timeout
         # or a cancellation stops the wait
-        worker = threading.Thread(target=contextvars.copy_context().run, args=(target,),
-                                  name="agentkit-approver", daemon=True)
-        forget = self._cancel._on_cancel(answered.set)
         try:
-            worker.start()
-            answered.wait(timeout)
-        finally:
-            forget()
-        if not box:
-            if self._cancel.cancelled:
-                raise CancelledError(self._cancel.reason)
+            answered = run_and_wait(answer, cancel=self._cancel, timeout=timeout, name="agentkit-approver")
+        except CallTimeout:
             return ApprovalDecision.deny(f"no answer within {timeout:g}s", note="timeout"), "timeout"
-        return _as_decision(approver, box[0]), "approver"
+        return _as_decision(approver, answered), "approver"
 
     # -- a stopped generation ----------------------------------------------------------
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .._threads import ModelStream
 from ..cancel import CancelToken
-from ..errors import CancelledError, ConfigurationError
+from ..errors import ConfigurationError
 from ..messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest, ModelSettings, TextDelta
 from ._view import cap_output
@@ -86,17 +87,10 @@ def summarizing_compactor(
             cache=False,
         )
         pieces: list[str] = []
-        stream = chat.stream(request)
-        try:
+        with ModelStream(chat, request) as stream:
             for ev in stream:
-                if cancel.cancelled:
-                    raise CancelledError(cancel.reason)
                 if isinstance(ev, TextDelta):
                     pieces.append(ev.text)
-        finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
         return "".join(pieces)
 
     compact.__qualname__ = f"summarizing_compactor({getattr(chat, 'model_name', type(chat).__name__)})"

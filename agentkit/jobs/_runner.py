@@ -5,7 +5,7 @@ A :class:`JobRunner` is the ``jobs`` capability of
 returns at once with a ``running`` :class:`~agentkit.execution.JobState`; a worker
 thread then reads the output and records the outcome. Subscribers receive ordered
 ``started``, ``output`` and ``finished`` :class:`~agentkit.execution.JobEvent` s,
-each on its own delivery thread with a bounded queue: a slow subscriber slows the job
+each in order from a bounded queue on the shared delivery threads: a slow subscriber slows the job
 down (backpressure: the worker waits, so the process blocks on a full pipe), and one that
 raises or stalls past ``listener_timeout`` is removed with a warning, receives nothing
 more, and the job it was handling is terminated.
@@ -22,7 +22,6 @@ side (turning job events into runtime events) is :mod:`agentkit.jobs._bridge`.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 import uuid
@@ -31,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .._threads import ListenerQueue
 from ..cancel import CancelToken
 from ..errors import ConfigurationError, JobNotFoundError, StoreConflictError
 from ..execution import _process
@@ -44,7 +44,6 @@ logger = logging.getLogger("agentkit.jobs")
 
 Launcher = Callable[..., "tuple[Any, list[str], str]"]
 _TERMINAL: tuple[JobStatus, ...] = ("finished", "failed", "aborted")
-_STOP = object()
 
 
 def _orphan_verdict(state: JobState, settle: Callable[[JobState], JobState | None] | None) -> JobState:
@@ -85,81 +84,49 @@ class _Job:
 
 
 class _Subscriber:
-    """One job listener: a bounded queue drained by its own thread."""
+    """One job listener: the one listener queue (:class:`agentkit._threads.ListenerQueue`)
+    in its backpressure mode, delivered on the shared delivery threads."""
 
     def __init__(self, runner: JobRunner, listener: JobListener, size: int, timeout: float) -> None:
         self.listener = listener
         self.runner = runner
-        self.timeout = timeout
-        self.active = True
-        self.failed = False
-        self.state_lock = threading.Lock()
-        self.busy_since: float | None = None
-        self.queue: queue.Queue[object] = queue.Queue(maxsize=size)
-        self.thread = threading.Thread(target=self._run, name="agentkit-job-listener", daemon=True)
-        self.thread.start()
+        self._about = threading.local()  # the event a removal is reported for, per thread
+        self._queue: ListenerQueue[JobEvent] = ListenerQueue(
+            self._call, max_queue=size, timeout=timeout, on_drop=self._fail, overflow="wait")
+
+    @property
+    def active(self) -> bool:
+        return self._queue.active
+
+    def in_listener(self) -> bool:
+        """True when called from inside this listener."""
+        return self._queue.in_listener()
 
     def offer(self, event: JobEvent) -> None:
         """Queue ``event``, waiting while the queue is full (backpressure)."""
-        if not self.active:
-            return
-        busy = self.busy_since
-        if busy is not None and time.monotonic() - busy > self.timeout:
-            self.fail(f"one call has been running for more than {self.timeout:g}s (stalled)", event)
-            return
-        try:
-            self.queue.put(event, timeout=self.timeout)
-        except queue.Full:
-            self.fail(f"it did not take an event for {self.timeout:g}s (stalled)", event)
+        self._about.event = event
+        self._queue.offer([event])
 
-    def fail(self, why: str, event: JobEvent) -> None:
-        """Remove this subscriber (it receives nothing more) and terminate the job of
-        ``event``, with a warning."""
-        with self.state_lock:  # several job threads may detect the stall at once
-            if not self.active:
-                return
-            self.active = False
-            self.failed = True
+    def _call(self, event: JobEvent) -> None:
+        self._about.event = event
+        self.listener(event)
+
+    def _fail(self, why: str) -> None:
+        """Remove this subscriber (it receives nothing more) and terminate the job of the
+        event it failed on, with a warning."""
+        event: JobEvent = self._about.event
         msg = (f"agentkit: removed job listener {self.listener!r}: {why}; "
                f"terminating job {event.execution_id}")
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        warnings.warn(msg, RuntimeWarning, stacklevel=5)
         logger.warning(msg)
         self.runner._remove(self)
         self.runner._terminate(event.execution_id, f"a job listener failed: {why}")
-        try:
-            self.queue.put_nowait(_STOP)
-        except queue.Full:
-            pass
 
     def close(self, timeout: float = 5.0) -> None:
-        """Deliver what is queued, then stop the delivery thread."""
-        with self.state_lock:
-            if not self.active:
-                return
-            self.active = False
-        try:
-            self.queue.put(_STOP, timeout=timeout)
-        except queue.Full:
-            return
-        if threading.current_thread() is not self.thread:
-            self.thread.join(timeout)
-
-    def _run(self) -> None:
-        while True:
-            item = self.queue.get()
-            if item is _STOP or self.failed:
-                return  # a failed subscriber gets nothing more, not even what was queued
-            assert isinstance(item, JobEvent)
-            self.busy_since = time.monotonic()
-            try:
-                self.listener(item)
-            except Exception as exc:  # noqa: BLE001 - a listener bug stops its delivery only
-                self.busy_since = None
-                self.fail(f"it raised {type(exc).__name__}: {exc}", item)
-                return
-            self.busy_since = None
-            if self.failed:  # declared stalled while this call ran
-                return
+        """Deliver what is queued, then stop (waiting up to ``timeout`` seconds, unless
+        called from inside the listener)."""
+        self._queue.close(drain=True)
+        self._queue.join(time.monotonic() + timeout)
 
 
 class JobRunner:
@@ -426,7 +393,7 @@ class JobRunner:
         job = self._job(execution_id)
         self._terminate(execution_id, reason, status="aborted")
         with self._lock:
-            delivering = any(sub.thread is threading.current_thread() for sub in self._subs)
+            delivering = any(sub.in_listener() for sub in self._subs)
         if not delivering:
             job.done.wait(self._grace + 10.0)
         return job.state

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from .._json import json_problem
+from .._threads import ModelStream, wait_future
 from ..approvals._gate import ApprovalGate, WaitingForApproval
 from ..approvals._policy import ApprovalState
 from ..cancel import CancelToken
@@ -163,11 +164,8 @@ def _infer(model: ChatModel, request: ModelRequest, emit: Emit | None,
             parts.append(ReasoningPart(text="".join(reasoning)))
             reasoning.clear()
 
-    stream = model.stream(request)
-    try:
+    with ModelStream(model, request) as stream:
         for ev in stream:
-            if cancel.cancelled:
-                raise CancelledError(cancel.reason)
             if isinstance(ev, TextDelta):
                 if reasoning:
                     flush_reasoning()
@@ -208,12 +206,6 @@ def _infer(model: ChatModel, request: ModelRequest, emit: Emit | None,
                     )
                 reasoning.clear()
                 parts.append(part)
-    finally:
-        # an abandoned provider stream (cancelled, or a callback raised) releases its
-        # connection now, not whenever the garbage collector gets to it
-        close = getattr(stream, "close", None)
-        if close is not None:
-            close()
     if cancel.cancelled:
         raise CancelledError(cancel.reason)
     flush_reasoning()
@@ -729,7 +721,7 @@ class _Loop:
         if action == "run":
             if future is None:
                 return self._execute(call)
-            return _wait_for(future, self.cancel)
+            return wait_future(future, self.cancel)
         if action == "wait":  # its twin earlier in this message ran
             output = self.ledger.result(call)
             if output is None:
@@ -771,19 +763,3 @@ def _chain(first: Gate, second: Gate | None) -> Gate:
         return out if isinstance(out, ToolOutput) else second(out, ctx)
 
     return gate
-
-
-def _wait_for(future: Future[ToolOutput], cancel: CancelToken) -> ToolOutput:
-    """The future's result, or CancelledError as soon as ``cancel`` is set (a tool that
-    ignores its token must not hold the generation)."""
-    if not future.done():
-        wake = threading.Event()
-        forget = cancel._on_cancel(wake.set)
-        future.add_done_callback(lambda _: wake.set())
-        try:
-            wake.wait()
-        finally:
-            forget()
-        if not future.done():
-            raise CancelledError(cancel.reason)
-    return future.result()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Union
 from urllib.parse import urlparse
 
+from .._threads import ModelStream
 from ..cancel import CancelToken
 from ..errors import CancelledError, ConfigurationError
 from ..messages import Message
@@ -115,21 +116,14 @@ def model_sampler(model: Any) -> _Sampler:
                                  stop=request.stop_sequences or None)
         texts: list[str] = []
         reason: str | None = None
-        stream = model.stream(ModelRequest(messages=request.messages, system=request.system_prompt,
-                                           settings=settings, cancel=cancel))
-        try:
+        model_request = ModelRequest(messages=request.messages, system=request.system_prompt,
+                                     settings=settings, cancel=cancel)
+        with ModelStream(model, model_request) as stream:
             for event in stream:
-                cancel.raise_if_cancelled()  # a provider may not check the token itself
                 if isinstance(event, TextDelta):
                     texts.append(event.text)
                 elif isinstance(event, FinishEvent):
                     reason = event.reason
-        finally:
-            # an abandoned provider stream releases its connection now, not whenever the
-            # garbage collector gets to it
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
         name = getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
         return SamplingResult(text="".join(texts), model=str(name),
                               stop_reason=_STOP_REASONS.get(reason or "", reason))

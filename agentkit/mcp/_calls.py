@@ -59,8 +59,8 @@ def call_tool(rt: Runtime, callers: Callers, call_timeout: float | None, rebuild
     progress reported to ``ctx`` there, every failure an error result; ``rebuild`` runs
     when the connection was lost on the way."""
     # here, not at the top: importing agentkit.mcp must not import the SDK (anyio)
+    from .._threads import CallTimeout
     from ._failures import NotConnected, OutcomeUnknown, describe_error
-    from ._portal import CallTimeout
 
     cancel = ctx.cancel if ctx is not None else CancelToken()
     if rt.closed:

@@ -44,8 +44,8 @@ def _run(rt: Runtime, server: str, what: str, feature: str, fn: Callable[..., An
          timeout: float | None) -> Any:
     """Run ``fn(conn, *args)`` on the loop; every failure becomes an McpError naming
     ``server`` and ``what``."""
+    from .._threads import CallTimeout
     from ._failures import NotConnected, describe_error
-    from ._portal import CallTimeout
 
     conn = _conn(rt, server)
     if conn.status != "connected":

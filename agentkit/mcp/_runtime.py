@@ -1,17 +1,17 @@
 """What a toolset owns and must tear down: the loop thread, the server connections and
-the notification delivery thread. Nothing here refers back to the toolset, so a
+the notification listeners' queues. Nothing here refers back to the toolset, so a
 ``weakref.finalize`` can own a :class:`Runtime` and shut it down at garbage collection or
 interpreter exit."""
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from .._threads import ListenerQueue
 from ..errors import McpError
 
 __all__: list[str] = []
@@ -27,88 +27,84 @@ _MAX_PENDING = 10_000
 
 
 class Notifier:
-    """Delivers notifications to listeners in order, on one thread of its own, so a slow
-    listener (a Session writing to its store) never blocks the event loop. The backlog
-    is bounded: a chatty server cannot grow memory without limit behind a slow listener."""
+    """Delivers notifications to each listener in order, from a bounded queue of its own
+    on the process's shared delivery threads (the one listener queue,
+    :class:`agentkit._threads.ListenerQueue`), so a slow listener (a Session writing to
+    its store) never blocks the event loop or the other listeners. The backlog is
+    bounded: a chatty server cannot grow memory without limit behind a slow listener;
+    beyond ``max_pending``, new notifications are dropped."""
 
     def __init__(self, max_pending: int = _MAX_PENDING) -> None:
-        self._listeners: list[Callable[[dict[str, Any]], Any]] = []
+        self._queues: list[ListenerQueue[dict[str, Any]]] = []
         self._lock = threading.Lock()
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=max_pending)
-        self._thread: threading.Thread | None = None
+        self._max = max_pending
         self._closed = False
-        self._abandoned = False
-        self.dropped = 0
-        """How many notifications were dropped because the backlog was full."""
+        self._dropped_before = 0  # by listeners removed since
+        self._warned = False
+
+    @property
+    def dropped(self) -> int:
+        """How many notifications were dropped because a backlog was full."""
+        with self._lock:
+            return self._dropped_before + sum(q.dropped for q in self._queues)
 
     def add(self, listener: Callable[[dict[str, Any]], Any]) -> Callable[[], None]:
+        def failed(why: str) -> None:
+            log.warning("an MCP notification listener failed and was removed: %s", why, exc_info=True)
+            self._forget(queue)
+
+        queue: ListenerQueue[dict[str, Any]] = ListenerQueue(listener, max_queue=self._max, timeout=None,
+                                                             on_drop=failed, overflow="drop-new")
         with self._lock:
             if self._closed:
                 raise McpError("the MCP toolset is closed; notifications cannot be forwarded")
-            self._listeners.append(listener)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._deliver, name="agentkit-mcp-notify", daemon=True)
-                self._thread.start()
+            self._queues.append(queue)
 
         def remove() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
+            queue.close(drain=False)
+            self._forget(queue)
 
         return remove
 
+    def _forget(self, queue: ListenerQueue[dict[str, Any]]) -> None:
+        with self._lock:
+            if queue in self._queues:
+                self._queues.remove(queue)
+                self._dropped_before += queue.dropped
+
     def in_delivery_thread(self) -> bool:
-        """True when called from a listener (the delivery thread)."""
-        return threading.current_thread() is self._thread
+        """True when called from a listener (a delivery thread delivering to it)."""
+        with self._lock:
+            queues = list(self._queues)
+        return any(q.in_listener() for q in queues)
 
     def put(self, note: dict[str, Any]) -> None:
         with self._lock:
-            if self._closed or not self._listeners:
+            if self._closed:
                 return
-        try:
-            self._queue.put_nowait(note)
-        except queue.Full:
-            self.dropped += 1
-            if self.dropped == 1:
+            queues = list(self._queues)
+        for queue in queues:
+            if not queue.offer([note]) and queue.active and not self._warned:
+                self._warned = True  # once: a chatty server must not flood the log too
                 log.warning("MCP notification listeners fell %d notifications behind; dropping new "
-                            "notifications until they catch up", self._queue.maxsize)
-
-    def _deliver(self) -> None:
-        while True:
-            note = self._queue.get()
-            if note is None or self._abandoned:
-                return
-            with self._lock:
-                listeners = list(self._listeners)
-            for listener in listeners:
-                try:
-                    listener(note)
-                except Exception:  # noqa: BLE001 - one listener must not stop the others
-                    log.warning("an MCP notification listener failed and was removed", exc_info=True)
-                    with self._lock:
-                        if listener in self._listeners:
-                            self._listeners.remove(listener)
+                            "notifications until they catch up", self._max)
 
     def close(self, timeout: float = 10.0) -> None:
+        """Deliver what is queued, waiting up to ``timeout`` seconds; from a listener,
+        nothing more is delivered (it must not wait for itself)."""
+        inside = self.in_delivery_thread()
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            thread = self._thread
-        if thread is threading.current_thread():  # closed by a listener: nothing more is delivered
-            self._abandoned = True
-            try:
-                self._queue.put_nowait(None)  # wakes the loop when the queue was empty
-            except queue.Full:
-                pass
+            queues = list(self._queues)
+        for queue in queues:
+            queue.close(drain=not inside)
+        if inside:
             return
-        try:
-            self._queue.put(None, timeout=timeout)
-        except queue.Full:  # a listener is stuck: leave its (daemon) thread behind
+        deadline = time.monotonic() + timeout
+        if not all([queue.join(deadline) for queue in queues]):  # a listener is stuck: leave it behind
             log.warning("an MCP notification listener did not return within %gs", timeout)
-            return
-        if thread is not None:
-            thread.join(timeout)
 
 
 class Runtime:

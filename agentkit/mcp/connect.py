@@ -100,7 +100,6 @@ def connect_mcp(
     _check_options(connect_timeout, call_timeout, max_list_pages, authorize_tool_call, fail_on_no_tools,
                    prefix_tool_names, log_level, reconnect, expose_resources)
     specs = validate_servers(servers)
-
     from ._callbacks import SESSION, HostCallbacks, normalize_roots
 
     host = HostCallbacks(sampling=sampling, approve_sampling=approve_sampling, elicitation=elicitation)
@@ -112,7 +111,7 @@ def connect_mcp(
         for name, spec in specs.items()
     }
 
-    from ._portal import LoopThread
+    from .._threads import LoopThread
     from ._runtime import Notifier, Runtime, supervise
     from ._server import ServerConnection
 
@@ -133,7 +132,9 @@ def connect_mcp(
     }
     for name, spec in specs.items():
         conns[name].session_roots = session_roots and getattr(spec, "roots", None) is None
-    runtime = Runtime(LoopThread(), conns, notifier)
+    loop = LoopThread("agentkit-mcp-loop", error=McpError, what="MCP call",
+                      closed="the MCP toolset is closed; connect again with connect_mcp()")
+    runtime = Runtime(loop, conns, notifier)
     toolset = McpToolset(_runtime=runtime, _authorize=authorize_tool_call, _callers=host.callers,
                          _call_timeout=None if call_timeout is None else float(call_timeout),
                          _prefix=prefix_tool_names, _expose_resources=expose_resources)

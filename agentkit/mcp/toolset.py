@@ -265,10 +265,10 @@ class McpToolset:
         execution context. A server connected without roots offered no roots capability
         and cannot be given any now: :class:`~agentkit.errors.ConfigurationError` says to
         connect it with ``roots=``."""
+        from .._threads import CallTimeout
         from ._callbacks import normalize_roots
         from ._catalog import _conn
         from ._failures import describe_error
-        from ._portal import CallTimeout
 
         normalized = normalize_roots(roots, "set_roots(roots)")
         names = [server] if server is not None else [n for n, c in self._rt.conns.items() if c.roots is not None]
@@ -301,8 +301,8 @@ class McpToolset:
         ``timeout`` seconds (default: the ``connect_timeout``). Raises
         :class:`~agentkit.errors.McpError` naming the first server that failed to answer;
         its previous listing stays."""
+        from .._threads import CallTimeout
         from ._failures import describe_error
-        from ._portal import CallTimeout
 
         if self._rt.closed:
             raise McpError("the MCP toolset is closed; connect again with connect_mcp()")
@@ -328,8 +328,8 @@ class McpToolset:
         on older ones. Subscribing to the same URI again does nothing. Raises
         :class:`~agentkit.errors.McpError` when the server is not connected, does not
         offer subscriptions, refuses, or does not answer within ``timeout`` seconds."""
+        from .._threads import CallTimeout
         from ._failures import NotConnected, ResourceSubscriptionUnsupported, describe_error
-        from ._portal import CallTimeout
 
         if server not in self._rt.conns:
             raise ConfigurationError(f"no MCP server named {server!r}; the servers are "
@@ -389,7 +389,7 @@ class McpToolset:
 
     def close(self) -> None:
         """Disconnect every server (stdio children are shut down), stop the event-loop
-        thread and the notification thread. Idempotent. Tools called afterwards return an
+        thread and the notification delivery. Idempotent. Tools called afterwards return an
         error result. Cannot be called from the MCP event-loop thread (for example from an
         ``mcp.Client`` message handler)."""
         if self._rt.loop.in_loop_thread():

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import contextvars
 import socket
 import threading
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from .._threads import run_and_wait
 from ..cancel import CancelToken
-from ..errors import AuthenticationError, CancelledError
+from ..errors import AuthenticationError
 from ._common import KEY_PLACEHOLDER, sdk_call_kwargs
 from .adapter import ProviderModel
 from .base import ModelRequest, StreamEvent
@@ -87,39 +87,15 @@ def _call_until_cancelled(create: Callable[..., Any], kwargs: dict[str, Any], ca
     cancel. A call left behind by a cancel is closed by its helper when it returns (the
     server answers, or the client's ``timeout`` passes); its errors are dropped.
     """
-    wakeup = threading.Event()
-    lock = threading.Lock()
-    outcome: dict[str, Any] = {}
-    context = contextvars.copy_context()  # tracing spans and the like follow the call
+    # tracing spans and the like follow the call (run_and_wait copies the context);
+    # cancelled meanwhile: nothing is sent
+    return run_and_wait(lambda: create(**kwargs), cancel=cancel, name="agentkit-model-call", abandoned=_close)
 
-    def run() -> None:
-        try:
-            outcome["result"] = context.run(create, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-            outcome["error"] = exc
-        with lock:
-            outcome["done"] = True
-            abandoned = outcome.get("abandoned", False)
-        wakeup.set()
-        if abandoned and "result" in outcome:
-            close = getattr(outcome["result"], "close", None)
-            if callable(close):
-                close()
 
-    forget = cancel._on_cancel(wakeup.set)
-    try:
-        cancel.raise_if_cancelled()  # cancelled meanwhile: send nothing
-        threading.Thread(target=run, name="agentkit-model-call", daemon=True).start()
-        wakeup.wait()
-        with lock:
-            if not outcome.get("done"):
-                outcome["abandoned"] = True
-                raise CancelledError(cancel.reason)
-    finally:
-        forget()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["result"]
+def _close(result: Any) -> None:
+    close = getattr(result, "close", None)
+    if callable(close):
+        close()
 
 
 class _Interrupter:

@@ -21,8 +21,7 @@ from typing import Any, Generic, overload
 
 from typing_extensions import TypeVar, Unpack
 
-from .._async import run_sync_cancellable
-from .._workers import SessionExecutor
+from .._threads import SessionExecutor, run_sync_cancellable
 from ..approvals._policy import ApprovalDecision, ApprovalRequest, decision_events
 from ..cancel import CancelToken
 from ..context._compact import ContextShaper, apply_retention, compact_log, finish_prune, iter_history
@@ -390,7 +389,7 @@ class Session(Generic[DepsT, OutputT]):
         with self._log.lock:
             self._log.check_usable()  # a pool made after close() would never be shut down
             if self._pool is None:
-                # a door to the process's shared tool threads (agentkit._workers)
+                # a door to the process's shared tool threads (agentkit._threads)
                 self._pool = SessionExecutor(self._max_workers)
             return self._pool
 

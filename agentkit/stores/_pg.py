@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from .._threads import CallTimeout, run_and_wait
 from ..errors import ConfigurationError, MissingDependencyError, SchemaVersionError, StoreError, StoreUnavailableError
 from ._pg_schema import LAYOUT, SCHEMA_SQL, channel_name, check_schema_name, schema_sql
 from ._pg_wait import WATCHDOG
@@ -288,9 +289,11 @@ class Pg:
     def recheck(self, limit: float | None = None) -> None:
         """Drop broken idle connections (after a server restart), waiting at most
         ``limit`` (default: the timeout) seconds: a frozen server cannot hold it up."""
-        checker = threading.Thread(target=self._check_pool, name="agentkit-pg-check", daemon=True)
-        checker.start()
-        checker.join(self.timeout if limit is None else max(0.0, min(limit, self.timeout)))
+        try:
+            run_and_wait(self._check_pool, name="agentkit-pg-check",
+                         timeout=self.timeout if limit is None else max(0.0, min(limit, self.timeout)))
+        except CallTimeout:
+            pass  # a frozen server: the check runs on, on its own thread
 
     def _check_pool(self) -> None:
         try:

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Generic, Literal
 
 from typing_extensions import TypeVar
 
+from .._threads import anyio_module, stream_pool
 from ..cancel import CancelToken
 from ..errors import ConfigurationError
 from ..messages import Message, ToolCallPart, _output_to_dict, content_to_dict
@@ -368,59 +369,12 @@ class _Buffer:
         return self._taken.popleft()
 
 
-class _Slot:
-    """An idle worker thread waiting for its next task."""
-
-    __slots__ = ("event", "task")
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.task: tuple[Callable[..., None], tuple[Any, ...]] | None = None
-
-
-class _Workers:
-    """Daemon threads that run stream generations, reused: a thread that finished one
-    waits a while for the next instead of exiting, so a stream does not pay for a new
-    thread. There is no bound (a generation may start streams of its own, and a bound
-    could make it wait for itself); a thread idle for ``idle`` seconds exits."""
-
-    def __init__(self, idle: float = 30.0) -> None:
-        self._idle_seconds = idle
-        self._lock = threading.Lock()
-        self._idle: list[_Slot] = []
-
-    def submit(self, fn: Callable[..., None], *args: Any) -> None:
-        # the generation runs in a copy of the caller's context (contextvars), so its
-        # tracing span is a child of the caller's current span, as without a stream
-        fn, args = contextvars.copy_context().run, (fn, *args)
-        with self._lock:
-            slot = self._idle.pop() if self._idle else None
-        if slot is None:
-            threading.Thread(target=self._serve, args=((fn, args),), name="agentkit-stream", daemon=True).start()
-        else:
-            slot.task = (fn, args)
-            slot.event.set()
-
-    def _serve(self, task: tuple[Callable[..., None], tuple[Any, ...]]) -> None:
-        slot = _Slot()
-        while True:
-            fn, args = task
-            fn(*args)  # AgentStream._work: it hands every outcome to its consumer
-            slot.event.clear()
-            slot.task = None
-            with self._lock:
-                self._idle.append(slot)
-            if not slot.event.wait(self._idle_seconds):
-                with self._lock:
-                    if slot in self._idle:  # nobody claimed it: this thread leaves
-                        self._idle.remove(slot)
-                        return
-                slot.event.wait()  # claimed just now: its task is on the way
-            assert slot.task is not None
-            task = slot.task
-
-
-_WORKERS = _Workers()
+def _submit(fn: Callable[..., None], *args: Any) -> None:
+    """Run ``fn(*args)`` on a stream thread (:func:`agentkit._threads.stream_pool`), in a
+    copy of the caller's context (contextvars), so the generation's tracing span is a
+    child of the caller's current span, as without a stream."""
+    context = contextvars.copy_context()
+    stream_pool().run(lambda: context.run(fn, *args), urgent=True)
 
 
 class _Run:
@@ -529,7 +483,7 @@ class AgentStream(Iterator[AgentEvent], Generic[OutputT]):
         self._finished = False
         _REAPER.ensure_running()
         weakref.finalize(self, _REAPER.abandoned, self._run).atexit = False
-        _WORKERS.submit(self._run.work, run)
+        _submit(self._run.work, run)
 
     def __iter__(self) -> AgentStream[OutputT]:
         return self
@@ -612,8 +566,6 @@ class AgentStream(Iterator[AgentEvent], Generic[OutputT]):
         return event
 
     async def _anext_within(self, timeout: float | None) -> AgentEvent | None | Literal[False]:
-        from .._async import anyio_module
-
         anyio = anyio_module()
         try:
             event: AgentEvent | None | Literal[False] = await anyio.to_thread.run_sync(
@@ -626,8 +578,6 @@ class AgentStream(Iterator[AgentEvent], Generic[OutputT]):
 
     async def aclose(self, reason: str = "stream closed") -> None:
         """:meth:`close` for async code: waits for the generation to stop on a worker thread."""
-        from .._async import anyio_module
-
         anyio = anyio_module()
         self._stop(reason)  # at once, even when this task is being cancelled
         with anyio.CancelScope(shield=True):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextvars
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from .._json import dumps, json_problem, loads
+from .._threads import CallTimeout, run_and_wait
 from ..errors import AgentkitError, CancelledError
 from ..messages import ToolCallPart, ToolOutput, content_to_dict
 from ..observability._tracing import note_tool_error
@@ -146,37 +145,15 @@ def _invoke(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
 def _invoke_with_timeout(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext,
                          timeout: float) -> ToolOutput:
-    box: list[ToolOutput | BaseException] = []
-    finished = threading.Event()
-
-    def target() -> None:
-        try:
-            box.append(_invoke(tool, kwargs, ctx))
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-            box.append(exc)
-        finally:
-            finished.set()
-
-    # the worker runs in a copy of the caller's context (contextvars), like pool threads
-    worker = threading.Thread(
-        target=contextvars.copy_context().run, args=(target,), name=f"agentkit-tool-{tool.name}", daemon=True
-    )
-    forget = ctx.cancel._on_cancel(finished.set)  # a cancelled run stops waiting at once
+    # the worker runs in a copy of the caller's context (contextvars), like pool threads;
+    # a cancelled run stops waiting at once (the tool was told through its token)
     try:
-        worker.start()
-        finished.wait(timeout)
-    finally:
-        forget()
-    if not box:
-        if ctx.cancel.cancelled:  # the run was cancelled: the tool was told through its token
-            raise CancelledError(ctx.cancel.reason)
+        return run_and_wait(lambda: _invoke(tool, kwargs, ctx), cancel=ctx.cancel, timeout=timeout,
+                            name=f"agentkit-tool-{tool.name}")
+    except CallTimeout:
         # Threads cannot be killed: tell the tool to stop through its token and move on.
         ctx.cancel.cancel(f"tool {tool.name!r} timed out")
         note_tool_error("timeout")
         return ToolOutput.error(
             f"tool {tool.name!r} timed out after {timeout:g}s and was told to stop"
         )
-    result = box[0]
-    if isinstance(result, BaseException):
-        raise result
-    return result

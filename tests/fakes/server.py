@@ -14,8 +14,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Union
+
+from _procs import wait_for
+from _servers import ThreadedHTTP
 
 DROP = object()
 """Put ``(None, DROP)`` among a reply's ``events`` to cut the connection there, without
@@ -67,14 +70,6 @@ class Recorded:
     body: Any
 
 
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        import sys
-
-        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-            super().handle_error(request, client_address)
-
-
 Responder = Callable[[Recorded], Union[Reply, None]]
 
 
@@ -84,37 +79,32 @@ class FakeServer:
     Use as a context manager. ``url`` is the base URL; ``requests`` the recorded requests.
     """
 
-    def __init__(self, responder: Responder | None = None) -> None:
+    def __init__(self, responder: Responder | None = None, *,
+                 check: Callable[[Recorded], Reply | None] | None = None) -> None:
         self.replies: deque[Reply | Responder] = deque()
         self.requests: list[Recorded] = []
         self.connections = 0
         """How many TCP connections clients opened."""
         self.responder = responder
-        self.check: Callable[[Recorded], Reply | None] | None = None
+        self.check = check
         """A validator run before replying; a Reply it returns is sent instead."""
         self._lock = threading.Lock()
         self._closing = threading.Event()  # ends a reply's hang when the server stops
-        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
+        self._http = ThreadedHTTP(self._handler_class(), quiet=(ConnectionError, TimeoutError), poll_interval=0.02)
 
     # -- lifecycle ---------------------------------------------------------------------
 
     def __enter__(self) -> FakeServer:
-        self._thread.start()
+        self._http.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._closing.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self._http.stop()
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._http.port}"
 
     def add(self, *replies: Reply | Responder) -> FakeServer:
         """Queue replies (or callables returning one) for the next requests."""
@@ -128,11 +118,7 @@ class FakeServer:
         return [r.body for r in self.requests]
 
     def wait_for_requests(self, n: int, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.requests) < n:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"expected {n} request(s), got {len(self.requests)}")
-            time.sleep(0.01)
+        wait_for(lambda: len(self.requests) >= n, timeout, f"{n} request(s) (got {len(self.requests)} so far)")
 
     # -- serving -----------------------------------------------------------------------
 

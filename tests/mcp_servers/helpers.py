@@ -6,10 +6,15 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from _procs import alive, stop, wait_for
+
+__all__ = [
+    "DEMO", "GARBAGE", "HANG", "HERE", "PAGED", "alive", "children", "http_server", "no_leaks", "stdio", "wait_for",
+]
 
 HERE = Path(__file__).resolve().parent
 DEMO = str(HERE / "demo_server.py")
@@ -24,30 +29,6 @@ def stdio(script: str, *args: str, env: dict[str, str] | None = None) -> dict:
     if env is not None:
         cfg["env"] = env
     return cfg
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
-    """Poll ``predicate`` until it is true; fail the test after ``timeout`` seconds (an upper
-    bound for loaded machines: a passing test waits only as long as it must)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-
-
-def _proc_state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    state = _proc_state(pid)
-    return state is not None and state != "Z"
 
 
 def children() -> set[int]:
@@ -71,7 +52,7 @@ def children() -> set[int]:
 def no_leaks(timeout: float = 20.0) -> Iterator[None]:
     """Fail unless every child process and thread started inside the block is gone
     (polled with a deadline) after it. The process-wide worker threads all sessions share
-    (agentkit/_workers.py: tool calls, listener delivery) are a pool, not a leak."""
+    (agentkit/_threads/_pool.py: tool calls, listener delivery) are a pool, not a leak."""
     kids_before = children()
     threads_before = set(threading.enumerate())
     yield
@@ -101,11 +82,6 @@ def http_server(*args: str, env: dict[str, str] | None = None, script: str = DEM
             raise RuntimeError(f"the HTTP MCP server did not start (printed {line!r})")
         yield f"http://127.0.0.1:{int(line)}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
+        stop(proc)
         if proc.stdout:
             proc.stdout.close()

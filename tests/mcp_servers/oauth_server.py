@@ -18,12 +18,13 @@ has forgotten every MCP session, like a redeployed one).
 from __future__ import annotations
 
 import importlib.util
-import socket
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _procs import free_port, wait_for
 
 
 def _load_example() -> Any:
@@ -68,12 +69,6 @@ class MemoryAuthProvider(_example.DemoAuthProvider):  # type: ignore[misc,name-d
         self.access.clear()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class ServerThread:
     """A Starlette app (built by ``make_app``) under uvicorn on a fixed 127.0.0.1 port, in a
     thread. :meth:`stop` and :meth:`start` (or :meth:`restart`) keep the port."""
@@ -96,11 +91,14 @@ class ServerThread:
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="test-uvicorn", daemon=True)
         self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
+        thread, server = self._thread, self._server
+
+        def up() -> bool:
+            if not thread.is_alive():
                 raise RuntimeError(f"the test server did not start on port {self.port}")
-            time.sleep(0.02)
+            return bool(server.started)
+
+        wait_for(up, timeout=30, what=f"the test server to start on port {self.port}")
         return self
 
     def stop(self) -> None:

@@ -9,19 +9,16 @@ do in a LangChain agent. :func:`to_langchain_tool` goes the other way.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import os
 import re
-import threading
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Union, get_args
 
+from ..._threads import shared_loop
 from ...cancel import CancelToken
-from ...errors import CancelledError, ToolDefinitionError
+from ...errors import ToolDefinitionError
 from ...messages import ToolCallPart, ToolOutput
 from ...tools._tool import _NAME_RE
 from ...tools.base import Tool, ToolContext, coerce_tool, to_tool_output
@@ -42,53 +39,11 @@ _CTX = "__agentkit_tool_context__"
 _CALL_ID = "__agentkit_tool_call_id__"
 
 
-class _AsyncRunner:
-    """One long-lived event loop in a daemon thread, started on first use, for tools that
-    only have a coroutine. Works whether or not the calling thread runs a loop itself.
-    Async clients a tool keeps stay on this one loop across calls and runs. A forked
-    child (a Celery prefork worker) starts its own loop on first use."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-
-    def _ensure(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            alive = self._thread is not None and self._thread.is_alive()
-            if self._loop is None or self._pid != os.getpid() or not alive:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=_serve, args=(loop,), name="agentkit-langchain-async", daemon=True
-                )
-                thread.start()
-                self._loop, self._thread, self._pid = loop, thread, os.getpid()
-            return self._loop
-
-    def run(self, coro: Coroutine[Any, Any, Any], cancel: CancelToken) -> Any:
-        """Run ``coro`` on the loop and wait; cancelling ``cancel`` cancels the task."""
-        future = asyncio.run_coroutine_threadsafe(coro, self._ensure())
-        while True:
-            done, _ = concurrent.futures.wait([future], timeout=0.05)
-            if done:
-                return future.result()
-            if cancel.cancelled:
-                future.cancel()
-                raise CancelledError(cancel.reason)
-
-
-_RUNNER = _AsyncRunner()
-"""Shared by every adapted coroutine-only LangChain tool, like the one MCP loop thread."""
-
-
-def _serve(loop: asyncio.AbstractEventLoop) -> None:
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_forever()
-    finally:
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
+def _run_async(coro: Coroutine[Any, Any, Any], cancel: CancelToken) -> Any:
+    """Run a coroutine-only tool's ``coro`` on the process's one background loop (started
+    on first use, and again in a forked child: a Celery prefork worker) and wait;
+    cancelling ``cancel`` cancels it. Async clients a tool keeps stay on that loop."""
+    return shared_loop().run(coro, cancel)
 
 
 def _is_base_tool(obj: Any) -> bool:
@@ -320,7 +275,6 @@ def from_langchain_tool(
     _check_injected(lc_tool, tool_name, injected, others)
     async_only = getattr(lc_tool, "func", False) is None and getattr(lc_tool, "coroutine", None) is not None
     can_async = async_only or _overrides_arun(lc_tool)
-    runner = _RUNNER
     return_direct = bool(lc_tool.return_direct)
     invalid_input = _validation_errors()
 
@@ -335,14 +289,14 @@ def from_langchain_tool(
         ctx.cancel.raise_if_cancelled()
         try:
             if async_only:
-                result = runner.run(lc_tool.ainvoke(call, config=config), ctx.cancel)
+                result = _run_async(lc_tool.ainvoke(call, config=config), ctx.cancel)
             else:
                 try:
                     result = lc_tool.invoke(call, config=config)
                 except NotImplementedError:
                     if not can_async:
                         raise
-                    result = runner.run(lc_tool.ainvoke(call, config=config), ctx.cancel)
+                    result = _run_async(lc_tool.ainvoke(call, config=config), ctx.cancel)
         except invalid_input as exc:  # not handled by the tool's handle_validation_error
             if not _about_schema(exc, lc_tool.args_schema):
                 raise  # raised inside the tool: reported as the tool failing

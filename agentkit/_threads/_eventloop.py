@@ -1,23 +1,30 @@
-"""One background event-loop thread that synchronous callers cross into.
+"""The background event-loop thread that synchronous callers cross into, for async-only
+dependencies.
 
-The mcp SDK is async-only. Instead of running a fresh event loop per call (which breaks
-inside Jupyter, ASGI servers and threads that already run a loop), a toolset owns one
-loop thread started with ``anyio.from_thread.start_blocking_portal()``; every sync call
-submits a coroutine there and waits for it with a timeout and a CancelToken.
+Instead of running a fresh event loop per call (which breaks inside Jupyter, ASGI
+servers and threads that already run a loop), a :class:`LoopThread` is one loop thread
+started with ``anyio.from_thread.start_blocking_portal()``; every sync call submits a
+coroutine there and waits for it with a timeout and a CancelToken. An MCP toolset owns
+one (the mcp SDK is async-only). Coroutine-only LangChain tools share the process's
+:func:`shared_loop` (an :class:`AsyncioLoop`), started on first use and again in a
+forked child, so async clients a tool keeps stay on one loop across calls and runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from ..cancel import CancelToken
-from ..errors import CancelledError, McpError
+from ..errors import CancelledError
+from ._wait import CallTimeout
 
-__all__: list[str] = []
+__all__ = ["AsyncioLoop", "LoopThread", "shared_loop"]
 
 T = TypeVar("T")
 
@@ -25,20 +32,22 @@ _POLL = 0.05
 """How often a waiting caller looks at its CancelToken (seconds)."""
 
 
-class CallTimeout(Exception):
-    """A call across the portal did not finish within its timeout (it was cancelled)."""
-
-
 class _Stop(Exception):
     """Thrown into the portal context manager so remaining tasks are cancelled."""
 
 
 class LoopThread:
-    """A running event loop in a daemon thread, with a blocking portal into it."""
+    """A running event loop in a daemon thread, with a blocking portal into it. Misuse
+    (a call after :meth:`stop`, a blocking call from the loop thread) raises ``error``
+    with ``closed`` or a message naming ``what`` calls it."""
 
-    def __init__(self, thread_name: str = "agentkit-mcp-loop") -> None:
+    def __init__(self, thread_name: str = "agentkit-loop", *, error: type[Exception] = RuntimeError,
+                 closed: str = "the event loop was stopped", what: str = "call") -> None:
         from anyio.from_thread import start_blocking_portal
 
+        self._error = error
+        self._closed = closed
+        self._what = what
         self._cm = start_blocking_portal()
         self.portal = self._cm.__enter__()
         self._lock = threading.Lock()
@@ -59,11 +68,11 @@ class LoopThread:
         """Start ``fn(*args)`` as a task on the loop; cancelling the future cancels it."""
         with self._lock:
             if self._stopped:
-                raise McpError("the MCP toolset is closed; connect again with connect_mcp()")
+                raise self._error(self._closed)
             try:
                 return self.portal.start_task_soon(fn, *args)
             except RuntimeError as exc:  # the portal stopped under us
-                raise McpError(f"the MCP event loop is not running: {exc}") from None
+                raise self._error(f"the {self._what} event loop is not running: {exc}") from None
 
     def run(self, fn: Callable[..., Awaitable[T]], *args: Any, timeout: float | None,
             cancel: CancelToken | None = None, pump: Callable[[], None] | None = None) -> T:
@@ -76,8 +85,8 @@ class LoopThread:
         toolset delivers a call's progress updates with it).
         """
         if self.in_loop_thread():
-            raise McpError("a blocking MCP call was made from the MCP event-loop thread itself; "
-                           "call toolset methods from ordinary threads")
+            raise self._error(f"a blocking {self._what} was made from its event-loop thread itself; "
+                              "make it from ordinary threads")
         guard = _Abandon()
         future: concurrent.futures.Future[T] | None = None
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -110,7 +119,7 @@ class LoopThread:
                 return
             self._stopped = True
         if self.in_loop_thread():  # pragma: no cover - guarded by callers
-            raise McpError("the MCP toolset cannot be closed from its own event-loop thread")
+            raise self._error(f"the {self._what} event loop cannot be stopped from its own thread")
         self._cm.__exit__(_Stop, _Stop(), None)
 
 
@@ -148,3 +157,59 @@ class _Abandon:
 
 def _rename_thread(name: str) -> None:
     threading.current_thread().name = name
+
+
+class AsyncioLoop:
+    """The process's one long-lived asyncio loop in a daemon thread, for async-only work
+    that belongs to no object (coroutine-only LangChain tools): started on first use, and
+    again in a forked child (a Celery prefork worker), where the parent's loop thread does
+    not exist. Works whether or not the calling thread runs a loop itself; async clients a
+    tool keeps stay on this one loop across calls and runs.
+
+    Plain asyncio rather than a :class:`LoopThread`: anyio's blocking portal, started in a
+    forked child whose parent ran LangChain coroutines on one, never answers its first
+    call."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            alive = self._thread is not None and self._thread.is_alive()
+            if self._loop is None or self._pid != os.getpid() or not alive:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=_serve, args=(loop,), name="agentkit-async", daemon=True)
+                thread.start()
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+            return self._loop
+
+    def run(self, coro: Coroutine[Any, Any, T], cancel: CancelToken) -> T:
+        """Run ``coro`` on the loop and wait; cancelling ``cancel`` cancels the task."""
+        future = asyncio.run_coroutine_threadsafe(coro, self._ensure())
+        while True:
+            done, _ = concurrent.futures.wait([future], timeout=_POLL)
+            if done:
+                return future.result()
+            if cancel.cancelled:
+                future.cancel()
+                raise CancelledError(cancel.reason)
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+_SHARED = AsyncioLoop()
+
+
+def shared_loop() -> AsyncioLoop:
+    """The process's one background asyncio loop (see :class:`AsyncioLoop`)."""
+    return _SHARED

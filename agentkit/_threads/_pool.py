@@ -1,6 +1,6 @@
-"""Process-wide worker threads shared by every session (private).
+"""The one pool implementation, and the process-wide pools shared by every session.
 
-Two pools serve all sessions of a process, so 10,000 open sessions cost O(workers)
+Three pools serve all sessions of a process, so 10,000 open sessions cost O(workers)
 threads, not O(sessions):
 
 - the **tool pool** runs tool calls (each session reaches it through a
@@ -11,6 +11,9 @@ threads, not O(sessions):
 - the **delivery pool** runs listener delivery. A stalled listener holds one thread;
   when queued deliveries wait while every thread has been busy for ``stall_after``
   seconds, a watchdog adds a thread, so a stalled listener cannot stall the others.
+- the **stream pool** runs the generations of streams. Every task is urgent: there is
+  no bound (a generation may start streams of its own, and a bound could make it wait
+  for itself), but a thread that finished one stream serves the next.
 
 Threads start on demand and end after ``idle_seconds`` without work.
 """
@@ -25,7 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
-__all__ = ["SessionExecutor", "WorkerPool", "delivery_pool", "tool_pool"]
+__all__ = ["SessionExecutor", "WorkerPool", "delivery_pool", "stream_pool", "tool_pool"]
 
 T = TypeVar("T")
 
@@ -115,6 +118,7 @@ def _env_int(name: str, default: int) -> int:
 
 _tool_pool: WorkerPool | None = None
 _delivery_pool: WorkerPool | None = None
+_stream_pool: WorkerPool | None = None
 _pools_lock = threading.Lock()
 
 
@@ -136,6 +140,16 @@ def delivery_pool() -> WorkerPool:
             _delivery_pool = WorkerPool(_env_int("AGENTKIT_DELIVERY_THREADS", 4), name="agentkit-listener",
                                         stall_after=0.5)
         return _delivery_pool
+
+
+def stream_pool() -> WorkerPool:
+    """The process's shared stream threads: submit with ``urgent=True`` (every stream
+    gets a thread at once); a thread idle for 30 seconds exits."""
+    global _stream_pool
+    with _pools_lock:
+        if _stream_pool is None:
+            _stream_pool = WorkerPool(1, name="agentkit-stream", idle_seconds=30.0)
+        return _stream_pool
 
 
 class _Call:
