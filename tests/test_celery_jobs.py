@@ -10,7 +10,7 @@ import tempfile
 import pytest
 from _celery import wait_for
 
-from agentkit import Session
+from agentkit import ConfigurationError, Session
 from agentkit.execution import LocalExecutionContext
 
 pytestmark = pytest.mark.timeout(600)
@@ -37,8 +37,9 @@ def test_a_job_runs_on_a_worker_and_its_events_reach_the_session(celery_rig, poo
     _app, tasks, store, _jobs = celery_rig.tasks()
     celery_rig.worker(pool=pool)
     session = _session(tasks, store, f"s-{pool}")
-    heard = []
+    heard, job_events = [], []
     session.subscribe(heard.append)
+    session.execution_context.jobs.subscribe(job_events.append)  # the port's JobEvents, from the session
     state = session.execution_context.jobs.start("sh", ["-c", "echo hello; echo oops >&2; echo $$"])
     assert state.running and state.pid is None  # queued: a worker starts it
     wait_for(lambda: _terminal(session, state.execution_id), "the job's terminal event")
@@ -59,6 +60,13 @@ def test_a_job_runs_on_a_worker_and_its_events_reach_the_session(celery_rig, poo
     wait_for(lambda: any(getattr(e, "runtime_type", "") == "job-finished" for e in heard), "the listener")
     ids = [e.id for e in heard if getattr(e, "runtime_type", "").startswith("job-")]
     assert ids == [e.id for e in _job_events(session, state.execution_id)]
+    wait_for(lambda: job_events and job_events[-1].type == "finished", "the job listener's finished event")
+    kinds = [e.type for e in job_events]
+    assert kinds[0] == "started" and kinds[-1] == "finished" and set(kinds[1:-1]) == {"output"}
+    assert job_events[0].state.pid == pid and job_events[-1].state.state == "finished"
+    assert "hello" in "".join(e.chunk for e in job_events if e.type == "output")
+    with pytest.raises(ConfigurationError, match="needs the Session"):
+        tasks.job_control().subscribe(print)
 
 
 def _runs(directory, name):
@@ -358,7 +366,7 @@ def test_a_tool_starts_a_job_on_a_worker_and_the_model_sees_its_end(celery_rig):
 
 
 def test_bad_input_and_a_control_without_a_session_are_refused_before_anything_is_recorded(celery_rig):
-    from agentkit import ConfigurationError, JobNotFoundError
+    from agentkit import JobNotFoundError
 
     _app, tasks, store, job_store = celery_rig.tasks()
     session = _session(tasks, store, "refusals")

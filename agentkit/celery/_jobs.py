@@ -32,10 +32,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BrokerUnavailableError, ConfigurationError, StoreError
-from ..execution.base import JobListener, JobState, _display
+from ..errors import BrokerUnavailableError, ConfigurationError, JobNotFoundError, StoreError
+from ..execution.base import JobEvent, JobListener, JobState, _display
 from ._record import Record, Records, ended, report_end
 
 if TYPE_CHECKING:
@@ -216,12 +217,47 @@ class CeleryJobControl:
     # -- events ------------------------------------------------------------------------
 
     def subscribe(self, listener: JobListener) -> Callable[[], None]:
-        """Celery jobs report through their session: subscribe to the session's events
-        (``job-*`` runtime events), which are the same in every process."""
-        raise ConfigurationError(
-            "the events of Celery jobs arrive as runtime events of their session (job-started, job-output, "
-            "job-finished, ...): use session.subscribe(listener) in any process"
-        )
+        """Receive this session's job events from now on, as a local job control gives
+        them (``started``, ``output``, ``finished`` :class:`~agentkit.execution.JobEvent` s,
+        in order per job), from the runtime events the workers commit to the session.
+        Needs the Session this control is bound to (in this process); returns a function
+        that unsubscribes."""
+        if not callable(listener):
+            raise ConfigurationError("subscribe() needs a callable listener(event)")
+        session = self._session
+        if session is None:
+            raise ConfigurationError(
+                "subscribe() needs the Session this job control belongs to: put it in a session's execution "
+                "context, or subscribe to the session's runtime events (job-started, job-output, job-finished, "
+                "...) with session.subscribe(listener)"
+            )
+
+        def on_event(event: Any) -> None:
+            job_event = self._job_event(event)
+            if job_event is not None:
+                listener(job_event)
+
+        unsubscribe: Callable[[], None] = session.subscribe(on_event)
+        return unsubscribe
+
+    def _job_event(self, event: Any) -> JobEvent | None:
+        """The JobEvent a ``job-*`` runtime event stands for (None for any other event)."""
+        kind = getattr(event, "runtime_type", "")
+        data = getattr(event, "data", {})
+        eid = data.get("execution_id")
+        if not kind.startswith("job-") or not isinstance(eid, str):
+            return None
+        if kind == "job-output":
+            return JobEvent(type="output", execution_id=eid, seq=int(data.get("seq", 0)),
+                            stream=data.get("stream"), chunk=str(data.get("chunk", "")))
+        try:
+            state = self.get(eid)
+        except JobNotFoundError:
+            return None
+        if kind == "job-started":
+            return JobEvent(type="started", execution_id=eid, seq=1,
+                            state=replace(state, state="running", pid=data.get("pid")))
+        return JobEvent(type="finished", execution_id=eid, seq=0, state=state)
 
 
 def _argv(executable: str, args: Sequence[str], raw: bool) -> list[str]:
