@@ -20,7 +20,8 @@ except ImportError as _exc:  # a missing extra is named
         _exc.name or "celery", "celery", "agentkit.celery (jobs and turns on Celery)"
     ) from _exc
 
-from . import _jobs, _worker
+from . import _jobs, _turns, _worker
+from ._turns import TurnMethods
 
 if TYPE_CHECKING:
     from ..stores.postgres import PostgresJobStore
@@ -35,7 +36,7 @@ another worker (what settles the jobs of a worker that died), unless the app set
 ``broker_transport_options["visibility_timeout"]``."""
 
 
-class AgentTasks:
+class AgentTasks(TurnMethods):
     """agentkit's tasks registered on the Celery ``app``, over the shared stores.
 
     ``store`` is the sessions' event store (a
@@ -122,6 +123,7 @@ class AgentTasks:
     def _register_tasks(self) -> None:
         """Register agentkit's tasks on the app (one block per kind of task)."""
         self._job_task = _worker.register(self)
+        self._turn_task = _turns.register(self)
 
     @property
     def broker(self) -> str:
