@@ -1,8 +1,8 @@
 """Session: a thread-safe, synchronous agent conversation over an append-only event log.
 
-The Session is a facade over its parts: an :class:`~.._eventlog.EventLog` (durable commits,
-projection, listeners), a :class:`~._gate.GenerationGate` (one inference at a time, FIFO),
-its generations (:mod:`._generation`), construction and closing (:mod:`._lifecycle`), and
+The Session is a facade over its parts: an ``EventLog`` (``_eventlog.py``: durable commits,
+projection, listeners), a ``GenerationGate`` (``_gate.py``: one inference at a time, FIFO),
+its generations (``_generation.py``), construction and closing (``_lifecycle.py``), and
 each command's logic with its concept (``approvals/_decisions``, ``transactions/_session``,
 ``context/_session``, ``jobs/_bridge``).
 """
