@@ -670,7 +670,7 @@ def test_a_listener_that_unsubscribes_itself_hears_nothing_more():
 
 
 def test_close_waits_for_stalled_listeners_within_one_shared_bound(monkeypatch):
-    import agentkit.session._session as session_module
+    import agentkit.session._lifecycle as session_module
 
     monkeypatch.setattr(session_module, "_LISTENER_JOIN_SECONDS", 2.0)
     s = Session(echo_model())

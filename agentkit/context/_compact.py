@@ -8,12 +8,13 @@ the step loop asks about compaction and the shape of each request.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from ..approvals._policy import APPROVAL_REMEMBERED, ApprovalState
 from ..cancel import CancelToken
-from ..errors import ConfigurationError
+from ..errors import CancelledError, ConfigurationError, StoreError
 from ..events import CompactionEvent, ContextReplacedEvent, ControlEvent, Event
 from ..messages import Message
 from ..stores.base import EventStore
@@ -30,7 +31,15 @@ from ._held import carry, report
 from ._invariants import check_messages
 from ._view import cap_tool_outputs, clear_tool_results
 
-__all__ = ["ContextShaper", "apply_retention", "compact_log", "finish_prune", "iter_history"]
+__all__ = [
+    "ContextShaper",
+    "apply_retention",
+    "compact_log",
+    "finish_interrupted_retention",
+    "finish_prune",
+    "iter_history",
+    "retain",
+]
 
 
 class CompactionHost(Protocol):
@@ -140,6 +149,39 @@ def apply_retention(log: Any, retention: Retention, compactor: Any, cancel: Canc
     if event is not None:
         log.prune_through(event.covered_through, event.id)
     return event
+
+
+def finish_interrupted_retention(log: Any) -> None:
+    """Archive and prune what a crash left covered in the active log, as a session opens.
+    A store that cannot do it now does not stop the session from opening (a warning says
+    why)."""
+    try:
+        finish_prune(log)
+    except StoreError as exc:
+        warnings.warn(
+            f"session {log.session_id!r}: could not finish an interrupted retention step "
+            f"({exc}); the events stay in the active log and it is tried again after the "
+            f"next generation",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
+def retain(log: Any, retention: Retention, opts: Any, token: CancelToken) -> None:
+    """Retention after a generation (``opts``: its loop options); a failure is a warning
+    and a cancellation stops it quietly (the answer is committed either way); it runs
+    again after the next generation."""
+    try:
+        apply_retention(log, retention, ContextShaper(opts).compactor(), token)
+    except CancelledError:
+        return  # the answer is committed; retention runs again after the next generation
+    except Exception as exc:  # noqa: BLE001 - reported; the generation itself succeeded
+        warnings.warn(
+            f"retention of session {log.session_id!r} failed ({type(exc).__name__}: {exc}); "
+            f"the active log keeps its events and retention runs again after the next generation",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def iter_history(store: EventStore | None, session_id: str | None, active: Sequence[Event]) -> Iterator[Event]:

@@ -7,7 +7,8 @@ restart settlement -- belongs to the execution context that owns it (the private
 Session side: :func:`bridge_job_events` turns
 a context's job events into Session runtime events (``job-started``, ``job-output``,
 ``job-finished``, ``job-failed``, ``job-aborted``; ``job-lost`` for a job whose
-worker died, from :mod:`agentkit.celery`).
+worker died, from :mod:`agentkit.celery`), and :func:`jobs_of` and
+:func:`abort_running` are the Session's job commands (``abort_job``, ``abort_session``).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..context._truncate import truncate_output
-from ..errors import SessionClosedError, SessionError, StoreError
-from ..execution.base import JobEvent
+from ..errors import ConfigurationError, SessionClosedError, SessionError, StoreError
+from ..execution.base import JobControl, JobEvent
 
-__all__ = ["bridge_job_events"]
+__all__ = ["abort_running", "bridge_job_events", "jobs_of"]
 
 logger = logging.getLogger("agentkit.jobs")
 
@@ -94,3 +95,24 @@ def bridge_job_events(session: Any, context: Any) -> Callable[[], None]:
         unsubscribe()
 
     return stop
+
+
+# -- a Session's job commands --------------------------------------------------------------
+
+
+def jobs_of(execution_context: Any, what: str) -> JobControl:
+    """The ``jobs`` capability of ``execution_context``, which ``what`` needs."""
+    jobs: JobControl | None = getattr(execution_context, "jobs", None)
+    if jobs is None:
+        raise ConfigurationError(
+            f"{what} needs an execution context with jobs: pass "
+            f"Session(execution_context=LocalExecutionContext(root))"
+        )
+    return jobs
+
+
+def abort_running(jobs: JobControl, reason: str) -> None:
+    """Abort every running job of ``jobs``."""
+    for state in jobs.list():
+        if state.running:
+            jobs.abort(state.execution_id, reason)

@@ -3,9 +3,9 @@ pool that shares them between threads (:class:`~agentkit.SessionPool`) and redac
 they record (``redact=``).
 
 ``Session`` and ``SessionPool`` are imported from ``agentkit``; this package lists the
-redaction names. Its private modules are the Session's parts: the event log, the
-generation gate, scheduling, listeners, following other hosts' commits, front-door
-conversions of foreign objects.
+redaction names. Its private modules are the Session's parts: the event log (and its read
+side), the generation gate, its generations, its construction and closing, scheduling,
+listeners, following other hosts' commits, front-door conversions of foreign objects.
 """
 
 from __future__ import annotations

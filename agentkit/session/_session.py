@@ -1,66 +1,48 @@
 """Session: a thread-safe, synchronous agent conversation over an append-only event log.
 
-The Session is a facade: its state is an :class:`~agentkit._eventlog.EventLog` (numbered,
-durable commits, the projection and listeners) and a
-:class:`~agentkit._gate.GenerationGate` (one inference at a time, FIFO); the step loop
-(:mod:`agentkit._loop`) works on the event log.
+The Session is a facade over its parts: an ``EventLog`` (``_eventlog.py``: durable commits,
+projection, listeners), a ``GenerationGate`` (``_gate.py``: one inference at a time, FIFO),
+its generations (``_generation.py``), construction and closing (``_lifecycle.py``), and
+each command's logic with its concept (``approvals/_decisions``, ``transactions/_session``,
+``context/_session``, ``jobs/_bridge``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import logging
-import uuid
-import warnings
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import Executor, Future
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any, Generic, overload
 
 from typing_extensions import TypeVar, Unpack
 
 from .._threads import SessionExecutor, run_sync_cancellable
-from ..approvals._policy import ApprovalDecision, ApprovalRequest, decision_events
+from ..approvals import _decisions as _approvals
+from ..approvals._policy import ApprovalDecision, ApprovalRequest
 from ..cancel import CancelToken
-from ..context._compact import ContextShaper, apply_retention, compact_log, finish_prune, iter_history
+from ..context import _session as _context
+from ..context._compact import iter_history
 from ..context._compaction import DEFAULT_KEEP_LAST, Compactor, Retention
-from ..context._invariants import check_events
 from ..context._projection import Projector, RuntimeRenderer
-from ..errors import (
-    CancelledError,
-    ConfigurationError,
-    SessionClosedError,
-    SessionError,
-    StoreError,
-    StoreUnavailableError,
-)
-from ..events import CompactionEvent, ControlEvent, Event, RuntimeEvent, UserMessageEvent
-from ..execution.base import JobControl, JobState
-from ..jobs._bridge import bridge_job_events
-from ..loop._loop import run_loop
+from ..errors import ConfigurationError
+from ..events import CompactionEvent, Event, RuntimeEvent, UserMessageEvent
+from ..execution.base import JobState
+from ..jobs._bridge import jobs_of
 from ..messages import Message, Prompt, normalize_prompt
 from ..models.base import ChatModel
-from ..options import (
-    NOT_GIVEN,
-    GenerationKwargs,
-    GenerationOptions,
-    LoopOptions,
-    check_deps,
-    check_deps_type,
-    with_output_type,
-)
+from ..options import NOT_GIVEN, GenerationKwargs, GenerationOptions, with_output_type
 from ..results import GenerateResult
-from ..stores.base import EventStore, StoredSession, validate_session_id
-from ..streaming._stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
-from ..tools.base import Tool, ToolRegistry
+from ..stores.base import EventStore, validate_session_id
+from ..streaming._stream import AgentStream
+from ..tools.base import ToolRegistry
 from ..transactions import _session as _transact
 from ..transactions._ledger import GenerationTransaction, UncertainExecution, reserved_problem
+from . import _generation, _lifecycle
 from ._eventlog import EventLog
-from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
-from ._redaction import redactor_of
+from ._generation import prompt_event
+from ._redaction import Redactor
 from ._scheduling import GenerationScheduler
 from ._subscriptions import Listener, Subscription, Unsubscribe
 
@@ -71,19 +53,6 @@ DepsT = TypeVar("DepsT", default=Any)
 OutputT = TypeVar("OutputT", default=None, covariant=True)
 """A session's ``output_type`` (None without one)."""
 T = TypeVar("T")
-
-_TURN_LOCK_SECONDS = 600.0
-"""How long ask() waits for another process's turn of the same session."""
-
-_LISTENER_JOIN_SECONDS = 5.0
-"""How long close() waits, in all, for listeners to take what is queued for them."""
-
-# The sessions whose generation the current thread (or a tool thread started by it) is
-# serving: generate() on one of them from there would wait for itself forever.
-_GENERATING: contextvars.ContextVar[tuple[Session[Any, Any], ...]] = contextvars.ContextVar(
-    "agentkit_generating", default=()
-)
-
 
 class Session(Generic[DepsT, OutputT]):
     """A conversation whose canonical state is an append-only list of events.
@@ -104,23 +73,30 @@ class Session(Generic[DepsT, OutputT]):
     ``GenerateResult[output_type]`` and take ``deps`` of ``deps_type``.
     """
 
+    # its parts (built by agentkit.session._lifecycle.setup)
+    session_id: str | None
+    execution_context: Any
+    _log: EventLog  # numbered durable commits, the projection, listeners
+    _gate: GenerationGate  # one generation at a time, FIFO
+    _scheduler: GenerationScheduler  # keyed, debounced generations
+    _stop_job_events: Callable[[], None]  # the job bridge's off switch
+    _model: ChatModel | None
+    _registry: ToolRegistry
+    _options: GenerationOptions  # the defaults of every generation
+    _redactor: Redactor | None
+    _deps: Any
+    _deps_type: Any
+    _retention: Retention | None
+    _own_transactions: set[str]  # begun or claimed here: close() interrupts these only
+    _pool: SessionExecutor | None  # a door to the process's shared tool threads
+    _max_workers: int
+
     def __init__(
-        self,
-        model: ChatModel | str | None = None,
-        *,
-        tools: Iterable[Any] = (),
-        session_id: str | None = None,
-        events: Iterable[Event] | None = None,
-        store: EventStore | None = None,
-        execution_context: Any = None,
-        render_runtime: RuntimeRenderer | None = None,
-        max_tool_workers: int = 8,
-        listener_queue_size: int = 10_000,
-        listener_timeout: float = 30.0,
-        retention: Retention | None = None,
-        deps: DepsT | None = None,
-        deps_type: type[DepsT] | None = None,
-        output_type: type[OutputT] | None = None,
+        self, model: ChatModel | str | None = None, *, tools: Iterable[Any] = (), session_id: str | None = None,
+        events: Iterable[Event] | None = None, store: EventStore | None = None, execution_context: Any = None,
+        render_runtime: RuntimeRenderer | None = None, max_tool_workers: int = 8,
+        listener_queue_size: int = 10_000, listener_timeout: float = 30.0, retention: Retention | None = None,
+        deps: DepsT | None = None, deps_type: type[DepsT] | None = None, output_type: type[OutputT] | None = None,
         **options: Unpack[GenerationKwargs],
     ) -> None:
         """``options`` are the per-generation options (:class:`~agentkit.options.GenerationOptions`:
@@ -136,11 +112,11 @@ class Session(Generic[DepsT, OutputT]):
         them as ``ToolContext.deps``; ``generate(deps=...)`` gives others for one call).
         They are never written to the log. With ``deps_type`` (a class), deps of another
         type, or none, are a :class:`ConfigurationError` before the generation starts."""
-        self._setup(model, tools=tools, session_id=session_id, events=events, store=store,
-                    execution_context=execution_context, render_runtime=render_runtime,
-                    max_tool_workers=max_tool_workers, listener_queue_size=listener_queue_size,
-                    listener_timeout=listener_timeout, retention=retention, deps=deps, deps_type=deps_type,
-                    output_type=output_type, _seed_if_new=False, _options=None, **options)
+        _lifecycle.setup(self, model, tools=tools, session_id=session_id, events=events, store=store,
+                         execution_context=execution_context, render_runtime=render_runtime,
+                         max_tool_workers=max_tool_workers, listener_queue_size=listener_queue_size,
+                         listener_timeout=listener_timeout, retention=retention, deps=deps, deps_type=deps_type,
+                         output_type=output_type, _seed_if_new=False, _options=None, **options)
 
     @classmethod
     def _create(cls, model: ChatModel | str | None = None, *, seed_if_new: bool = False,
@@ -148,102 +124,14 @@ class Session(Generic[DepsT, OutputT]):
         """A Session made as ``Session(model, **kwargs)`` is, with what only agentkit passes:
         ``seed_if_new`` (``open``) and ``base_options`` (an Agent's options, built and checked)."""
         session: Session[Any, Any] = cls.__new__(cls)
-        session._setup(model, _seed_if_new=seed_if_new, _options=base_options, **kwargs)
+        _lifecycle.setup(session, model, _seed_if_new=seed_if_new, _options=base_options, **kwargs)
         return session
-
-    def _setup(
-        self,
-        model: ChatModel | str | None = None,
-        *,
-        tools: Iterable[Any] = (),
-        session_id: str | None = None,
-        events: Iterable[Event] | None = None,
-        store: EventStore | None = None,
-        execution_context: Any = None,
-        render_runtime: RuntimeRenderer | None = None,
-        max_tool_workers: int = 8,
-        listener_queue_size: int = 10_000,
-        listener_timeout: float = 30.0,
-        retention: Retention | None = None,
-        deps: Any = None,
-        deps_type: Any = None,
-        _seed_if_new: bool = False,
-        _options: GenerationOptions | None = None,
-        **options: Any,
-    ) -> None:
-        """What ``__init__`` documents, plus ``_seed_if_new`` and ``_options`` (see :meth:`_create`)."""
-        if session_id is not None:
-            validate_session_id(session_id)
-        if not isinstance(max_tool_workers, int) or max_tool_workers < 1:
-            raise ConfigurationError(f"max_tool_workers must be an int >= 1, got {max_tool_workers!r}")
-        if not isinstance(listener_queue_size, int) or listener_queue_size < 1:
-            raise ConfigurationError(f"listener_queue_size must be an int >= 1, got {listener_queue_size!r}")
-        if not isinstance(listener_timeout, (int, float)) or not listener_timeout > 0:
-            raise ConfigurationError(f"listener_timeout must be a number of seconds > 0, got {listener_timeout!r}")
-        if retention is not None and not isinstance(retention, Retention):
-            raise ConfigurationError(f"retention must be a Retention(max_events=..., keep_last=...), not {retention!r}")
-        if retention is not None and store is None:
-            raise ConfigurationError(
-                "retention archives events in the session's store: pass store= (e.g. "
-                "FileEventStore(path)) with retention="
-            )
-        self._retention = retention
-        check_deps_type(deps_type)
-        self._deps_type = deps_type
-        self._deps = deps
-        if deps is not None:
-            check_deps(deps, deps_type)
-        self.session_id: str | None = session_id or (uuid.uuid4().hex if store else None)
-        self._model = model_from(model)
-        self._registry = ToolRegistry(tools_from(tools))
-        # an Agent hands over its options already built and checked
-        self._options = _options.merged(options) if _options is not None else GenerationOptions.build(options)
-        self._redactor = redactor_of(self._options.redact)
-        self.execution_context = execution_context
-        # a placeholder stands in for a missing model: check the rest now
-        self._loop_options(self._model if self._model is not None else _NoModel(), self._options).check()
-        initial = list(events or ())
-        for ev in initial:
-            if not isinstance(ev, Event):
-                raise ConfigurationError(f"events must be Event objects, not {type(ev).__name__}")
-        check_events(initial)  # a history that breaks the providers' rules, before any side effect
-        self._log = EventLog(
-            session_id=self.session_id,
-            store=store,
-            revision=0,
-            render_runtime=render_runtime,
-            listener_queue_size=listener_queue_size,
-            listener_timeout=listener_timeout,
-            listener_join_seconds=_LISTENER_JOIN_SECONDS,
-        )
-        self._gate = GenerationGate(self._log.check_usable)
-        self._own_transactions: set[str] = set()  # begun or claimed here: close() interrupts these only
-        self._pool: SessionExecutor | None = None
-        self._max_workers = max_tool_workers
-        stored = None
-        if store is not None:
-            _check_writable(store, self.session_id)  # type: ignore[arg-type]
-            if session_id is not None:
-                stored = _stored_session(store, session_id, initial, seed_if_new=_seed_if_new)
-        if stored is not None:  # restored from the store: its events are already durable
-            self._log.load_committed(list(stored.events), revision=stored.revision)
-        elif initial:
-            self._log.commit(initial)
-        # nobody holds the claim token of a transaction left open (by a crash, or in the
-        # events= given): interrupt it for good, never resume its work
-        self._interrupt_unfinished("the session was reopened while this generation was unfinished")
-        if retention is not None:
-            self._finish_interrupted_retention()
-        self._scheduler = GenerationScheduler(self.generate)
-        self._stop_job_events = bridge_job_events(self, execution_context)
-        _tell_tools(self, self._registry.values())
 
     # -- construction ------------------------------------------------------------------
 
     @classmethod
-    def open(
-        cls, session_id: str, *, store: EventStore, events: Iterable[Event] | None = None, **kwargs: Any
-    ) -> Session[Any, Any]:
+    def open(cls, session_id: str, *, store: EventStore, events: Iterable[Event] | None = None,
+             **kwargs: Any) -> Session[Any, Any]:
         """Restore session ``session_id`` from ``store``, or start it there when it does
         not exist, with ``events`` (if given) as its first events; a stored session is
         restored as it is and ``events`` is not used. Takes the same keyword arguments as
@@ -332,7 +220,7 @@ class Session(Generic[DepsT, OutputT]):
         (a dict; anything that is not strict JSON is a ConfigurationError)."""
         if data is not None and not isinstance(data, dict):
             raise ConfigurationError(
-                f"runtime event {type!r} data must be a dict (a JSON object), not {_type_name(data)}"
+                f"runtime event {type!r} data must be a dict (a JSON object), not {data.__class__.__name__}"
             )
         return self.push_event(RuntimeEvent(runtime_type=type, data=dict(data or {})))
 
@@ -354,9 +242,7 @@ class Session(Generic[DepsT, OutputT]):
     def pending_approvals(self) -> list[ApprovalRequest]:
         """The tool calls waiting for a person's answer, in the order they were asked
         (rebuilt from the log: a session opened in another process sees the same list)."""
-        self._log.sync()
-        with self._log.lock:
-            return self._log.approval_state().pending()
+        return _approvals.pending(self._log)
 
     def approve(self, request_id: str, *, remember: bool = False, note: str | None = None) -> Event:
         """Approve a pending request: the next :meth:`generate` runs the call once.
@@ -364,7 +250,7 @@ class Session(Generic[DepsT, OutputT]):
         without asking; ``note`` is a free-form audit note (who approved). Raises
         :class:`~agentkit.errors.ApprovalError` for an unknown id or a request already
         decided. Returns the committed decision event."""
-        return self._decide(request_id, ApprovalDecision.approve(remember=remember, note=note))
+        return _approvals.decide(self._log, request_id, ApprovalDecision.approve(remember=remember, note=note))
 
     def deny(self, request_id: str, *, reason: str = "denied by the reviewer", remember: bool = False,
              note: str | None = None) -> Event:
@@ -373,25 +259,7 @@ class Session(Generic[DepsT, OutputT]):
         also denies later calls of the tool in this session without asking."""
         if not isinstance(reason, str) or not reason.strip():
             raise ConfigurationError("deny() needs a non-empty reason: the model reads it")
-        return self._decide(request_id, ApprovalDecision.deny(reason, remember=remember, note=note))
-
-    def _decide(self, request_id: str, decision: ApprovalDecision) -> Event:
-        if decision.note is not None and not isinstance(decision.note, str):
-            raise ConfigurationError(f"note must be a str or None, not {type(decision.note).__name__}")
-
-        def decide() -> list[Event]:  # again on the caught-up state if another process wrote first
-            request = self._log.approval_state().check_decidable(request_id, approving=decision.approved)
-            return decision_events(request, decision, source="host")
-
-        return self._log.decide(decide)[0]
-
-    def _executor(self) -> Executor:
-        with self._log.lock:
-            self._log.check_usable()  # a pool made after close() would never be shut down
-            if self._pool is None:
-                # a door to the process's shared tool threads (agentkit._threads)
-                self._pool = SessionExecutor(self._max_workers)
-            return self._pool
+        return _approvals.decide(self._log, request_id, ApprovalDecision.deny(reason, remember=remember, note=note))
 
     # -- listeners ---------------------------------------------------------------------
 
@@ -408,27 +276,16 @@ class Session(Generic[DepsT, OutputT]):
     # -- generation --------------------------------------------------------------------
 
     @overload
-    def generate(
-        self, *, output_type: type[T], model: ChatModel | str | None = None, cancel: CancelToken | None = None,
-        transaction: GenerationTransaction | None = None, deps: DepsT | None = None,
-        **options: Unpack[GenerationKwargs],
-    ) -> GenerateResult[T]: ...
+    def generate(self, *, output_type: type[T], model: ChatModel | str | None = None, cancel: CancelToken | None = None,
+                 transaction: GenerationTransaction | None = None, deps: DepsT | None = None,
+                 **options: Unpack[GenerationKwargs]) -> GenerateResult[T]: ...
     @overload
-    def generate(
-        self, *, model: ChatModel | str | None = None, cancel: CancelToken | None = None,
-        transaction: GenerationTransaction | None = None, deps: DepsT | None = None,
-        **options: Unpack[GenerationKwargs],
-    ) -> GenerateResult[OutputT]: ...
-    def generate(
-        self,
-        *,
-        output_type: Any = NOT_GIVEN,
-        model: ChatModel | str | None = None,
-        cancel: CancelToken | None = None,
-        transaction: GenerationTransaction | None = None,
-        deps: DepsT | None = None,
-        **options: Unpack[GenerationKwargs],
-    ) -> GenerateResult[Any]:
+    def generate(self, *, model: ChatModel | str | None = None, cancel: CancelToken | None = None,
+                 transaction: GenerationTransaction | None = None, deps: DepsT | None = None,
+                 **options: Unpack[GenerationKwargs]) -> GenerateResult[OutputT]: ...
+    def generate(self, *, output_type: Any = NOT_GIVEN, model: ChatModel | str | None = None,
+                 cancel: CancelToken | None = None, transaction: GenerationTransaction | None = None,
+                 deps: DepsT | None = None, **options: Unpack[GenerationKwargs]) -> GenerateResult[Any]:
         """Run the model (and its tool calls) until it answers without calling tools.
         With nothing new to answer (the conversation is empty or ends in the model's
         answer, no tool call is open, no runtime event came since) no model is called and
@@ -452,99 +309,11 @@ class Session(Generic[DepsT, OutputT]):
         ``deps`` (for this call; the session's ``deps`` otherwise) reach tools and hooks
         as ``ToolContext.deps``.
         """
-        return self._generate(model=model, cancel=cancel, transaction=transaction, deps=deps,
-                              options=with_output_type(options, output_type))
+        return _generation.generate(self, model=model, cancel=cancel, transaction=transaction, deps=deps,
+                                    options=with_output_type(options, output_type))
 
-    def _generate(
-        self,
-        *,
-        model: ChatModel | str | None = None,
-        cancel: CancelToken | None = None,
-        transaction: GenerationTransaction | None = None,
-        deps: Any = None,
-        emit: Emit | None = None,
-        prompt: UserMessageEvent | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> GenerateResult[Any]:
-        """:meth:`generate` (``options``: its generation options), with where its agent
-        events go (a stream's ``emit``) and the user message it commits once it holds the
-        turn (``ask``'s ``prompt``)."""
-        resolved = model_from(model) if model is not None else self._model
-        if resolved is None:
-            raise ConfigurationError("this session has no model: pass model= to Session or generate()")
-        if deps is None:
-            deps = self._deps
-        if self._deps_type is not None:
-            check_deps(deps, self._deps_type)
-        opts = self._loop_options(resolved, self._options.merged(options or {}), emit=emit, deps=deps)
-        opts.check()
-        if self in _GENERATING.get():
-            raise SessionError(
-                "generate() was called from inside a generation of this same session (from "
-                "a tool, a callback or validate_completion); it would wait for itself "
-                "forever. Push an event instead; call generate() after this one returns, or "
-                "use schedule_generate()."
-            )
-        self._log.check_usable()
-        if transaction is not None:
-            _transact.check_claim(self._log, transaction)  # before waiting in the queue
-        try:
-            ticket, token = self._gate.enter(cancel)
-        except BaseException as exc:
-            if transaction is not None:  # cancelled or refused before it could run
-                _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
-            raise
-        generating = _GENERATING.set((*_GENERATING.get(), self))
-        sink = opts.event_sink()
-        turn = contextlib.ExitStack()
-        try:
-            if prompt is not None or self._log.durable:  # ask(), or a store-backed session
-                try:
-                    self._begin_turn(turn, prompt, token)
-                except BaseException as exc:
-                    if transaction is not None:
-                        _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
-                    raise
-            result: GenerateResult | None = None
-            error: BaseException | None = None
-            try:
-                if sink is not None:
-                    sink(GenerationStartEvent(session_id=self.session_id))
-                run = self._run(opts, token, transaction)
-                fields = {f: getattr(run, f) for f in run.__dataclass_fields__}
-                result = GenerateResult(**fields, events=self.events)
-                self._retain(opts, token)
-            except BaseException as exc:  # noqa: BLE001 - re-raised after the end hooks
-                error = exc
-                if token.cancelled and not self._log.closed and self._log.failed is None:
-                    reason = token.reason or str(exc)
-                    try:
-                        self._log.commit([ControlEvent(action="generation-aborted", data={"reason": reason})])
-                    except SessionError:
-                        pass  # closed or failed meanwhile: the original error says more
-            error = _end_generation(opts, sink, result, error)
-            if error is not None:
-                raise error
-            assert result is not None
-            return result
-        finally:
-            turn.close()
-            _GENERATING.reset(generating)
-            self._gate.leave(ticket)
-
-    def _run(self, opts: LoopOptions, token: CancelToken, transaction: GenerationTransaction | None) -> Any:
-        if transaction is None:
-            return run_loop(self._log, opts, token, self._executor)
-        host = _transact.claim(self._log, transaction)
-        self._own_transactions.add(transaction.generation_id)
-        try:
-            run = run_loop(host, opts, token, self._executor)
-            token.raise_if_cancelled()  # a cancelled generation never completes its candidate
-            _transact.complete(self._log, transaction.generation_id)
-            return run
-        except BaseException as exc:
-            _transact.interrupt(self._log, transaction.generation_id, _transact.closed_reason(exc))
-            raise
+    _generate = _generation.generate  # an Agent's run, with its emit
+    _turn = _generation.turn  # hold this session's turn lock for a block
 
     # -- transactional generations -----------------------------------------------------
 
@@ -573,18 +342,14 @@ class Session(Generic[DepsT, OutputT]):
         ``execution-started``, ``execution-completed``, ``accepted``, ``rejected``,
         ``interrupted``), by generation id in the order they began; rebuilt from the log
         in one pass when the session is opened, then kept current."""
-        self._log.sync()
-        with self._log.lock:
-            return self._log.ledger.states()
+        return _transact.states(self._log)
 
     def uncertain_tool_executions(self) -> list[UncertainExecution]:
         """Tool calls whose execution intent is committed but that have no result and no
         reconciliation: after a crash, the calls that were running, whose effect may or
         may not have happened. Calls this session object is running now are not listed.
         Without a store no intent is written, so this is always empty."""
-        self._log.sync()
-        with self._log.lock:
-            return self._log.ledger.uncertain()
+        return _transact.uncertain(self._log)
 
     def reconcile_tool_execution(
         self, intent_id: str, resolution: str, *, output: Any = None, error: str | None = None
@@ -600,43 +365,8 @@ class Session(Generic[DepsT, OutputT]):
         Decided between turns: while a turn of this session runs (in another process, or
         another thread), its calls may still be running, so this raises the turn lock's
         :class:`~agentkit.errors.StoreUnavailableError` at once; retry once it ends."""
-        _transact.reconcile(self._log, intent_id, resolution, output, error, turn=lambda: self._turn(timeout=0))
-
-    def _begin_turn(self, turn: contextlib.ExitStack, prompt: UserMessageEvent | None, cancel: CancelToken) -> None:
-        """Start a turn (an ask(), or any generation of a store-backed session): hold the
-        store's turn lock (other processes' turns of this session wait), load what they
-        committed, then commit the prompt: an ask cancelled while it waits for its turn
-        leaves nothing in the log."""
-        turn.enter_context(self._turn(cancel))
-        if prompt is not None:
-            self._log.commit([prompt])
-
-    def _interrupt_unfinished(self, reason: str, only: set[str] | None = None) -> None:
-        """Interrupt the transactions left open (``only`` those of these generation ids),
-        but only while no turn of this session runs anywhere: a generation another
-        process (or thread) is running holds the turn lock, and its transaction is not
-        abandoned."""
-        if not [g for g in self._log.ledger.open_generations() if only is None or g in only]:
-            return
-        try:
-            with self._turn(timeout=0):
-                _transact.interrupt_open(self._log, reason, only)
-        except StoreUnavailableError:
-            return  # a turn is running: it finishes or interrupts its own transaction
-
-    @contextlib.contextmanager
-    def _turn(self, cancel: CancelToken | None = None, *, timeout: float = _TURN_LOCK_SECONDS) -> Iterator[None]:
-        """Hold this session's turn lock for the block (``store.turn_lock``), caught up
-        with what other processes committed; this thread's commits carry its lease.
-        Re-entrant on the thread that holds it; a no-op without a store."""
-        store, sid = self._log.store, self.session_id
-        lock = getattr(store, "turn_lock", None)
-        if lock is None or sid is None or self._log.turn_held_here:
-            yield
-            return
-        with lock(sid, timeout=timeout, cancel=cancel) as lease, self._log.holding(lease):
-            self._log.sync()
-            yield
+        _transact.reconcile(self._log, intent_id, resolution, output, error,
+                            turn=lambda: self._turn(timeout=0))
 
     @overload
     def ask(self, prompt: Prompt, *, output_type: type[T], model: ChatModel | str | None = None,
@@ -656,8 +386,8 @@ class Session(Generic[DepsT, OutputT]):
         them in turns). With a store, processes sharing the session take turns too (the
         store's turn lock); a call cancelled while it waits commits nothing. Takes
         :meth:`generate`'s keyword arguments."""
-        return self._generate(model=model, cancel=cancel, transaction=transaction, deps=deps,
-                              prompt=_prompt_event(prompt), options=with_output_type(options, output_type))
+        return _generation.generate(self, model=model, cancel=cancel, transaction=transaction, deps=deps,
+                                    prompt=prompt_event(prompt), options=with_output_type(options, output_type))
 
     @overload
     def ask_stream(self, prompt: Prompt, *, output_type: type[T], max_buffer: int = 1000,
@@ -674,9 +404,8 @@ class Session(Generic[DepsT, OutputT]):
                    **options: Unpack[GenerationKwargs]) -> AgentStream[Any]:
         """:meth:`ask` on a worker thread, as an :class:`AgentStream` of its events (see
         :meth:`stream`): the prompt is committed when its turn comes."""
-        return self._stream(max_buffer, cancel, dict(model=model, transaction=transaction, deps=deps,
-                                                     prompt=_prompt_event(prompt),
-                                                     options=with_output_type(options, output_type)))
+        return _generation.stream(self, max_buffer, cancel, dict(model=model, transaction=transaction, deps=deps,
+                                  prompt=prompt_event(prompt), options=with_output_type(options, output_type)))
 
     @overload
     async def ask_async(self, prompt: Prompt, *, output_type: type[T], model: ChatModel | str | None = None,
@@ -692,12 +421,9 @@ class Session(Generic[DepsT, OutputT]):
         """``await``-able :meth:`ask` for async code (ASGI views): it runs on a worker
         thread (``anyio.to_thread``), the event loop stays free. Cancelling the awaiting
         task cancels the generation."""
-        content = _prompt_event(prompt)  # bad input fails here, not on the worker thread
-        given = with_output_type(options, output_type)
-        return await run_sync_cancellable(
-            lambda token: self._generate(cancel=token, model=model, transaction=transaction, deps=deps,
-                                         prompt=content, options=given), cancel
-        )
+        given: dict[str, Any] = dict(model=model, transaction=transaction, deps=deps, prompt=prompt_event(prompt),
+                                     options=with_output_type(options, output_type))  # bad input fails here
+        return await run_sync_cancellable(lambda token: _generation.generate(self, cancel=token, **given), cancel)
 
     @overload
     def stream(self, *, output_type: type[T], max_buffer: int = 1000, cancel: CancelToken | None = None,
@@ -713,26 +439,11 @@ class Session(Generic[DepsT, OutputT]):
         """Run :meth:`generate` on a worker thread and return an :class:`AgentStream`
         of its events (iterate it; ``.result`` for the result; closing it early cancels
         the generation). Takes the same keyword arguments as :meth:`generate`."""
-        return self._stream(max_buffer, cancel, dict(model=model, transaction=transaction, deps=deps,
-                                                     options=with_output_type(options, output_type)))
+        return _generation.stream(self, max_buffer, cancel, dict(model=model, transaction=transaction, deps=deps,
+                                  options=with_output_type(options, output_type)))
 
-    def _stream(self, max_buffer: int, cancel: CancelToken | None, generate_kwargs: dict[str, Any]) -> AgentStream[Any]:
-        """``_generate(**generate_kwargs)`` on a worker thread, as an AgentStream."""
-        self._log.check_usable()
-
-        def run(emit: Emit, token: CancelToken) -> GenerateResult[Any]:
-            return self._generate(cancel=token, emit=emit, **generate_kwargs)
-
-        return AgentStream(run, max_buffer=max_buffer, cancel=cancel)
-
-    def compact(
-        self,
-        *,
-        keep_last: int = DEFAULT_KEEP_LAST,
-        compactor: Compactor | None = None,
-        reason: str = "manual",
-        cancel: CancelToken | None = None,
-    ) -> CompactionEvent | None:
+    def compact(self, *, keep_last: int = DEFAULT_KEEP_LAST, compactor: Compactor | None = None,
+                reason: str = "manual", cancel: CancelToken | None = None) -> CompactionEvent | None:
         """Summarise the events before the last ``keep_last`` conversation events into one
         compaction event; the model then sees the summary followed by the kept events.
 
@@ -742,64 +453,7 @@ class Session(Generic[DepsT, OutputT]):
         the session's model. Waits for a running generation like :meth:`generate`.
         Returns the committed event, or None when there was nothing to summarise. With
         ``retention``, the covered events are then archived and pruned."""
-        if not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0:
-            raise ConfigurationError(f"keep_last must be an int >= 0, got {keep_last!r}")
-        if not isinstance(reason, str) or not reason:
-            raise ConfigurationError(f"reason must be a non-empty str, got {reason!r}")
-        chosen = compactor or self._options.compactor
-        if chosen is None:
-            if self._model is None:
-                raise ConfigurationError("compact() needs a compactor= or a session model to summarise with")
-            chosen = ContextShaper(self._loop_options(self._model, self._options)).compactor()
-        if self in _GENERATING.get():
-            raise SessionError("compact() was called from inside a generation of this same session; it "
-                               "would wait for itself forever")
-        self._log.check_usable()
-        ticket, token = self._gate.enter(cancel)
-        try:
-            event = compact_log(self._log, keep_last=keep_last, compactor=chosen, reason=reason, cancel=token)
-            if self._retention is not None:
-                finish_prune(self._log)
-            return event
-        finally:
-            self._gate.leave(ticket)
-
-    def _finish_interrupted_retention(self) -> None:
-        """Archive and prune what a crash left covered in the active log. A store that
-        cannot do it now does not stop the session from opening (a warning says why)."""
-        try:
-            finish_prune(self._log)
-        except StoreError as exc:
-            warnings.warn(
-                f"session {self.session_id!r}: could not finish an interrupted retention step "
-                f"({exc}); the events stay in the active log and it is tried again after the "
-                f"next generation",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-
-    def _retain(self, opts: LoopOptions, token: CancelToken) -> None:
-        """Retention after a generation; a failure is a warning and a cancellation stops it
-        quietly (the answer is committed either way); it runs again after the next
-        generation."""
-        if self._retention is None:
-            return
-        try:
-            apply_retention(self._log, self._retention, ContextShaper(opts).compactor(), token)
-        except CancelledError:
-            return  # the answer is committed; retention runs again after the next generation
-        except Exception as exc:  # noqa: BLE001 - reported; the generation itself succeeded
-            warnings.warn(
-                f"retention of session {self.session_id!r} failed ({type(exc).__name__}: {exc}); "
-                f"the active log keeps its events and retention runs again after the next generation",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-
-    def _loop_options(self, model: Any, options: GenerationOptions, *, emit: Emit | None = None,
-                      deps: Any = None) -> LoopOptions:
-        return LoopOptions.of(options, model=model, tools=self._registry,
-                              execution_context=self.execution_context, emit=emit, deps=deps)
+        return _context.compact(self, keep_last=keep_last, compactor=compactor, reason=reason, cancel=cancel)
 
     def abort_current_generation(self, reason: str = "aborted by the host") -> bool:
         """Cancel the running generation's model call and foreground tools. Returns True
@@ -810,38 +464,17 @@ class Session(Generic[DepsT, OutputT]):
         """Cancel the running generation and scheduled ones, and refuse future ones
         (pushes still work). Background jobs keep running unless ``abort_jobs=True``,
         which aborts every running job of the execution context."""
-        jobs = self._jobs_capability("abort_session(abort_jobs=True)") if abort_jobs else None
-        self._gate.refuse(reason)
-        self._scheduler.cancel_all(reason)
-        self.abort_current_generation(reason)
-        if jobs is not None:
-            for state in jobs.list():
-                if state.running:
-                    jobs.abort(state.execution_id, reason)
+        _lifecycle.abort(self, reason, abort_jobs=abort_jobs)
 
     def abort_job(self, execution_id: str, reason: str = "aborted by the host") -> JobState:
         """Abort one background job of the execution context; returns its final state."""
-        return self._jobs_capability("abort_job").abort(execution_id, reason)
+        return jobs_of(self.execution_context, "abort_job").abort(execution_id, reason)
 
-    def _jobs_capability(self, what: str) -> JobControl:
-        jobs: JobControl | None = getattr(self.execution_context, "jobs", None)
-        if jobs is None:
-            raise ConfigurationError(
-                f"{what} needs an execution context with jobs: pass "
-                f"Session(execution_context=LocalExecutionContext(root))"
-            )
-        return jobs
-
-    def schedule_generate(
-        self, key: str, debounce: float = 0.05, **generate_kwargs: Any
-    ) -> Future[GenerateResult]:
+    def schedule_generate(self, key: str, debounce: float = 0.05, **generate_kwargs: Any) -> Future[GenerateResult]:
         """Run ``generate(**generate_kwargs)`` once ``debounce`` seconds pass without
         another call with the same ``key``; returns a ``concurrent.futures.Future`` of its
         result, shared by same-key calls until it starts. See :mod:`agentkit._scheduling`."""
-        self._log.check_usable()
-        if self._gate.aborted:
-            raise SessionClosedError(f"the session was aborted: {self._gate.aborted}")
-        return self._scheduler.schedule(key, debounce, **generate_kwargs)
+        return _generation.schedule(self, key, debounce, generate_kwargs)
 
     def cancel_scheduled_generation(self, key: str) -> bool:
         """Cancel the scheduled generation ``key`` (aborting it if it already runs);
@@ -853,22 +486,7 @@ class Session(Generic[DepsT, OutputT]):
     def close(self) -> None:
         """Cancel any running generation, refuse further work, deliver what listeners
         have queued and release worker threads. Idempotent."""
-        with self._log.lock:
-            if not self._log.closed and self._log.failed is None:
-                try:  # one begun or run here can never be finished by anyone now (another
-                    # worker's, waiting for its client's decision, is not this object's)
-                    self._interrupt_unfinished("the session was closed", self._own_transactions)
-                except (SessionError, StoreError):
-                    pass  # the session could not commit: reopening interrupts it
-            if not self._log.close():
-                return
-            pool, self._pool = self._pool, None
-        self._stop_job_events()  # stop listening; jobs keep running
-        self._scheduler.close()
-        self._gate.close("session closed")
-        self._log.drain_listeners()
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        _lifecycle.close(self)
 
     def __enter__(self) -> Session[DepsT, OutputT]:
         return self
@@ -879,81 +497,3 @@ class Session(Generic[DepsT, OutputT]):
     def __repr__(self) -> str:
         state = "closed" if self._log.closed else "open"
         return f"<Session {self.session_id or '(memory)'} {state}, {len(self._log)} events>"
-
-
-def _check_writable(store: EventStore, session_id: str) -> None:
-    """Let a store that can tell (``FileEventStore.check_writable``) refuse a session it
-    cannot write now, naming the path, rather than fail the session's first push."""
-    check = getattr(store, "check_writable", None)
-    if callable(check):
-        check(session_id)
-
-
-def _stored_session(
-    store: EventStore, session_id: str, seed: list[Event], *, seed_if_new: bool
-) -> StoredSession | None:
-    """Session ``session_id`` as ``store`` holds it, or None when it is new (or empty)."""
-    stored = store.load(session_id)
-    if stored is None or (stored.revision == 0 and not stored.events):
-        return None
-    if seed and not seed_if_new:
-        raise ConfigurationError(
-            f"session {session_id!r} already exists in the store (revision {stored.revision}, "
-            f"{len(stored.events)} events), so events= cannot seed it: events= starts a new "
-            f"session. Leave events= out to continue the stored session, use "
-            f"Session.open({session_id!r}, store=store, events=...) to seed it only when it is "
-            f"new, or pick a new session_id."
-        )
-    return stored
-
-
-def _prompt_event(prompt: Prompt) -> UserMessageEvent:
-    """The user message ask() commits (checked now, before the caller waits)."""
-    return UserMessageEvent(content=normalize_prompt(prompt))
-
-
-def _type_name(value: object) -> str:
-    return type(value).__name__
-
-
-class _NoModel:
-    """Placeholder for a session created without a model (generate() requires one)."""
-
-    def stream(self, request: Any) -> Any:  # pragma: no cover - never called
-        raise ConfigurationError("this session has no model")
-
-
-def _end_generation(
-    opts: LoopOptions, emit: Emit | None, result: GenerateResult | None, error: BaseException | None
-) -> BaseException | None:
-    """Call ``on_generation_end`` hooks once and emit ``generation-end``; returns the
-    generation's error (a failing hook's error when it succeeded)."""
-    if opts.hooks.on_generation_end:
-        try:
-            opts.hooks.generation_end(result, error)
-        except BaseException as exc:  # noqa: BLE001 - the generation's outcome
-            if error is None:
-                error, result = exc, None
-    if emit is not None:
-        try:
-            emit(GenerationEndEvent(result=result, error=error))
-        except BaseException as exc:  # noqa: BLE001 - a raising callback
-            if error is None:
-                error = exc
-    return error
-
-
-def _tell_tools(session: Session[Any, Any], tools: Iterable[Tool]) -> None:
-    """Give each distinct ``Tool._on_session`` the session (a failure is logged: the tools
-    stay usable, only what they would have learned from the session is missing)."""
-    seen: set[int] = set()
-    for tool in tools:
-        hook = tool._on_session
-        if hook is None or id(hook) in seen:
-            continue
-        seen.add(id(hook))
-        try:
-            hook(session)
-        except Exception:  # noqa: BLE001 - reported, not fatal
-            logging.getLogger("agentkit").warning("tool %r could not bind to the session", tool.name,
-                                                  exc_info=True)

@@ -34,10 +34,22 @@ from ._ledger import (
     STARTED,
     GenerationTransaction,
     TransactionLedger,
+    UncertainExecution,
     claim_digest,
 )
 
-__all__ = ["TaggedLog", "begin", "claim", "complete", "finalize", "interrupt", "interrupt_open", "reconcile"]
+__all__ = [
+    "TaggedLog",
+    "begin",
+    "claim",
+    "complete",
+    "finalize",
+    "interrupt",
+    "interrupt_open",
+    "reconcile",
+    "states",
+    "uncertain",
+]
 
 
 class TaggedLog:
@@ -278,3 +290,17 @@ def reconcile(
 def closed_reason(exc: BaseException) -> str:
     """The reason an interrupted transaction records for ``exc``."""
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def states(log: EventLog) -> dict[str, str]:
+    """Every transactional generation of ``log`` and its state, caught up first."""
+    log.sync()
+    with log.lock:
+        return log.ledger.states()
+
+
+def uncertain(log: EventLog) -> list[UncertainExecution]:
+    """The uncertain tool executions of ``log``, caught up first."""
+    log.sync()
+    with log.lock:
+        return log.ledger.uncertain()
