@@ -27,6 +27,7 @@ from agentkit import (
     tool,
 )
 from agentkit.events import ControlEvent, ToolResultEvent
+from agentkit.messages import ToolOutput
 from agentkit.transactions import GenerationTransaction, TransactionLedger, claim_digest
 
 CHILD = Path(__file__).resolve().parent / "_txn_child.py"
@@ -397,7 +398,7 @@ def test_the_fold_ignores_steps_a_log_should_not_hold():
         _control("generation-begun", "g", claim_digest="d"),
         _control("generation-accepted", "g"),  # skips execution: not a legal step
         _control("generation-execution-started", "unknown"),
-        ToolResultEvent(tool_call_id="c", tool_name="t", output=__import__("agentkit").ToolOutput.text("x"),
+        ToolResultEvent(tool_call_id="c", tool_name="t", output=ToolOutput.text("x"),
                         intent_id="no-such-intent"),
     ])
     assert ledger.states() == {"g": "begun"}
