@@ -386,8 +386,8 @@ def test_on_session_hook_hears_each_session_once_and_a_failing_one_is_only_logge
         return "x"
 
     schema = {"type": "object", "properties": {}}
-    shared = [Tool(name=n, description="t", input_schema=schema, fn=fn, _on_session=hook) for n in ("a", "b")]
-    bad = Tool(name="c", description="t", input_schema=schema, fn=fn, _on_session=broken)
+    shared = [Tool(name=n, description="t", input_schema=schema, fn=fn, on_session=hook) for n in ("a", "b")]
+    bad = Tool(name="c", description="t", input_schema=schema, fn=fn, on_session=broken)
     with caplog.at_level("WARNING", logger="agentkit"):
         session = Session(ScriptedModel(["ok"]), tools=[*shared, bad])
     assert seen == [session]  # one hook shared by two tools is told once

@@ -216,7 +216,7 @@ class McpToolset:
 
         try:
             return Tool(name=exposed, description=description, input_schema=schema, fn=call,
-                        read_only=read_only, context_param=_CTX, _on_session=self._session_hook,
+                        read_only=read_only, context_param=_CTX, on_session=self._session_hook,
                         before_call=authorization(self._authorize, server, original, exposed))
         except ToolDefinitionError as exc:
             conn.warn(f"tool {original!r} was skipped: {exc}")

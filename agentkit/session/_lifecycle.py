@@ -177,11 +177,11 @@ class NoModel:
 
 
 def tell_tools(session: Session[Any, Any], tools: Iterable[Tool]) -> None:
-    """Give each distinct ``Tool._on_session`` the session (a failure is logged: the tools
+    """Give each distinct ``Tool.on_session`` the session (a failure is logged: the tools
     stay usable, only what they would have learned from the session is missing)."""
     seen: set[int] = set()
     for tool in tools:
-        hook = tool._on_session
+        hook = tool.on_session
         if hook is None or id(hook) in seen:
             continue
         seen.add(id(hook))

@@ -169,7 +169,7 @@ class Tool:
     """Turns an input into what may be recorded of it (the session's events, streams,
     records, approval requests); the tool itself still receives the input as the model
     wrote it. ``http_tools`` hides credential header values this way."""
-    _on_session: Callable[[Any], None] | None = field(default=None, repr=False, compare=False)
+    on_session: Callable[[Any], None] | None = field(default=None, repr=False, compare=False)
     """Called with each Session the tool is given to (once per callable, however many
     tools share it): MCP tools connected with ``roots="session"`` announce the session's
     execution-context root this way."""
