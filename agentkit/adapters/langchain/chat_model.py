@@ -18,7 +18,7 @@ from ...errors import (
     RateLimitError,
 )
 from ...messages import ReasoningPart
-from ...models._retry import RetryPolicy
+from ...models import RetryPolicy
 from ...models.adapter import ProviderModel, TranslatedError, function_tools, parse_tool_arguments
 from ...models.base import (
     FinishEvent,
