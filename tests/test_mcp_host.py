@@ -26,7 +26,8 @@ def _tools(mcp):
 
 
 def _ctx(sink) -> ToolContext:
-    return ToolContext(tool_call_id="call-9", tool_name="count_slowly", cancel=CancelToken(), _progress=sink)
+    ctx = ToolContext(tool_call_id="call-9", tool_name="count_slowly", cancel=CancelToken())
+    return ctx._bind_runtime(progress=sink)
 
 
 def test_progress_with_messages_on_a_2026_connection():

@@ -307,3 +307,36 @@ def test_every_import_the_docs_show_works():
         except (ImportError, AttributeError) as exc:
             broken.append(f"{page}: {module} {name}: {exc}")
     assert broken == []
+
+
+def test_no_public_signature_takes_a_private_parameter():
+    """Issue #28: every public callable (each name in a public ``__all__``, and the public
+    methods and constructors of public classes) takes only public parameters; what the
+    runtime passes privately goes through private functions and methods."""
+    import importlib
+    import pkgutil
+
+    modules = ["agentkit"] + [m.name for m in pkgutil.walk_packages(agentkit.__path__, "agentkit.")
+                              if not any(part.startswith("_") for part in m.name.split("."))]
+    offenders = []
+    for module_name in modules:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # an optional extra that is not installed here
+            continue
+        for name in getattr(module, "__all__", []):
+            obj = getattr(module, name, None)
+            callables = [(name, obj)]
+            if inspect.isclass(obj):
+                callables = [(f"{name}.__init__", obj)] + [
+                    (f"{name}.{attr}", value) for attr, value in vars(obj).items()
+                    if not attr.startswith("_") and callable(value)]
+            for qualname, fn in callables:
+                try:
+                    params = inspect.signature(fn).parameters
+                except (TypeError, ValueError):
+                    continue
+                private = [p for p in params if p.startswith("_")]
+                if private:
+                    offenders.append(f"{module_name}.{qualname}: {private}")
+    assert offenders == []

@@ -116,7 +116,7 @@ def test_tool_context_is_injected_and_not_in_schema():
     assert list(slow.input_schema["properties"]) == ["n"]
     updates = []
     part = ToolCallPart(tool_call_id="abc", tool_name="slow", input={"n": 2})
-    ctx = ToolContext(tool_call_id="abc", tool_name="slow", cancel=CancelToken(), _progress=updates.append)
+    ctx = ToolContext(tool_call_id="abc", tool_name="slow", cancel=CancelToken())._bind_runtime(progress=updates.append)
     assert run_tool_call(slow, part, ctx).value == "ok"
     assert seen["id"] == "abc" and updates == [{"done": 2}]
 

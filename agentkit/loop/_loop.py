@@ -591,9 +591,10 @@ class _Loop:
             model=self.opts.model,
             store=self.store,
             deps=self.opts.deps,
-            _progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
-            _emit=emit,
-            _usage=self.report_usage,
+        )._bind_runtime(
+            progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
+            emit=emit,
+            usage=self.report_usage,
         )
 
     def _report_usage(self, usage: Usage) -> bool:

@@ -8,7 +8,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast
 
 import jsonschema
@@ -59,9 +59,26 @@ class ToolContext(Generic[DepsT]):
     deps: DepsT = cast("DepsT", None)
     """The generation's dependencies (``deps=`` of ``Agent.run``, ``generate``, ``ask``...):
     a database handle, the current user, an HTTP client... None when none were given."""
-    _progress: Callable[[Any], None] | None = field(default=None, repr=False)
-    _emit: Callable[[Any], None] | None = field(default=None, repr=False)
-    _usage: Callable[[Usage], bool] | None = field(default=None, repr=False)
+    # the runtime's callbacks: not constructor arguments (a tool author never passes them);
+    # the loop attaches them with bind_runtime()
+    _progress: Callable[[Any], None] | None = field(default=None, init=False, repr=False, compare=False)
+    _emit: Callable[[Any], None] | None = field(default=None, init=False, repr=False, compare=False)
+    _usage: Callable[[Usage], bool] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _bind_runtime(self, *, progress: Callable[[Any], None] | None = None,
+                      emit: Callable[[Any], None] | None = None,
+                      usage: Callable[[Usage], bool] | None = None) -> ToolContext[DepsT]:
+        """This context with the runtime's progress, event and usage callbacks (private:
+        the loop and the tests of what a tool reports use it)."""
+        object.__setattr__(self, "_progress", progress)
+        object.__setattr__(self, "_emit", emit)
+        object.__setattr__(self, "_usage", usage)
+        return self
+
+    def _with_cancel(self, cancel: CancelToken) -> ToolContext[DepsT]:
+        """A copy with ``cancel`` and the same runtime callbacks."""
+        return replace(self, cancel=cancel)._bind_runtime(progress=self._progress, emit=self._emit,
+                                                          usage=self._usage)
 
     def report_progress(self, update: Any) -> None:
         """Send a progress update to ``on_tool_call_update`` listeners."""

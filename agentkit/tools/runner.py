@@ -59,7 +59,7 @@ def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
         return ToolOutput.error(f"invalid input for tool {name!r}: {exc}")
     if tool.timeout is not None:
         # the call gets its own child token so a timeout stops this call, not the run
-        ctx = replace(ctx, cancel=ctx.cancel.child())
+        ctx = ctx._with_cancel(ctx.cancel.child())
     if tool.context_param:
         kwargs[tool.context_param] = ctx
     if tool.timeout is None:
