@@ -64,7 +64,7 @@ from ..observability._tracing import start_run
 from ..options import LoopOptions
 from ..results import RunResult, Step, ToolCallRecord
 from ..session._redaction import redactor_of
-from ..streaming._stream import (
+from ..streaming._events import (
     Emit,
     ReasoningDeltaEvent,
     StepEndEvent,

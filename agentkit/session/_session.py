@@ -53,7 +53,8 @@ from ..options import (
 )
 from ..results import GenerateResult
 from ..stores.base import EventStore, StoredSession, validate_session_id
-from ..streaming._stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
+from ..streaming._events import Emit, GenerationEndEvent, GenerationStartEvent
+from ..streaming._stream import AgentStream
 from ..tools.base import Tool, ToolRegistry
 from ..transactions import _session as _transact
 from ..transactions._ledger import GenerationTransaction, UncertainExecution, reserved_problem
