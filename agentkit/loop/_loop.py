@@ -76,6 +76,9 @@ class _Progress:
 
 
 class _Loop:
+    """One generation: the step state machine over its parts (tool dispatch, the record,
+    structured output, the context shaper, the built-in tools)."""
+
     def __init__(
         self, host: LoopHost, opts: LoopOptions, cancel: CancelToken, executor: Callable[[], Executor]
     ) -> None:
