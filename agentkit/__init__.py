@@ -69,7 +69,8 @@ from .session._pool import SessionPool
 from .session._session import Session
 from .stores.file import FileEventStore
 from .stores.memory import InMemoryEventStore
-from .streaming._stream import AgentEvent, AgentStream
+from .streaming._events import AgentEvent
+from .streaming._stream import AgentStream
 from .tools._search import ToolSearch
 from .tools._skills import load_skills
 from .tools._subagents import subagent_tool

@@ -40,7 +40,8 @@ from .results import RunResult
 from .session._foreign import history_from, model_from, tools_from
 from .session._session import Session
 from .stores.base import EventStore
-from .streaming._stream import AgentStream, Emit
+from .streaming._events import Emit
+from .streaming._stream import AgentStream
 from .tools.base import Tool, ToolRegistry
 
 DepsT = TypeVar("DepsT", default=Any)

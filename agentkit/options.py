@@ -27,7 +27,8 @@ from .loop._generation_tools import check_generation_tools
 from .loop._output import OUTPUT_TOOL, output_plan
 from .models.base import ChatModel, ModelSettings, ToolChoice, tool_choice_problem
 from .session._redaction import Redaction, redactor_of
-from .streaming._stream import Emit, callback_sink, fan_out
+from .streaming._events import Emit
+from .streaming._sinks import callback_sink, fan_out
 from .tools.base import ToolRegistry
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import threading
 from typing import Any, TextIO
 
 from ..messages import Message, TextPart, ToolCallPart, ToolOutput, ToolResultPart
-from ..streaming._stream import (
+from ..streaming._events import (
     AgentEvent,
     ReasoningDeltaEvent,
     StepStartEvent,

@@ -25,7 +25,8 @@ from ..events import AssistantMessageEvent, ContextReplacedEvent, Event
 from ..models.registry import get_model
 from ..session._session import Session
 from ..stores.base import EventStore
-from ..streaming._stream import AgentStream, GenerationEndEvent
+from ..streaming._events import GenerationEndEvent
+from ..streaming._stream import AgentStream
 from ._approve import _NOTE, TerminalApprover, approval_policy
 from ._render import Screen
 

@@ -24,7 +24,8 @@ from ..messages import Prompt, normalize_prompt
 from ..models.base import ChatModel
 from ..options import GenerationOptions, LoopOptions, check_deps
 from ..results import GenerateResult
-from ..streaming._stream import AgentStream, Emit, GenerationEndEvent, GenerationStartEvent
+from ..streaming._events import Emit, GenerationEndEvent, GenerationStartEvent
+from ..streaming._stream import AgentStream
 from ..transactions import _session as _transact
 from ..transactions._ledger import GenerationTransaction
 from ._foreign import model_from

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from ._stream import (
+from ._events import (
     GenerationEndEvent,
     GenerationStartEvent,
     ReasoningDeltaEvent,

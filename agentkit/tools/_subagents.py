@@ -26,7 +26,7 @@ from ..events import AssistantMessageEvent, Event, UserMessageEvent
 from ..messages import ToolOutput, text_of
 from ..session._session import Session
 from ..stores.base import EventStore, validate_session_id
-from ..streaming._stream import AgentEvent, StepEndEvent
+from ..streaming._events import AgentEvent, StepEndEvent
 from ..usage import Usage
 from .base import Tool, ToolContext
 

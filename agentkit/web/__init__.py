@@ -25,7 +25,8 @@ from ..errors import ConfigurationError
 from ..messages import Prompt
 from ..results import GenerateResult
 from ..session._session import Session
-from ..streaming._stream import AgentEvent, AgentStream, GenerationEndEvent, _messages_json, _output_json
+from ..streaming._events import AgentEvent, GenerationEndEvent, _messages_json, _output_json
+from ..streaming._stream import AgentStream
 
 __all__ = [
     "KEEP_ALIVE", "SSE_HEADERS", "AsyncSSEIterator", "SSEIterator", "ask_async", "sse", "sse_async", "sse_record",
