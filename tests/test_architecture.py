@@ -174,6 +174,31 @@ def test_there_is_no_import_cycle():
     assert _cycles(_graph(_modules())) == []
 
 
+def _load_graph(modules: dict[str, Path]) -> dict[str, list[str]]:
+    """Module -> what importing it runs at once: its module-level imports and, for each,
+    the ``__init__`` of every package above the imported module (Python runs those first).
+    The root ``agentkit`` is left out (it is always loaded first), as is a module's own
+    package (normal loading order)."""
+    graph: dict[str, set[str]] = {}
+    for n, p in modules.items():
+        deps: set[str] = set()
+        for m, top in _imports(n, p, modules):
+            if not top:
+                continue
+            parts = m.split(".")
+            deps.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
+        graph[n] = {m for m in deps if m in modules and m != n and not n.startswith(m + ".")}
+    return {n: sorted(deps) for n, deps in graph.items()}
+
+
+def test_no_import_cycle_through_a_package_init():
+    """Importing a module runs its packages' ``__init__`` first, and those import their
+    submodules: two packages whose modules import each other at module level (``jobs``
+    and ``execution`` did, through the job runner and the local context) load only in
+    one order, and the other order fails with a half-made module. None may."""
+    assert _cycles(_load_graph(_modules())) == []
+
+
 def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
     """The checker itself: a lower layer importing a higher one is found."""
     layers = _layers()
@@ -193,6 +218,17 @@ def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
     assert _cycles(_graph(pair)) == []  # a TYPE_CHECKING import is not a dependency
     b.write_text("def f():\n    from .a import x\n")
     assert _cycles(_graph(pair)) == [["agentkit.a", "agentkit.b"]]
+    # a package's __init__ runs before its submodule: p.x -> q.y and q.y -> p.z is a cycle
+    # through the packages' __init__s (each imports its submodules)
+    for pkg, sub, imports in (("p", "x", "from ..q import y\n"), ("q", "y", "from ..p import z\n")):
+        (tmp_path / "agentkit" / pkg).mkdir()
+        (tmp_path / "agentkit" / pkg / "__init__.py").write_text(f"from . import {sub}\n")
+        (tmp_path / "agentkit" / pkg / f"{sub}.py").write_text(imports)
+    (tmp_path / "agentkit" / "p" / "z.py").write_text("")
+    two = {f"agentkit.{name}": tmp_path / "agentkit" / rel for name, rel in (
+        ("p", "p/__init__.py"), ("p.x", "p/x.py"), ("p.z", "p/z.py"), ("q", "q/__init__.py"), ("q.y", "q/y.py"))}
+    assert _cycles(_graph(two)) == []  # no module imports another back
+    assert _cycles(_load_graph(two)) != []
 
 
 def test_tests_import_their_helpers_the_way_tox_runs_them():

@@ -351,7 +351,7 @@ def test_failing_output_listener_terminates_the_command(ctx):
 
 
 def test_a_process_that_leaves_the_group_cannot_hang_the_command(ctx, monkeypatch):
-    from agentkit.execution import _process
+    from agentkit import _process
 
     monkeypatch.setattr(_process, "_ABANDON_AFTER", 1.0)  # the idle wait before giving up
     # setsid moves sleep into its own session; it keeps our stdout pipe open
@@ -462,7 +462,7 @@ def test_a_process_that_closed_its_output_is_still_bound_by_the_timeout(ctx):
 
 
 def test_a_slow_listener_gets_all_output_of_a_process_that_already_exited(ctx, monkeypatch):
-    from agentkit.execution import _process
+    from agentkit import _process
 
     monkeypatch.setattr(_process, "_ABANDON_AFTER", 1.0)  # well below the delivery time
     chunks: list[str] = []

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..context._truncate import truncate_output
 from ..errors import SessionClosedError, SessionError, StoreError
-from ..execution.base import JobEvent
+from ._base import JobEvent
 
 __all__ = ["bridge_job_events"]
 
