@@ -14,8 +14,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentkit import FileEventStore, SessionPool  # noqa: E402
-from agentkit import AgentkitError  # noqa: E402
+from agentkit import AgentkitError, FileEventStore, SessionPool  # noqa: E402
 
 
 def say(**data: object) -> None:

@@ -27,6 +27,7 @@ from _child import push_ticks, say
 from _tools import calls_then_answers
 
 from agentkit import (
+    AgentkitError,
     ApprovalPolicy,
     FileEventStore,
     FunctionModel,
@@ -35,7 +36,6 @@ from agentkit import (
     ToolCall,
     tool,
 )
-from agentkit import AgentkitError
 
 
 def note_tools(notes: str) -> list[object]:

@@ -37,9 +37,8 @@ import _child
 from _child import push_ticks, say
 from _tools import calls_then_answers, outputs
 
-from agentkit import ApprovalPolicy, FunctionModel, Retention, SessionPool, ToolCall, ToolContext, tool
+from agentkit import AgentkitError, ApprovalPolicy, FunctionModel, Retention, SessionPool, ToolCall, ToolContext, tool
 from agentkit.transactions import GenerationTransaction
-from agentkit import AgentkitError
 
 
 def open_store(spec: str) -> Any:

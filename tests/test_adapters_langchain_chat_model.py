@@ -17,21 +17,32 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
-from agentkit import CancelToken, Session, Usage, run_agent
-from agentkit.messages import Message
-from agentkit.models import ModelRequest, ModelSettings, ToolSpec
-from agentkit.adapters.langchain import LangChainChatModel
 from agentkit import (
     AuthenticationError,
     CancelledError,
+    CancelToken,
     ConfigurationError,
     ContextOverflowError,
     ModelError,
     ProviderUnavailableError,
     RateLimitError,
+    Session,
+    Usage,
+    run_agent,
 )
-from agentkit.messages import ReasoningPart, TextPart
-from agentkit.models import FinishEvent, ReasoningDelta, ReasoningDone, TextDelta, ToolCallEvent, UsageEvent
+from agentkit.adapters.langchain import LangChainChatModel
+from agentkit.messages import Message, ReasoningPart, TextPart
+from agentkit.models import (
+    FinishEvent,
+    ModelRequest,
+    ModelSettings,
+    ReasoningDelta,
+    ReasoningDone,
+    TextDelta,
+    ToolCallEvent,
+    ToolSpec,
+    UsageEvent,
+)
 
 
 class ChunkScriptModel(BaseChatModel):

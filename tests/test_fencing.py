@@ -20,8 +20,7 @@ from agentkit import (
     tool,
 )
 from agentkit.events import AssistantMessageEvent, ControlEvent, UserMessageEvent
-from agentkit.messages import ToolCallPart
-from agentkit.messages import TextPart
+from agentkit.messages import TextPart, ToolCallPart
 
 RAN: list[str] = []
 

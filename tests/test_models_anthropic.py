@@ -15,6 +15,17 @@ from _tools import add
 from fakes import anthropic_wire as w
 from fakes.server import FakeServer
 
+from agentkit import (
+    AuthenticationError,
+    ConfigurationError,
+    ContextOverflowError,
+    ProviderError,
+    ProviderUnavailableError,
+    RateLimitError,
+    Session,
+    run_agent,
+    tool,
+)
 from agentkit.messages import (
     FilePart,
     ImagePart,
@@ -25,25 +36,18 @@ from agentkit.messages import (
     ToolOutput,
     ToolResultPart,
 )
-from agentkit import Session, run_agent, tool
-from agentkit import (
-    AuthenticationError,
-    ConfigurationError,
-    ContextOverflowError,
-    ProviderError,
-    ProviderUnavailableError,
-    RateLimitError,
-)
-from agentkit.models import ModelRequest, ModelSettings, RetryPolicy
-from agentkit.models.anthropic import AnthropicModel
 from agentkit.models import (
     FinishEvent,
+    ModelRequest,
+    ModelSettings,
     ReasoningDelta,
     ReasoningDone,
+    RetryPolicy,
     TextDelta,
     ToolCallEvent,
     UsageEvent,
 )
+from agentkit.models.anthropic import AnthropicModel
 
 FAST = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.01)
 

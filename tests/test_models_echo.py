@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from _tools import add
 
-from agentkit import Session, get_model
-from agentkit import CancelledError, ConfigurationError, ModelError
+from agentkit import CancelledError, ConfigurationError, ModelError, Session, get_model
 from agentkit.models import EchoModel
 from agentkit.models.registry import _SPEC_FORMS
 from agentkit.streaming import TextDeltaEvent

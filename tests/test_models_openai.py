@@ -16,6 +16,15 @@ from _tools import add
 from fakes import openai_wire as w
 from fakes.server import FakeServer, Reply
 
+from agentkit import (
+    AuthenticationError,
+    ConfigurationError,
+    ContextOverflowError,
+    ProviderError,
+    ProviderUnavailableError,
+    Session,
+    run_agent,
+)
 from agentkit.messages import (
     FilePart,
     ImagePart,
@@ -26,19 +35,13 @@ from agentkit.messages import (
     ToolOutput,
     ToolResultPart,
 )
-from agentkit import Session, run_agent
-from agentkit import (
-    AuthenticationError,
-    ConfigurationError,
-    ContextOverflowError,
-    ProviderError,
-    ProviderUnavailableError,
-)
-from agentkit.models import ModelRequest, ModelSettings, RetryPolicy
 from agentkit.models import (
     FinishEvent,
+    ModelRequest,
+    ModelSettings,
     ReasoningDelta,
     ReasoningDone,
+    RetryPolicy,
     TextDelta,
     ToolCallEvent,
     UsageEvent,
