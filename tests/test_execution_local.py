@@ -397,25 +397,23 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(root):
 
 
 def test_the_tools_package_imports_no_runtime_module():
-    """DESIGN.md: each layer imports only layers below. agentkit.tools (ports and
-    adapters) must not reach up into the runtime, not even inside a function."""
-    import ast
-    from pathlib import Path
+    """DESIGN.md: each layer imports only layers below. agentkit.tools' ports and adapters
+    must not reach up into the runtime, not even inside a function. Which module is which
+    is the layer table of docs/architecture.md (``tools/_subagents.py`` is a front door;
+    ``session/_redaction.py`` is pure logic, below the tools)."""
+    from test_architecture import _imports, _layers, _modules, _rank_of
 
-    import agentkit.tools
+    layers, modules = _layers(), _modules()
+    runtime = next(rank for rank, name, _ in layers if name == "runtime")
 
-    runtime = {"agent", "cli", "jobs", "job_store", "loop", "scheduling", "session"}
-    offenders = []
-    for path in Path(agentkit.tools.__file__).parent.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level >= 2:
-                top = (node.module or "").split(".")[0]
-                names = {top} if top else {a.name for a in node.names}
-                offenders += [f"{path.name}: ..{n}" for n in names & runtime]
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                offenders += [f"{path.name}: {m}" for m in mods
-                              if m.split(".")[:2] in (["agentkit", r] for r in runtime)]
+    def rank(name: str) -> int:
+        found = _rank_of(modules[name], layers)
+        assert found is not None, name
+        return found
+
+    offenders = [f"{name} imports {imported}"
+                 for name, path in modules.items() if name.startswith("agentkit.tools") and rank(name) < runtime
+                 for imported, _ in _imports(name, path, modules) if rank(imported) >= runtime]
     assert offenders == []
 
 
