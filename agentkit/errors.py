@@ -33,6 +33,7 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     │   └── TurnLockLostError                   a turn lock's holder lost it; its append was refused
     ├── AccessDenied (PermissionError)          an execution context refused an operation
     ├── JobNotFoundError (LookupError)          no background job has this execution id
+    ├── BrokerUnavailableError (ConnectionError) a task queue's broker could not take a task
     ├── McpError                                an MCP server could not be connected or used
     └── BrowserError                            a browser could not be started or could not do an action
 """
@@ -228,6 +229,16 @@ class AccessDenied(AgentkitError, PermissionError):
 
 class JobNotFoundError(AgentkitError, LookupError):
     """No job with this execution id is known (it may have been pruned)."""
+
+
+class BrokerUnavailableError(AgentkitError, ConnectionError):
+    """A task queue's broker (Redis, for :mod:`agentkit.celery`) could not take a task:
+    nothing was started and nothing was recorded. ``broker`` is the broker's URL (its
+    password masked). Start the broker (or fix its URL) and try again."""
+
+    def __init__(self, message: str, *, broker: str = "") -> None:
+        super().__init__(message)
+        self.broker = broker
 
 
 class McpError(AgentkitError):

@@ -100,15 +100,18 @@ def make_store(store_dir: str | None = None) -> EventStore:
     return FileEventStore(store_dir or os.environ.get("CHAT_STORE_DIR", "chat-store"))
 
 
+def session_settings(session_id: str | None = None) -> dict[str, Any]:
+    """The Session keyword arguments of every conversation (a pool factory's answer)."""
+    model, _label = pick_model(FunctionModel(_demo_reply))
+    return {"model": model, "tools": [save_note, look_up], "system": "You are a helpful assistant.",
+            "approval": APPROVAL}
+
+
 def make_pool(store_dir: str | None = None) -> SessionPool:
     """One SessionPool over the store: every request of a conversation shares one Session
     in this process; other processes (and hosts, on PostgreSQL) take turns with it."""
-    model, _label = pick_model(FunctionModel(_demo_reply))
     store = make_store(store_dir)
-    return SessionPool(
-        store, model=model, tools=[save_note, look_up], system="You are a helpful assistant.",
-        max_open=1000, idle_timeout=600, approval=APPROVAL,
-    )
+    return SessionPool(store, max_open=1000, idle_timeout=600, **session_settings())
 
 
 def command_line(doc: str | None) -> argparse.Namespace:

@@ -167,6 +167,38 @@ def pg_store(pg_cluster):
         store.close()
 
 
+# -- Celery: a real redis-server and real celery workers (tests/_celery.py) ---------------
+
+
+@pytest.fixture
+def redis_server():
+    """A redis-server of its own on 127.0.0.1 (tests/_celery.py). Without redis-server or
+    the celery extra the test skips saying what to install; in CI it fails."""
+    from _celery import Redis, what_is_missing
+
+    problem = what_is_missing()
+    if problem:
+        lacks(problem)
+    server = Redis()
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.fixture
+def celery_rig(redis_server, pg_cluster):
+    """A Redis, a PostgreSQL schema and the workers a test starts on them (tests/_celery.py's
+    Rig); every worker is stopped (its process group killed) afterwards."""
+    from _celery import Rig
+
+    rig = Rig(redis_server, pg_cluster)
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
 # -- the provider fakes: real HTTP on 127.0.0.1 speaking the providers' wire formats ------
 
 

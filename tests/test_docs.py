@@ -23,6 +23,7 @@ The rules (CONTRIBUTING.md, "Documentation examples", says the same to writers):
   block run instead.
 * A page that reads ``DATABASE_URL`` gets the URL of the tests' throwaway PostgreSQL
   server (tests/_pg.py) in it.
+* A page that reads ``REDIS_URL`` gets the URL of a throwaway redis-server (tests/_celery.py).
 * A page that starts a ``ChromiumBrowser(`` needs Chromium: without it the page's test
   skips, saying how to install it (tests/_browser.py), and fails in CI.
 * Every ``pip install '<name>[<extras>]'`` on a page, in a block or in the text, must name
@@ -272,6 +273,8 @@ def test_every_block_of_the_page_runs(
 ) -> None:
     if "DATABASE_URL" in page.read_text(encoding="utf-8"):  # a page about the PostgreSQL stores
         monkeypatch.setenv("DATABASE_URL", request.getfixturevalue("pg_cluster").url)
+    if "REDIS_URL" in page.read_text(encoding="utf-8"):  # a page about Celery (agentkit.celery)
+        monkeypatch.setenv("REDIS_URL", request.getfixturevalue("redis_server").url)
     if "ChromiumBrowser(" in page.read_text(encoding="utf-8"):  # a page driving a browser
         request.getfixturevalue("chromium")  # skips without one; fails in CI
     shutil.copytree(ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("__pycache__"))

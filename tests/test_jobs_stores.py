@@ -350,3 +350,42 @@ def test_a_store_file_with_a_long_name_writes_and_sweeps(tmp_path):
     assert leftover_b.exists()
     FileJobStore(tmp_path / long_b)
     assert not leftover_b.exists()
+
+
+@pytest.fixture
+def pg_jobs(pg_cluster):
+    from agentkit.stores.postgres import PostgresJobStore
+
+    store = PostgresJobStore(pg_cluster.conninfo, schema=pg_cluster.fresh_schema(), pool_size=2)
+    store.migrate()
+    yield store
+    store.close()
+
+
+def test_postgres_job_store_gets_one_job(pg_jobs):
+    assert pg_jobs.get("job_1") is None
+    pg_jobs.put(job(), expected_revision=0)
+    pg_jobs.put(job(state="finished", exit_code=0), expected_revision=1)
+    stored = pg_jobs.get("job_1")
+    assert stored is not None and stored.revision == 2 and stored.state.state == "finished"
+
+
+def test_postgres_job_store_writes_after_the_server_dropped_its_connections(pg_jobs, pg_cluster):
+    """A restarted server leaves the pool's connections dead: the next write is made once
+    more on a checked pool instead of failing (and a write that did arrive before its
+    connection was lost is not refused as a conflict)."""
+    import psycopg
+
+    pg_jobs.put(job(), expected_revision=0)
+
+    def drop_connections():  # the store's idle pooled connections, as a server restart would
+        pids = [c.info.backend_pid for c in list(pg_jobs._pg.pool._pool)]
+        assert pids
+        with psycopg.connect(pg_cluster.conninfo, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
+
+    drop_connections()
+    assert pg_jobs.put(job(state="finished", exit_code=0), expected_revision=1) == 2
+    drop_connections()
+    assert pg_jobs.put(job("job_2"), expected_revision=0) == 1
+    assert [s.state.execution_id for s in pg_jobs.load()] == ["job_1", "job_2"]

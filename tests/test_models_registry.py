@@ -132,11 +132,13 @@ def test_missing_sdk_names_the_extra(monkeypatch, provider, package):
          .LangChainChatModel(object())),
         ("psycopg", "postgres", lambda: __import__("agentkit.stores.postgres", fromlist=["x"])),
         ("psycopg_pool", "postgres", lambda: __import__("agentkit.stores.postgres", fromlist=["x"])),
+        ("celery", "celery", lambda: __import__("agentkit.celery", fromlist=["x"])),
     ],
 )
 def test_every_missing_extra_names_the_distribution(monkeypatch, package, extra, build):
     monkeypatch.setitem(sys.modules, package, None)
-    for module in ("agentkit.stores.postgres", "agentkit.stores._pg", "agentkit.stores._pg_jobs"):
+    for module in ("agentkit.stores.postgres", "agentkit.stores._pg", "agentkit.stores._pg_jobs",
+                   "agentkit.stores._pg_wait", "agentkit.celery", "agentkit.celery._app"):
         monkeypatch.delitem(sys.modules, module, raising=False)  # imported afresh, without the package
     with pytest.raises(MissingDependencyError) as info:
         build()

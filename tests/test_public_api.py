@@ -98,6 +98,7 @@ PUBLIC_NAMESPACES = {
     'agentkit.browser': [
         'BrowserContext', 'ChromiumBrowser', 'PageSnapshot', 'SnapshotFormat', 'browser_tools',
     ],
+    'agentkit.celery': ['AgentTasks', 'BrokerUnavailableError'],
     'agentkit.cli': [
         'main',
     ],

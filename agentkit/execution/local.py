@@ -105,7 +105,9 @@ class LocalExecutionContext:
       confine it with a container or a permission handler.
     * ``jobs`` runs background jobs on worker threads (a :class:`~agentkit.JobRunner`);
       ``job_store`` persists their snapshots, ``settle_orphaned_job`` decides the state
-      of jobs a previous host left running.
+      of jobs a previous host left running. ``jobs=`` puts another
+      :class:`~agentkit.execution.JobControl` in its place (``tasks.job_control()``:
+      jobs on Celery workers, :mod:`agentkit.celery`).
 
     :meth:`close` aborts the jobs this context started and waits for their threads.
     """
@@ -129,7 +131,13 @@ class LocalExecutionContext:
         job_listener_timeout: float = 30.0,
         job_listener_queue_size: int = 256,
         max_retained_jobs: int = 100,
+        jobs: JobControl | None = None,
     ) -> None:
+        if jobs is not None and not isinstance(jobs, JobControl):
+            raise ConfigurationError(
+                f"jobs must implement the JobControl port (start, get, list, abort, subscribe), "
+                f"not {type(jobs).__name__}"
+            )
         root = os.path.realpath(os.fspath(root_dir))
         if not os.path.isdir(root):
             raise ConfigurationError(f"root_dir {os.fspath(root_dir)!r} is not an existing directory")
@@ -179,7 +187,7 @@ class LocalExecutionContext:
             max_output_bytes=max_shell_output_bytes,
             kill_grace=kill_grace,
         )
-        self.jobs: JobControl | None = self._runner
+        self.jobs: JobControl | None = self._runner if jobs is None else jobs
 
     # -- permission and guard ------------------------------------------------------------
 

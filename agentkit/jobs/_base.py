@@ -16,7 +16,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import ConfigurationError
 
-JobStatus = Literal["running", "finished", "failed", "aborted"]
+JobStatus = Literal["running", "finished", "failed", "aborted", "lost"]
+"""``lost``: the worker running the job died (jobs on Celery workers, :mod:`agentkit.celery`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,7 +70,7 @@ class JobState:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobState:
         """Restore a state written by :meth:`to_dict`."""
-        if data.get("state") not in ("running", "finished", "failed", "aborted"):
+        if data.get("state") not in ("running", "finished", "failed", "aborted", "lost"):
             raise ConfigurationError(f"invalid job state {data.get('state')!r}")
         return cls(
             execution_id=str(data["execution_id"]),
@@ -102,7 +103,7 @@ class JobEvent:
     """For ``output``: the new text."""
     state: JobState | None = None
     """For ``started`` and ``finished``: the job's snapshot (``finished`` covers the
-    terminal states finished, failed and aborted)."""
+    terminal states finished, failed, aborted and lost)."""
 
 
 JobListener = Callable[[JobEvent], object]

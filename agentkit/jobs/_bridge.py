@@ -6,7 +6,8 @@ restart settlement -- belongs to the execution context that owns it (the private
 :class:`~agentkit.execution.local.LocalExecutionContext`). This runtime module holds the
 Session side: :func:`bridge_job_events` turns
 a context's job events into Session runtime events (``job-started``, ``job-output``,
-``job-finished``, ``job-failed``, ``job-aborted``).
+``job-finished``, ``job-failed``, ``job-aborted``; ``job-lost`` for a job whose
+worker died, from :mod:`agentkit.celery`).
 """
 
 from __future__ import annotations
@@ -52,13 +53,21 @@ def _job_runtime_event(event: JobEvent, jobs: Any) -> tuple[str, dict[str, Any]]
         return "job-finished", {**base, "exit_code": state.exit_code}
     if state.state == "aborted":
         return "job-aborted", {**base, "reason": state.error, "exit_code": state.exit_code}
+    if state.state == "lost":
+        return "job-lost", {**base, "error": state.error}
     return "job-failed", {**base, "error": state.error, "exit_code": state.exit_code}
 
 
 def bridge_job_events(session: Any, context: Any) -> Callable[[], None]:
     """Push ``context.jobs`` events into ``session`` as runtime events; returns a
-    function that stops it. A context without job events gives a no-op."""
+    function that stops it. A context without job events gives a no-op. A job control
+    that records its jobs' events itself (``bind_session``: jobs on Celery workers) is
+    told which session it serves instead."""
     jobs = getattr(context, "jobs", None)
+    bind = getattr(jobs, "bind_session", None)
+    if callable(bind):
+        unbind: Callable[[], None] = bind(session)
+        return unbind
     if jobs is None or not callable(getattr(jobs, "subscribe", None)):
         return lambda: None
     stopped = threading.Event()

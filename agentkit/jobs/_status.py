@@ -3,7 +3,7 @@
 The default projection hides ``job-output`` chunks; while jobs run, the model instead sees
 one status message, recomputed before each inference, listing each running job with the
 tail of its output so far. Finished jobs are reported by their ``job-finished`` /
-``job-failed`` / ``job-aborted`` events, which carry their own output tail.
+``job-failed`` / ``job-aborted`` / ``job-lost`` events, which carry their own output tail.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..messages import Message, TextPart
 __all__ = ["RunningJobs"]
 
 _TAIL_CHARS = 2000
-_TERMINAL = frozenset({"job-finished", "job-failed", "job-aborted"})
+_TERMINAL = frozenset({"job-finished", "job-failed", "job-aborted", "job-lost"})
 
 
 @dataclass

@@ -135,9 +135,9 @@ def connect_mcp(
     loop = LoopThread("agentkit-mcp-loop", error=McpError, what="MCP call",
                       closed="the MCP toolset is closed; connect again with connect_mcp()")
     runtime = Runtime(loop, conns, notifier)
-    toolset = McpToolset(_runtime=runtime, _authorize=authorize_tool_call, _callers=host.callers,
-                         _call_timeout=None if call_timeout is None else float(call_timeout),
-                         _prefix=prefix_tool_names, _expose_resources=expose_resources)
+    toolset = McpToolset._create(runtime, authorize=authorize_tool_call, callers=host.callers,
+                                 call_timeout=None if call_timeout is None else float(call_timeout),
+                                 prefix=prefix_tool_names, expose_resources=expose_resources)
     try:
         runtime.supervisor = runtime.loop.submit(supervise, list(conns.values()))
         _wait_connected(list(conns.values()), float(connect_timeout))

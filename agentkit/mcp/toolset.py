@@ -74,23 +74,44 @@ class McpToolset:
     process survives) and the background event-loop thread. Thread-safe.
     """
 
-    def __init__(self, *, _runtime: Runtime, _authorize: AuthorizeToolCall | None,
-                 _call_timeout: float | None, _prefix: bool | None, _expose_resources: bool = False,
-                 _callers: Callers | None = None) -> None:
-        self._rt = _runtime
-        self._callers = _callers if _callers is not None else Callers()
-        self._expose_resources = _expose_resources
-        self._authorize = _authorize
-        self._call_timeout = _call_timeout
-        self._prefix = _prefix
+    _rt: Runtime
+    _callers: Callers
+    _expose_resources: bool
+    _authorize: AuthorizeToolCall | None
+    _call_timeout: float | None
+    _prefix: bool | None
+    _lock: threading.Lock
+    _tools: tuple[Tool, ...]
+    _map: dict[str, McpToolRef]
+    _helpers: tuple[Tool, ...]
+    _rebuild_lock: threading.Lock
+    _finalizer: weakref.finalize[..., Any]
+    _session_hook: Callable[[Any], None] | None
+
+    def __init__(self) -> None:
+        raise TypeError("an McpToolset is built by connect_mcp(servers, ...): it owns the servers it connected")
+
+    @classmethod
+    def _create(cls, runtime: Runtime, *, authorize: AuthorizeToolCall | None, call_timeout: float | None,
+                prefix: bool | None, expose_resources: bool = False, callers: Callers | None = None,
+                ) -> McpToolset:
+        """The toolset over ``runtime``'s connections (what :func:`connect_mcp` returns)."""
+        self = cls.__new__(cls)
+        self._rt = runtime
+        self._callers = callers if callers is not None else Callers()
+        self._expose_resources = expose_resources
+        self._authorize = authorize
+        self._call_timeout = call_timeout
+        self._prefix = prefix
         self._lock = threading.Lock()
-        self._tools: tuple[Tool, ...] = ()
-        self._map: dict[str, McpToolRef] = {}
-        self._helpers: tuple[Tool, ...] = ()
+        self._tools = ()
+        self._map = {}
+        self._helpers = ()
         self._rebuild_lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, Runtime.shutdown, _runtime)
-        session_roots = any(conn.session_roots for conn in _runtime.conns.values())
+        self._finalizer = weakref.finalize(self, Runtime.shutdown, runtime)
+        session_roots = any(conn.session_roots for conn in runtime.conns.values())
         self._session_hook = self._bind_session if session_roots else None
+        return self
 
     # -- views -------------------------------------------------------------------------
 

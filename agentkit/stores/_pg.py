@@ -5,6 +5,8 @@ schema-version check, and readable errors for a lost server (the schema SQL is
 from __future__ import annotations
 
 import math
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,7 +15,6 @@ from typing import Any, TypeVar
 from .._threads import CallTimeout, run_and_wait
 from ..errors import ConfigurationError, MissingDependencyError, SchemaVersionError, StoreError, StoreUnavailableError
 from ._pg_schema import LAYOUT, SCHEMA_SQL, channel_name, check_schema_name, schema_sql
-from ._pg_wait import WATCHDOG
 from .base import SCHEMA_VERSION
 
 try:
@@ -24,6 +25,8 @@ except ImportError as _exc:  # tests/test_models_registry.py: a missing extra is
     raise MissingDependencyError(
         _exc.name or "psycopg", "postgres", "agentkit.stores.postgres (the PostgreSQL stores)"
     ) from _exc
+
+from ._pg_wait import WATCHDOG  # noqa: E402 - it needs psycopg: after the check that names the extra
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -42,6 +45,8 @@ T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds any one network wait of a PostgreSQL store may take, by default."""
+
+_FORK_LOCK = threading.Lock()
 
 class NoAnswer(psycopg.OperationalError):
     """The server did not answer within the store's timeout: the connection was cut."""
@@ -75,27 +80,48 @@ class Pg:
         """Seconds an operation waits for a connection."""
         self.checked = False
         self.layout = 0  # the schema's table layout version, read on first use
+        self._pid = os.getpid()
+        self._inherited: list[ConnectionPool] = []  # a forked child's copies, kept from closing
         if isinstance(target, ConnectionPool):
-            self.pool = target
+            self._pool = target
             self.own_pool = False
         elif isinstance(target, str):
-            self.pool = ConnectionPool(
-                target,
-                min_size=1,
-                max_size=pool_size,
-                kwargs={"autocommit": True, **self.socket_options()},
-                configure=self.configure,
-                timeout=self.connect_timeout,
-                open=True,
-                name=f"agentkit-{schema}",
-            )
-            self.pool.check_connection = self._check_connection  # type: ignore[method-assign]
+            self._conninfo, self._pool_size = target, pool_size
+            self._pool = self._new_pool()
             self.own_pool = True
         else:
             raise ConfigurationError(
                 f"{owner} takes a libpq connection string (e.g. 'postgresql://user@host/db') or a "
                 f"psycopg_pool.ConnectionPool, not {type(target).__name__}"
             )
+
+    def _new_pool(self) -> ConnectionPool:
+        pool = ConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=self._pool_size,
+            kwargs={"autocommit": True, **self.socket_options()},
+            configure=self.configure,
+            timeout=self.connect_timeout,
+            open=True,
+            name=f"agentkit-{self.schema}",
+        )
+        pool.check_connection = self._check_connection  # type: ignore[method-assign]
+        return pool
+
+    @property
+    def pool(self) -> ConnectionPool:
+        """The connection pool. A store made in a process that then forked (a Celery
+        prefork or gunicorn ``--preload`` worker) gets a pool of its own in the child on
+        first use: the parent's connections and pool threads are never used there, nor
+        closed (closing would end the parent's connections)."""
+        if self._pid != os.getpid() and self.own_pool:
+            with _FORK_LOCK:
+                if self._pid != os.getpid():
+                    self._inherited.append(self._pool)
+                    self._pool = self._new_pool()
+                    self._pid = os.getpid()
+        return self._pool
 
     def socket_options(self) -> dict[str, Any]:
         """libpq options bounding waits on a connection of ours: the connect, unanswered
@@ -287,6 +313,7 @@ class Pg:
         return StoreUnavailableError(text + (f". {tail}" if tail else ""), written=written)
 
     def close(self) -> None:
-        """Close the pool when this object made it."""
-        if self.own_pool:
-            self.pool.close()
+        """Close the pool when this object made it (in a forked child that never used
+        it, the pool is the parent's: nothing of this process's to close)."""
+        if self.own_pool and self._pid == os.getpid():
+            self._pool.close()
