@@ -14,11 +14,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentkit import (  # noqa: E402
-    AgentkitError,  # noqa: E402
-    FileEventStore,
-    SessionPool,
-)
+from agentkit import AgentkitError, FileEventStore, SessionPool  # noqa: E402
 
 
 def say(**data: object) -> None:

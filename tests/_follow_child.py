@@ -1,4 +1,4 @@
-"""Process B of tests/test_follow.py: commits to a session another process listens to.
+"""Process B of tests/test_session_follow.py: commits to a session another process listens to.
 
 ``python tests/_follow_child.py <store> <session id>`` where ``<store>`` is ``file:<dir>``
 or ``pg:<schema>:<conninfo>``. It reads one command per line on stdin and answers each

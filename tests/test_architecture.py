@@ -174,6 +174,31 @@ def test_there_is_no_import_cycle():
     assert _cycles(_graph(_modules())) == []
 
 
+def _load_graph(modules: dict[str, Path]) -> dict[str, list[str]]:
+    """Module -> what importing it runs at once: its module-level imports and, for each,
+    the ``__init__`` of every package above the imported module (Python runs those first).
+    The root ``agentkit`` is left out (it is always loaded first), as is a module's own
+    package (normal loading order)."""
+    graph: dict[str, set[str]] = {}
+    for n, p in modules.items():
+        deps: set[str] = set()
+        for m, top in _imports(n, p, modules):
+            if not top:
+                continue
+            parts = m.split(".")
+            deps.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
+        graph[n] = {m for m in deps if m in modules and m != n and not n.startswith(m + ".")}
+    return {n: sorted(deps) for n, deps in graph.items()}
+
+
+def test_no_import_cycle_through_a_package_init():
+    """Importing a module runs its packages' ``__init__`` first, and those import their
+    submodules: two packages whose modules import each other at module level (``jobs``
+    and ``execution`` did, through the job runner and the local context) load only in
+    one order, and the other order fails with a half-made module. None may."""
+    assert _cycles(_load_graph(_modules())) == []
+
+
 def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
     """The checker itself: a lower layer importing a higher one is found."""
     layers = _layers()
@@ -193,6 +218,17 @@ def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
     assert _cycles(_graph(pair)) == []  # a TYPE_CHECKING import is not a dependency
     b.write_text("def f():\n    from .a import x\n")
     assert _cycles(_graph(pair)) == [["agentkit.a", "agentkit.b"]]
+    # a package's __init__ runs before its submodule: p.x -> q.y and q.y -> p.z is a cycle
+    # through the packages' __init__s (each imports its submodules)
+    for pkg, sub, imports in (("p", "x", "from ..q import y\n"), ("q", "y", "from ..p import z\n")):
+        (tmp_path / "agentkit" / pkg).mkdir()
+        (tmp_path / "agentkit" / pkg / "__init__.py").write_text(f"from . import {sub}\n")
+        (tmp_path / "agentkit" / pkg / f"{sub}.py").write_text(imports)
+    (tmp_path / "agentkit" / "p" / "z.py").write_text("")
+    two = {f"agentkit.{name}": tmp_path / "agentkit" / rel for name, rel in (
+        ("p", "p/__init__.py"), ("p.x", "p/x.py"), ("p.z", "p/z.py"), ("q", "q/__init__.py"), ("q.y", "q/y.py"))}
+    assert _cycles(_graph(two)) == []  # no module imports another back
+    assert _cycles(_load_graph(two)) != []
 
 
 def test_tests_import_their_helpers_the_way_tox_runs_them():
@@ -422,3 +458,100 @@ def test_the_layout_checks_see_a_stray_module_and_a_name_listed_twice(tmp_path, 
     monkeypatch.setattr(agentkit.streaming, "__all__", [*agentkit.streaming.__all__, "AgentStream"])
     with pytest.raises(AssertionError, match="AgentStream"):
         test_each_public_name_is_listed_in_one_public_all()
+
+
+# -- test files named for the module they test ------------------------------------------
+
+# Test files that test no one module: the checks of the code base itself, the docs and
+# examples, and behaviours that cross modules (a Session's behaviour over its parts, many
+# processes, faults, every tool kind or adapter). Any other tests/test_<name>.py names the
+# module or package it tests (see _tested_module); an entry here that names one fails.
+_CROSS_CUTTING = {
+    # the code base, its docs and examples
+    "test_architecture", "test_public_api", "test_docs", "test_examples", "test_typing",
+    "test_coverage_floor", "test_mutation_script", "test_live", "test_error_messages",
+    "test_web_examples", "test_example_background_jobs", "test_mcp_example",
+    "test_adapters_langchain_docs",  # docs/langchain.md
+    # a Session's behaviours, over session/, loop/ and the stores
+    "test_session_ask", "test_session_durability", "test_steering", "test_nothing_to_answer",
+    "test_context_retention",  # Retention (context/_compaction.py) run by context/_compact.py
+    # many processes, kills and faults
+    "test_kill_loop", "test_many_processes", "test_web_workers", "test_approvals_processes",
+    "test_fencing", "test_fencing_processes", "test_crash_recovery", "test_store_contract",
+    "test_store_processes", "test_store_syscalls", "test_store_postgres_faults",
+    "test_store_postgres_fork",  # (h-celery) the PostgreSQL store in a forked worker
+    # one behaviour across every adapter, tool kind or MCP transport
+    "test_models_abort", "test_models_reasoning_and_keys", "test_hooks_tool_kinds", "test_messages_events",
+    "test_mcp_http", "test_mcp_inproc", "test_mcp_reference", "test_mcp_stdio",
+}
+_TEST_ALIASES = {"store": "stores"}  # tests/test_store_*.py test agentkit/stores/ (scripts/mutation.py's rule)
+
+
+def _tested_module(name: str, package: Path = PKG) -> Path | None:
+    """The module or package ``tests/test_<name>.py`` is named for, or None: ``<name>`` is
+    a module or package of ``package`` (leading underscores dropped: ``test_json`` ->
+    ``agentkit/_json.py``), or a folder and a name inside it (``test_tools_runner`` ->
+    ``tools/runner.py``, ``test_celery_jobs`` -> ``celery/_jobs.py``, ``test_threads_pool``
+    -> ``_threads/_pool.py``), at any depth; ``store`` stands for ``stores``."""
+    found: dict[str, Path] = {}
+    for path in package.iterdir():
+        if path.is_dir() and (path / "__init__.py").is_file():
+            found[path.name.lstrip("_")] = path
+        elif path.suffix == ".py" and path.stem not in ("__init__", "__main__"):
+            found[path.stem.lstrip("_")] = path
+    found.update({alias: found[real] for alias, real in _TEST_ALIASES.items() if real in found})
+    if name in found:
+        return found[name]
+    for folder, path in found.items():
+        if path.is_dir() and name.startswith(folder + "_"):
+            inner = _tested_module(name[len(folder) + 1:], path)
+            if inner is not None:
+                return inner
+    return None
+
+
+def _misnamed_tests(tests: Path, package: Path = PKG) -> tuple[list[str], list[str]]:
+    """(test files named for no module and not listed as cross-cutting, list entries that
+    name a module or no file)."""
+    names = sorted(p.stem for p in tests.glob("test_*.py"))
+    misnamed = [n for n in names if n not in _CROSS_CUTTING and _tested_module(n[len("test_"):], package) is None]
+    stale = sorted(n for n in _CROSS_CUTTING if n in names and _tested_module(n[len("test_"):], package) is not None)
+    return misnamed, stale
+
+
+def test_each_test_file_is_named_for_the_module_it_tests():
+    """``tests/test_<folder>_<module>.py`` tests ``agentkit/<folder>/<module>.py`` (or
+    ``_<module>.py``), ``tests/test_<module>.py`` a top-level module or a package; the
+    files that test no one module are listed in ``_CROSS_CUTTING``."""
+    misnamed, stale = _misnamed_tests(Path(__file__).resolve().parent)
+    assert misnamed == [], (
+        f"test files named for no agentkit module: {misnamed}; name each for the module it tests "
+        f"(tests/test_<folder>_<module>.py), or list it in _CROSS_CUTTING with why"
+    )
+    assert stale == [], f"_CROSS_CUTTING entries named for a module: remove them from the list: {stale}"
+
+
+def test_the_naming_check_resolves_folders_and_sees_a_stray_name(tmp_path):
+    """The checker itself, on a made-up package and test folder."""
+    pkg = tmp_path / "agentkit"
+    for rel in ("__init__.py", "cancel.py", "_json.py", "stores/__init__.py", "stores/_scan.py",
+                "celery/__init__.py", "celery/_jobs.py", "_threads/__init__.py", "_threads/_pool.py",
+                "adapters/__init__.py", "adapters/langchain/__init__.py", "adapters/langchain/chat_model.py"):
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text("")
+    cases = {"cancel": "cancel.py", "json": "_json.py", "store_scan": "stores/_scan.py", "stores": "stores",
+             "celery_jobs": "celery/_jobs.py", "threads_pool": "_threads/_pool.py",
+             "adapters_langchain_chat_model": "adapters/langchain/chat_model.py",
+             "adapters_langchain": "adapters/langchain"}
+    for name, rel in cases.items():
+        assert _tested_module(name, pkg) == pkg / rel, name
+    for name in ("scheduling", "celery_turns", "store_scan_more", "jobs"):
+        assert _tested_module(name, pkg) is None, name
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    for name in ("test_cancel", "test_celery_jobs", "test_scheduling", "test_docs", "test_mcp_http"):
+        (tests / f"{name}.py").write_text("")
+    (pkg / "mcp").mkdir()
+    (pkg / "mcp" / "__init__.py").write_text("")
+    (pkg / "mcp" / "http.py").write_text("")  # a listed name that now names a module
+    assert _misnamed_tests(tests, pkg) == (["test_scheduling"], ["test_mcp_http"])

@@ -529,7 +529,7 @@ def test_prompt_too_long_reaches_the_loops_overflow_handling(server):
 
 
 def test_history_opening_with_the_assistant_gets_a_user_turn_first(server):
-    # run_agent refuses such a history (see tests/test_invariants.py); a direct caller of
+    # run_agent refuses such a history (see tests/test_context_invariants.py); a direct caller of
     # the adapter still gets a request the API accepts
     server.add(w.stream(w.text("Arr, 4.")))
     list(model(server).stream(req(Message.assistant("Ahoy! Ask me anything."), Message.user("what is 2 + 2?"))))

@@ -61,6 +61,11 @@ def test_each_module_has_its_own_test_file():
     assert mutation.default_tests(agentkit / "cancel.py") == REPO / "tests" / "test_cancel.py"
     assert mutation.default_tests(agentkit / "tools" / "runner.py") == REPO / "tests" / "test_tools_runner.py"
     assert mutation.default_tests(agentkit / "stores" / "_scan.py") == REPO / "tests" / "test_store_scan.py"
+    scheduling = mutation.default_tests(agentkit / "session" / "_scheduling.py")
+    assert scheduling == REPO / "tests" / "test_session_scheduling.py"
+    # every recorded module is measured with its own test file, under the name the rule gives
+    for module, entry in mutation.load_record().items():
+        assert entry["tests"] == [str(mutation.default_tests(REPO / module).relative_to(REPO))], module
 
 
 def test_a_run_reports_killed_and_survived_mutants_and_leaves_the_checkout_alone():

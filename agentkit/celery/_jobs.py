@@ -36,7 +36,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BrokerUnavailableError, ConfigurationError, JobNotFoundError, StoreError
-from ..execution.base import JobEvent, JobListener, JobState, _display
+from ..jobs._base import JobEvent, JobListener, JobState, _display
 from ._record import Record, Records, ended, report_end
 
 if TYPE_CHECKING:

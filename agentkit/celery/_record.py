@@ -25,7 +25,7 @@ from ..errors import (
     StoreUnavailableError,
 )
 from ..events import RuntimeEvent
-from ..execution.base import JobEvent, JobState, JobStatus
+from ..jobs._base import JobEvent, JobState, JobStatus
 from ..jobs._bridge import _job_runtime_event
 
 if TYPE_CHECKING:

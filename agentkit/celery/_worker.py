@@ -13,11 +13,11 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import _process
 from ..cancel import CancelToken
 from ..errors import StoreUnavailableError
 from ..events import RuntimeEvent
-from ..execution import _process
-from ..execution.base import JobEvent, JobState, JobStatus
+from ..jobs._base import JobEvent, JobState, JobStatus
 from ._record import Record, Records, commit, ended, event_id, persist, report_end, runtime_event
 
 if TYPE_CHECKING:

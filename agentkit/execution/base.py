@@ -5,24 +5,27 @@
 protocols), a ``cwd``/``root_dir`` and a ``request_permission`` hook; tools only ever
 talk to the context, so a host can supply its own (a container, an SSH connection, a
 remote sandbox) and the same tools work unchanged. This module also holds the data the
-ports exchange (:class:`PermissionRequest`, :class:`ShellResult`, :class:`DirEntry`,
-:class:`JobState`, :class:`JobEvent`). The local adapter is
-:class:`agentkit.execution.local.LocalExecutionContext`.
+ports exchange (:class:`PermissionRequest`, :class:`DirEntry`; :class:`ShellResult` is the
+process supervisor's, ``agentkit._process``). The job port and data (:class:`JobControl`,
+:class:`JobState`, :class:`JobEvent`) are :mod:`agentkit.jobs`'; they are importable here
+too. The local adapter is :class:`agentkit.execution.local.LocalExecutionContext`.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .._process import OutputCallback as OutputCallback  # imported back: the supervisor's
+from .._process import ShellResult as ShellResult
 from ..cancel import CancelToken
-from ..errors import ConfigurationError
-
-JobStatus = Literal["running", "finished", "failed", "aborted", "lost"]
-"""``lost``: the worker running the job died (jobs on Celery workers, :mod:`agentkit.celery`)."""
-
+from ..jobs._base import JobControl as JobControl  # imported back: listed in agentkit.jobs
+from ..jobs._base import JobEvent as JobEvent
+from ..jobs._base import JobListener as JobListener
+from ..jobs._base import JobState as JobState
+from ..jobs._base import JobStatus as JobStatus
+from ..jobs._base import _display as _display
 
 # -- data ------------------------------------------------------------------------------
 
@@ -47,125 +50,12 @@ PermissionHandler = Callable[[PermissionRequest], "bool | None"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class ShellResult:
-    """What a foreground command did."""
-
-    command: str
-    """The command as run (raw text, or the argument list joined for display)."""
-    exit_code: int | None
-    """The exit status; negative when a signal ended the process."""
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-    cancelled: bool = False
-    output_limited: bool = False
-    """True when the output cap was hit and the process was terminated."""
-    duration: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        """True when the command ran to completion with exit code 0."""
-        return self.exit_code == 0 and not (self.timed_out or self.cancelled or self.output_limited)
-
-
-@dataclass(frozen=True, kw_only=True)
 class DirEntry:
     """One entry of a directory listing."""
 
     name: str
     kind: Literal["file", "directory", "symlink", "other"]
     size: int | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class JobState:
-    """A snapshot of one background job."""
-
-    execution_id: str
-    command: str
-    """The command line, for display."""
-    argv: tuple[str, ...]
-    state: JobStatus
-    exit_code: int | None = None
-    error: str | None = None
-    """Why the job failed or was aborted."""
-    tool_call_id: str | None = None
-    """The tool call that started the job, if a tool did."""
-    cwd: str = ""
-    pid: int | None = None
-    started_at: float = 0.0
-    updated_at: float = 0.0
-    finished_at: float | None = None
-    output_tail: str = ""
-    """The end of the combined output (bounded)."""
-    output_bytes: int = 0
-
-    @property
-    def running(self) -> bool:
-        """True while the job has not reached a terminal state."""
-        return self.state == "running"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; :meth:`from_dict` restores an equal state."""
-        return {
-            "execution_id": self.execution_id,
-            "command": self.command,
-            "argv": list(self.argv),
-            "state": self.state,
-            "exit_code": self.exit_code,
-            "error": self.error,
-            "tool_call_id": self.tool_call_id,
-            "cwd": self.cwd,
-            "pid": self.pid,
-            "started_at": self.started_at,
-            "updated_at": self.updated_at,
-            "finished_at": self.finished_at,
-            "output_tail": self.output_tail,
-            "output_bytes": self.output_bytes,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> JobState:
-        """Restore a state written by :meth:`to_dict`."""
-        if data.get("state") not in ("running", "finished", "failed", "aborted", "lost"):
-            raise ConfigurationError(f"invalid job state {data.get('state')!r}")
-        return cls(
-            execution_id=str(data["execution_id"]),
-            command=str(data.get("command", "")),
-            argv=tuple(data.get("argv", ())),
-            state=data["state"],
-            exit_code=data.get("exit_code"),
-            error=data.get("error"),
-            tool_call_id=data.get("tool_call_id"),
-            cwd=data.get("cwd", ""),
-            pid=data.get("pid"),
-            started_at=float(data.get("started_at", 0.0)),
-            updated_at=float(data.get("updated_at", 0.0)),
-            finished_at=data.get("finished_at"),
-            output_tail=data.get("output_tail", ""),
-            output_bytes=int(data.get("output_bytes", 0)),
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class JobEvent:
-    """What job subscribers receive, in order per job (``seq`` 1, 2, ...)."""
-
-    type: Literal["started", "output", "finished"]
-    execution_id: str
-    seq: int
-    stream: Literal["stdout", "stderr"] | None = None
-    """For ``output``: which stream the chunk came from."""
-    chunk: str = ""
-    """For ``output``: the new text."""
-    state: JobState | None = None
-    """For ``started`` and ``finished``: the job's snapshot (``finished`` covers the
-    terminal states finished, failed, aborted and lost)."""
-
-
-JobListener = Callable[[JobEvent], object]
-OutputCallback = Callable[[str, str], None]
-"""``on_output(stream, chunk)`` with stream ``"stdout"`` or ``"stderr"``."""
 
 
 # -- ports -----------------------------------------------------------------------------
@@ -210,29 +100,6 @@ class Shell(Protocol):
 
 
 @runtime_checkable
-class JobControl(Protocol):
-    """Background jobs: start returns at once; events arrive through ``subscribe``."""
-
-    def start(self, executable: str, args: Sequence[str] = (), *, raw: bool = False,
-              cwd: str | None = None, timeout: float | None = None,
-              tool_call_id: str | None = None) -> JobState:
-        """Start a job; returns its ``running`` state at once."""
-        ...
-    def get(self, execution_id: str) -> JobState:
-        """A job's current state (JobNotFoundError for an unknown id)."""
-        ...
-    def list(self) -> list[JobState]:
-        """Every known job."""
-        ...
-    def abort(self, execution_id: str, reason: str = "aborted") -> JobState:
-        """Stop a running job; returns its final state."""
-        ...
-    def subscribe(self, listener: JobListener) -> Callable[[], None]:
-        """Receive job events from now on; returns an unsubscribe function."""
-        ...
-
-
-@runtime_checkable
 class ExecutionContext(Protocol):
     """Where tools act. Capabilities a context lacks are ``None``."""
 
@@ -245,10 +112,3 @@ class ExecutionContext(Protocol):
     def request_permission(self, request: PermissionRequest) -> None:
         """Raise :class:`~agentkit.errors.AccessDenied` to refuse ``request``."""
         ...
-
-
-def _display(argv: Sequence[str], raw: bool) -> str:
-    """How a command is shown: raw shell text as given, an argument list shell-quoted."""
-    if raw:
-        return argv[-1]
-    return shlex.join(argv)

@@ -23,23 +23,13 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .. import _process
 from ..cancel import CancelToken
 from ..errors import AccessDenied, ConfigurationError
+from ..jobs._base import JobControl, JobState, JobStore, _display
 from ..jobs._runner import JobRunner
-from ..jobs._stores import JobStore
-from . import _process
 from ._localfs import LocalFileSystem
-from .base import (
-    FileSystem,
-    JobControl,
-    JobState,
-    OutputCallback,
-    PermissionHandler,
-    PermissionRequest,
-    Shell,
-    ShellResult,
-    _display,
-)
+from .base import FileSystem, OutputCallback, PermissionHandler, PermissionRequest, Shell, ShellResult
 
 
 class LocalShell:

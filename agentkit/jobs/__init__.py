@@ -7,8 +7,7 @@ The bridge from a context's job events to a Session's runtime events is private.
 
 from __future__ import annotations
 
-from ..execution.base import JobControl, JobEvent, JobListener, JobState, JobStatus
-from ..stores.base import JobStore, StoredJob
+from ._base import JobControl, JobEvent, JobListener, JobState, JobStatus, JobStore, StoredJob
 from ._runner import JobRunner
 from ._status import RunningJobs
 from ._stores import FileJobStore, InMemoryJobStore

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..context._truncate import truncate_output
 from ..errors import ConfigurationError, SessionClosedError, SessionError, StoreError
-from ..execution.base import JobControl, JobEvent
+from ._base import JobControl, JobEvent
 
 __all__ = ["abort_running", "bridge_job_events", "jobs_of"]
 

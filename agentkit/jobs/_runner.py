@@ -2,9 +2,9 @@
 
 A :class:`JobRunner` is the ``jobs`` capability of
 :class:`~agentkit.execution.LocalExecutionContext`. ``start`` spawns the process and
-returns at once with a ``running`` :class:`~agentkit.execution.JobState`; a worker
+returns at once with a ``running`` :class:`~agentkit.jobs.JobState`; a worker
 thread then reads the output and records the outcome. Subscribers receive ordered
-``started``, ``output`` and ``finished`` :class:`~agentkit.execution.JobEvent` s,
+``started``, ``output`` and ``finished`` :class:`~agentkit.jobs.JobEvent` s,
 each in order from a bounded queue on the shared delivery threads: a slow subscriber slows the job
 down (backpressure: the worker waits, so the process blocks on a full pipe), and one that
 raises or stalls past ``listener_timeout`` is removed with a warning, receives nothing
@@ -30,13 +30,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .. import _process
 from .._threads import ListenerQueue
 from ..cancel import CancelToken
 from ..errors import ConfigurationError, JobNotFoundError, StoreConflictError
-from ..execution import _process
-from ..execution.base import JobEvent, JobListener, JobState, JobStatus, _display
 from ..observability._tracing import job_parent, job_span
-from ._stores import JobStore
+from ._base import JobEvent, JobListener, JobState, JobStatus, JobStore, _display
 
 __all__ = ["JobRunner"]
 

@@ -1,6 +1,6 @@
 """Job stores: where a job runner persists background-job snapshots.
 
-Both implement the :class:`~agentkit.stores.base.JobStore` port (compare-and-swap per
+Both implement the :class:`~agentkit.jobs.JobStore` port (compare-and-swap per
 job). :class:`InMemoryJobStore` lives as long as the process; :class:`FileJobStore`
 keeps every snapshot in one JSON file, rewritten with the event store's helpers
 (write-temp + fsync + atomic rename + directory fsync, under the same inter-process and
@@ -21,13 +21,12 @@ import time
 from typing import Any
 
 from ..errors import ConfigurationError, StoreConflictError, StoreCorruptionError, StoreError
-from ..execution.base import JobState
 from ..stores._checks import check_revision
 from ..stores._fsio import atomic_write, os_error
 from ..stores._locks import locked
-from ..stores.base import JobStore, StoredJob
+from ._base import JobState, StoredJob
 
-__all__ = ["FileJobStore", "InMemoryJobStore", "JobStore", "StoredJob"]
+__all__ = ["FileJobStore", "InMemoryJobStore"]
 
 _FORMAT = 1
 _LEGACY_TMP = re.compile(r"\.jobs-[A-Za-z0-9_]{8}\.tmp")

@@ -21,7 +21,7 @@ try:
     import psycopg
     from psycopg import sql
     from psycopg_pool import ConnectionPool, PoolTimeout
-except ImportError as _exc:  # tests/test_get_model.py: a missing extra is named
+except ImportError as _exc:  # tests/test_models_registry.py: a missing extra is named
     raise MissingDependencyError(
         _exc.name or "psycopg", "postgres", "agentkit.stores.postgres (the PostgreSQL stores)"
     ) from _exc

@@ -7,16 +7,15 @@ from typing import Any
 
 from .._json import dumps, loads
 from ..errors import ConfigurationError, StoreConflictError, StoreCorruptionError
-from ..execution.base import JobState
+from ..jobs._base import JobState, StoredJob
 from ._checks import check_revision
 from ._pg import DEFAULT_TIMEOUT, NoAnswer, Pg, PoolTimeout, psycopg
-from .base import StoredJob
 
 __all__ = ["PostgresJobStore"]
 
 
 class PostgresJobStore:
-    """A :class:`~agentkit.stores.base.JobStore` in PostgreSQL (the ``jobs`` table of
+    """A :class:`~agentkit.jobs.JobStore` in PostgreSQL (the ``jobs`` table of
     ``schema``; :meth:`migrate` creates it, with the event store's tables).
 
     ``name`` keeps one job runner's jobs apart from another's: an execution context

@@ -1,5 +1,10 @@
-"""The store ports: :class:`EventStore` (durable, compare-and-swap storage of a session's
-event log) and :class:`JobStore` (background-job snapshots, compare-and-swap per job)."""
+"""The event-store port: :class:`EventStore` (durable, compare-and-swap storage of a
+session's event log), :class:`StoredSession`, :class:`TurnLease`.
+
+The job-store port (:class:`~agentkit.jobs.JobStore`, :class:`~agentkit.jobs.StoredJob`)
+lives in ``agentkit/jobs/_base.py``. It is not imported back here: the stores' own modules
+(``_checks``) import this one, and the job stores import those, so importing the jobs
+package from here would need this module half-made."""
 
 from __future__ import annotations
 
@@ -14,7 +19,6 @@ from ..events import Event
 
 if TYPE_CHECKING:
     from ..cancel import CancelToken
-    from ..execution.base import JobState
 
 SCHEMA_VERSION = 1
 """The version of the stored record format this agentkit writes and understands."""
@@ -151,36 +155,4 @@ class EventStore(Protocol):
 
     def delete(self, session_id: str) -> bool:
         """Remove a session and its archives; True when something was removed."""
-        ...
-
-
-@dataclass(frozen=True, kw_only=True)
-class StoredJob:
-    """A persisted job snapshot and its revision."""
-
-    state: JobState
-    revision: int
-
-
-@runtime_checkable
-class JobStore(Protocol):
-    """Where a job runner persists job snapshots.
-
-    A store keeps the latest :class:`~agentkit.execution.base.JobState` of each job
-    under a revision number (1 for the first write). ``put`` succeeds only when the
-    caller names the current revision (0 for a new job); a stale writer gets
-    :class:`~agentkit.errors.StoreConflictError` and nothing is written.
-    """
-
-    def load(self) -> list[StoredJob]:
-        """Every stored job, oldest first."""
-        ...
-
-    def put(self, state: JobState, *, expected_revision: int) -> int:
-        """Store ``state`` if the job's current revision is ``expected_revision`` (0 for
-        a new job); return the new revision or raise StoreConflictError."""
-        ...
-
-    def delete(self, execution_id: str) -> None:
-        """Forget a job (retention). Unknown ids are ignored."""
         ...

@@ -351,7 +351,7 @@ def test_failing_output_listener_terminates_the_command(ctx):
 
 
 def test_a_process_that_leaves_the_group_cannot_hang_the_command(ctx, monkeypatch):
-    from agentkit.execution import _process
+    from agentkit import _process
 
     monkeypatch.setattr(_process, "_ABANDON_AFTER", 1.0)  # the idle wait before giving up
     # setsid moves sleep into its own session; it keeps our stdout pipe open
@@ -397,34 +397,23 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(root):
 
 
 def test_the_tools_package_imports_no_runtime_module():
-    """DESIGN.md: each layer imports only layers below. agentkit.tools (ports and
-    adapters) must not reach up into the runtime, not even inside a function. The front
-    doors the layer table puts in the folder (``__init__.py``, ``_subagents.py``: an agent
-    as a tool) are the exception; pure-logic modules in a runtime folder
-    (``session/_redaction.py``) are below the tools."""
-    import ast
-    from pathlib import Path
+    """DESIGN.md: each layer imports only layers below. agentkit.tools' ports and adapters
+    must not reach up into the runtime, not even inside a function. Which module is which
+    is the layer table of docs/architecture.md (``tools/_subagents.py`` is a front door;
+    ``session/_redaction.py`` is pure logic, below the tools)."""
+    from test_architecture import _imports, _layers, _modules, _rank_of
 
-    import agentkit.tools
+    layers, modules = _layers(), _modules()
+    runtime = next(rank for rank, name, _ in layers if name == "runtime")
 
-    runtime = {"agent", "cli", "jobs", "loop", "session", "streaming", "planning"}
-    pure = {"session._redaction"}
-    front_doors = {"__init__.py", "_subagents.py"}
-    offenders = []
-    for path in Path(agentkit.tools.__file__).parent.glob("*.py"):
-        if path.name in front_doors:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level >= 2:
-                module = node.module or ""
-                names = {module} if module else {a.name for a in node.names}
-                offenders += [f"{path.name}: ..{n}" for n in names
-                              if n.split(".")[0] in runtime and n not in pure]
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                offenders += [f"{path.name}: {m}" for m in mods
-                              if m.split(".")[:2] in (["agentkit", r] for r in runtime)
-                              and m.removeprefix("agentkit.") not in pure]
+    def rank(name: str) -> int:
+        found = _rank_of(modules[name], layers)
+        assert found is not None, name
+        return found
+
+    offenders = [f"{name} imports {imported}"
+                 for name, path in modules.items() if name.startswith("agentkit.tools") and rank(name) < runtime
+                 for imported, _ in _imports(name, path, modules) if rank(imported) >= runtime]
     assert offenders == []
 
 
@@ -471,7 +460,7 @@ def test_a_process_that_closed_its_output_is_still_bound_by_the_timeout(ctx):
 
 
 def test_a_slow_listener_gets_all_output_of_a_process_that_already_exited(ctx, monkeypatch):
-    from agentkit.execution import _process
+    from agentkit import _process
 
     monkeypatch.setattr(_process, "_ABANDON_AFTER", 1.0)  # well below the delivery time
     chunks: list[str] = []

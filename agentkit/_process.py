@@ -1,4 +1,8 @@
-"""Running one subprocess under supervision (private to the local execution context).
+"""Running one subprocess under supervision: the one supervisor of every child process the
+runtime runs (the local execution context's foreground commands, the job runner's
+background jobs), and what it reports (:class:`ShellResult`, listed in
+:mod:`agentkit.execution`). It imports only the data layer, so both the execution
+context and the job runner use it without importing each other (private).
 
 The process gets its own process group (``start_new_session=True``) so that a timeout,
 a cancellation, an output overflow or a failing output listener terminates the whole
@@ -22,11 +26,37 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
-from ..cancel import CancelToken
-from .base import OutputCallback, ShellResult
+from .cancel import CancelToken
+
+OutputCallback = Callable[[str, str], None]
+"""``on_output(stream, chunk)`` with stream ``"stdout"`` or ``"stderr"``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShellResult:
+    """What a foreground command did."""
+
+    command: str
+    """The command as run (raw text, or the argument list joined for display)."""
+    exit_code: int | None
+    """The exit status; negative when a signal ended the process."""
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    cancelled: bool = False
+    output_limited: bool = False
+    """True when the output cap was hit and the process was terminated."""
+    duration: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when the command ran to completion with exit code 0."""
+        return self.exit_code == 0 and not (self.timed_out or self.cancelled or self.output_limited)
+
 
 _READ_SIZE = 65_536
 _ABANDON_AFTER = 2.0
