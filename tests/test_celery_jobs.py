@@ -90,11 +90,15 @@ def test_fifty_jobs_from_five_sessions_one_worker_killed_each_job_ends_once_none
     doomed = celery_rig.worker(concurrency=2, name="doomed")
     celery_rig.worker(concurrency=2, name="survivor")
     runs = tempfile.mkdtemp(prefix="agentkit-runs-")
+    # every job waits for the gate file: the jobs seen running on the doomed worker are
+    # still running when it is killed, however slow the machine (no race with a short job)
+    gate = os.path.join(runs, "gate")
+    wait_gate = f"while [ ! -e {gate} ]; do sleep 0.05; done; echo done"
     sessions = [_session(tasks, store, f"fleet-{i}") for i in range(5)]
     started = {}  # execution id -> (session, marker name)
     for n in range(50):
         session = sessions[n % 5]
-        state = session.execution_context.jobs.start("sh", _marked(runs, f"job{n}"))
+        state = session.execution_context.jobs.start("sh", _marked(runs, f"job{n}", wait_gate))
         started[state.execution_id] = (session, f"job{n}")
     control = tasks.job_control()
 
@@ -106,6 +110,7 @@ def test_fifty_jobs_from_five_sessions_one_worker_killed_each_job_ends_once_none
 
     held = wait_for(running_on_doomed, "a job running on the doomed worker")
     doomed.kill()  # mid-job: its running jobs' processes are orphaned, its tasks unacknowledged
+    open(gate, "w").close()  # the other jobs may end now
 
     def all_ended():
         return all(_terminal(session, eid) for eid, (session, _name) in started.items())
