@@ -404,6 +404,10 @@ def test_a_worker_that_cannot_reach_postgresql_retries_then_fails_the_turn_visib
     try:
         queue = broker.url[:-1] + "1"  # a database of its own: only this worker takes these tasks
         env = _env(queue, cluster.conninfo, "agentkit", tmp_path)
+        # no redelivery while the worker waits for the store to record the failure (with
+        # 5 s, another thread of the worker ran the turn once the store was back: the one
+        # outcome was then that run, not the failure this test shows)
+        env["TURNS_VISIBILITY"] = "600"
         argv = [CELERY, "--workdir", "examples", "-A", "_turns_worker", "worker", "--loglevel=info", "--pool",
                 "threads", "--concurrency", "2", "-n", "pgdown@%h"]
         env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{ROOT / 'tests'}{os.pathsep}{ROOT / 'examples'}"
