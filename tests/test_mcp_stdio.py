@@ -553,6 +553,6 @@ def test_a_shutdown_started_on_the_loop_thread_still_stops_everything():
         toolset = connect_mcp({"demo": stdio(DEMO)})
         pid = int(by_name(toolset)["pid"]().as_text())
         runtime = toolset._rt
-        runtime.loop.portal.call(runtime.shutdown)  # what a finalizer run there does
+        runtime.loop.call(runtime.shutdown, timeout=30)  # what a finalizer run there does
         assert runtime.shut_down.wait(60)
         assert not alive(pid) and toolset.closed

@@ -407,8 +407,8 @@ def test_the_shared_loop_is_started_once_and_a_cancel_cancels_its_task():
 
     loop = shared_loop()
     assert shared_loop() is loop
-    first_loop = loop.run(_running_loop(), CancelToken())
-    assert loop.run(_running_loop(), CancelToken()) is first_loop  # one loop thread, kept
+    first_loop = loop.run(_running_loop, timeout=None, cancel=CancelToken())
+    assert loop.run(_running_loop, timeout=None, cancel=CancelToken()) is first_loop  # one loop thread, kept
     cancelled = threading.Event()
 
     async def waits() -> None:
@@ -421,7 +421,7 @@ def test_the_shared_loop_is_started_once_and_a_cancel_cancels_its_task():
     cancel = CancelToken()
     threading.Timer(0.05, cancel.cancel, args=("stop",)).start()
     with pytest.raises(CancelledError, match="stop"):
-        loop.run(waits(), cancel)
+        loop.run(waits, timeout=None, cancel=cancel)
     assert cancelled.wait(30)  # the task on the loop was cancelled, not left running
 
 
@@ -432,12 +432,12 @@ async def _running_loop():
 
 
 def _child_runs_on_the_shared_loop(conn) -> None:
-    conn.send(shared_loop().run(_sleep_then("from the child", 0), CancelToken()))
+    conn.send(shared_loop().run(_sleep_then, "from the child", 0, timeout=None))
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX-only")
 def test_a_forked_child_gets_a_shared_loop_of_its_own():
-    assert shared_loop().run(_sleep_then("parent", 0), CancelToken()) == "parent"  # running now
+    assert shared_loop().run(_sleep_then, "parent", 0, timeout=None) == "parent"  # running now
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
     with warnings.catch_warnings():
@@ -452,3 +452,58 @@ def test_a_forked_child_gets_a_shared_loop_of_its_own():
         if child.is_alive():
             child.kill()
     assert child.exitcode == 0
+
+
+def test_stopping_a_loop_thread_cancels_the_anyio_tasks_still_running_and_joins_its_thread():
+    """The MCP toolset's loop and the shared loop are one implementation: anyio code (the
+    mcp SDK's) runs on it, and stop() cancels what still runs there (an MCP server's
+    supervisor task) before the thread ends."""
+    import anyio
+
+    loop = LoopThread("agentkit-test-stop")
+    cancelled = threading.Event()
+
+    async def serves_forever() -> None:
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anyio.sleep, 60)
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()
+            raise
+
+    future = loop.submit(serves_forever)
+    assert loop.call(threading.get_ident, timeout=10) == loop.thread_id
+    loop.stop()
+    assert cancelled.is_set() and future.cancelled()
+    assert not any(t.name == "agentkit-test-stop" for t in threading.enumerate())
+    loop.stop()  # idempotent
+
+
+def _child_uses_the_parents_loop(loop, conn) -> None:
+    try:
+        loop.run(_sleep_then, "answered", 0, timeout=5)
+    except RuntimeError as exc:
+        conn.send(str(exc))
+    else:
+        conn.send("the call was answered")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX-only")
+def test_a_forked_child_calling_its_parents_loop_gets_an_error_not_a_hang():
+    """A toolset opened before a fork (Celery prefork, gunicorn --preload) cannot be used in
+    the child, whose copy of the loop has no thread: the call says so at once."""
+    loop = LoopThread("agentkit-test-fork", what="MCP call")
+    try:
+        ctx = multiprocessing.get_context("fork")
+        receive, send = ctx.Pipe(duplex=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            child = ctx.Process(target=_child_uses_the_parents_loop, args=(loop, send), daemon=True)
+            child.start()
+        assert receive.poll(30), "the forked child hung"
+        message = receive.recv()
+        child.join(30)
+        assert "started in process" in message and "forked child" in message, message
+        assert loop.run(_sleep_then, "parent", 0, timeout=10) == "parent"  # the parent's still works
+    finally:
+        loop.stop()

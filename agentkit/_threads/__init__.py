@@ -11,14 +11,14 @@ for goes through here.
   (:func:`run_sync_cancellable`).
 - :mod:`._listeners`: the one listener queue (:class:`ListenerQueue`): bounded, in
   order, delivered on the delivery pool, so a slow listener never blocks the others.
-- :mod:`._eventloop`: the background event loop for async-only dependencies
-  (:class:`LoopThread`, one per MCP toolset; :func:`shared_loop`, the process's one
-  for coroutine-only tools).
+- :mod:`._eventloop`: the one background event loop implementation for async-only
+  dependencies (:class:`LoopThread`): one per MCP toolset, and :func:`shared_loop`, the
+  process's one for coroutine-only tools.
 """
 
 from __future__ import annotations
 
-from ._eventloop import AsyncioLoop, LoopThread, shared_loop
+from ._eventloop import LoopThread, shared_loop
 from ._listeners import ListenerQueue
 from ._pool import SessionExecutor, WorkerPool, delivery_pool, stream_pool, tool_pool
 from ._wait import (
@@ -31,7 +31,6 @@ from ._wait import (
 )
 
 __all__ = [
-    "AsyncioLoop",
     "CallTimeout",
     "ListenerQueue",
     "LoopThread",

@@ -144,7 +144,7 @@ class Runtime:
         try:
             if not loop.stopped:
                 try:
-                    loop.portal.call(_request_stop_all, list(self.conns.values()))
+                    loop.call(_request_stop_all, list(self.conns.values()), timeout=_SHUTDOWN_GRACE)
                 except Exception:  # noqa: BLE001 - the loop may already be gone
                     log.debug("requesting MCP servers to stop failed", exc_info=True)
                 if self.supervisor is not None:

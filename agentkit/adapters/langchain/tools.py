@@ -13,7 +13,7 @@ import re
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, Union, get_args
 
 from ..._threads import shared_loop
@@ -39,11 +39,12 @@ _CTX = "__agentkit_tool_context__"
 _CALL_ID = "__agentkit_tool_call_id__"
 
 
-def _run_async(coro: Coroutine[Any, Any, Any], cancel: CancelToken) -> Any:
-    """Run a coroutine-only tool's ``coro`` on the process's one background loop (started
-    on first use, and again in a forked child: a Celery prefork worker) and wait;
-    cancelling ``cancel`` cancels it. Async clients a tool keeps stay on that loop."""
-    return shared_loop().run(coro, cancel)
+def _run_async(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any, cancel: CancelToken,
+               **kwargs: Any) -> Any:
+    """Run a coroutine-only tool's ``fn(*args, **kwargs)`` on the process's one background
+    loop (started on first use, and again in a forked child: a Celery prefork worker) and
+    wait; cancelling ``cancel`` cancels it. Async clients a tool keeps stay on that loop."""
+    return shared_loop().run(partial(fn, *args, **kwargs), timeout=None, cancel=cancel)
 
 
 def _is_base_tool(obj: Any) -> bool:
@@ -289,14 +290,14 @@ def from_langchain_tool(
         ctx.cancel.raise_if_cancelled()
         try:
             if async_only:
-                result = _run_async(lc_tool.ainvoke(call, config=config), ctx.cancel)
+                result = _run_async(lc_tool.ainvoke, call, config=config, cancel=ctx.cancel)
             else:
                 try:
                     result = lc_tool.invoke(call, config=config)
                 except NotImplementedError:
                     if not can_async:
                         raise
-                    result = _run_async(lc_tool.ainvoke(call, config=config), ctx.cancel)
+                    result = _run_async(lc_tool.ainvoke, call, config=config, cancel=ctx.cancel)
         except invalid_input as exc:  # not handled by the tool's handle_validation_error
             if not _about_schema(exc, lc_tool.args_schema):
                 raise  # raised inside the tool: reported as the tool failing
