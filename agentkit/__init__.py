@@ -38,6 +38,7 @@ from .errors import (
     ConfigurationError,
     ContextOverflowError,
     HookError,
+    InputError,
     JobNotFoundError,
     McpError,
     MissingDependencyError,
@@ -79,6 +80,7 @@ from .tools.decorator import tool
 from .tools.filesystem import filesystem_tools
 from .tools.json_tools import json_tools
 from .tools.shell import shell_tools
+from .transactions._journal import InputRequest
 from .usage import Usage
 
 if TYPE_CHECKING:
@@ -130,6 +132,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequest",
     "Hooks",
+    "InputRequest",
     "Limits",
     "Retention",
     "Threshold",
@@ -157,6 +160,7 @@ __all__ = [
     "ConfigurationError",
     "ContextOverflowError",
     "HookError",
+    "InputError",
     "JobNotFoundError",
     "McpError",
     "MissingDependencyError",

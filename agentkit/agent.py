@@ -467,13 +467,23 @@ def _run_once(
                          **(session_kwargs or {})) as session:
         session.push_user_message(prompt)
         result = session._generate(cancel=cancel, deps=deps, emit=emit)
-        if result.finish_reason == "approval-required":
-            _warn_waiting(caller, session)
+        if result.finish_reason in ("approval-required", "input-required"):
+            _warn_waiting(caller, session, result.finish_reason)
     return RunResult(**{f.name: getattr(result, f.name) for f in fields(RunResult)})
 
 
-def _warn_waiting(caller: str, session: Session[Any, Any]) -> None:
-    """Say why a one-shot run ended with no answer: its tool calls wait for approval."""
+def _warn_waiting(caller: str, session: Session[Any, Any], reason: str) -> None:
+    """Say why a one-shot run ended with no answer: its tool calls wait for approval, or
+    for a person's answer to a tool's question."""
+    if reason == "input-required":
+        asked = ", ".join(f"{r.tool_name!r} ({r.question!r})" for r in session.pending_inputs())
+        logging.getLogger("agentkit.session").warning(
+            "%s() stopped with finish_reason 'input-required': tool call(s) %s asked a person "
+            "(ctx.ask_human) and a one-shot run cannot be resumed, so there is no answer. Run the "
+            "conversation in a Session (with a store to resume in another process), answer "
+            "session.pending_inputs() with answer_input(), then generate() again.", caller, asked or "(none)",
+        )
+        return
     calls = ", ".join(repr(r.tool_name) for r in session.pending_approvals())
     logging.getLogger("agentkit.session").warning(
         "%s() stopped with finish_reason 'approval-required': tool call(s) %s wait for a "

@@ -23,6 +23,7 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     │   ├── SessionClosedError                  the session was closed or aborted
     │   ├── SessionFailedError                  a previous append failed; the session refuses work
     │   ├── ApprovalError                       an approval request cannot be decided (unknown, already decided)
+    │   ├── InputError                          a human-input request cannot be answered (unknown, settled, schema)
     │   └── TransactionError                    an illegal transaction step or intent reconciliation
     ├── StoreError
     │   ├── StoreConflictError                  compare-and-swap: the expected revision is stale
@@ -176,6 +177,16 @@ class TransactionError(SessionError):
     claim token, a second execution claim, a transition its state does not allow, a
     different outcome or reconciliation than the one already recorded. Nothing was run
     or committed."""
+
+
+class InputError(SessionError):
+    """A human-input request cannot be answered or cancelled: its id is unknown, it was
+    answered, cancelled or expired already, or the answer breaks its schema (the request
+    then stays pending). ``request_id`` names it."""
+
+    def __init__(self, message: str, *, request_id: object = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
 
 
 class StoreError(AgentkitError):

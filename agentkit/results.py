@@ -78,7 +78,8 @@ class RunResult(Generic[OutputT]):
     finish_reason: str
     """``stop``, ``length``, ``content-filter``, ``error``, ``other``, ``max-steps``,
     ``budget-exceeded`` (a :class:`~agentkit.Limits` limit), ``approval-required``
-    (tool calls wait for ``Session.approve``/``deny``) or ``nothing-to-answer``
+    (tool calls wait for ``Session.approve``/``deny``), ``input-required`` (a tool
+    asked a person with ``ctx.ask_human``: ``Session.answer_input``) or ``nothing-to-answer``
     (``Session.generate`` found nothing new to answer and called no model)."""
     steps: tuple[Step, ...]
     messages: tuple[Message, ...]
@@ -90,7 +91,7 @@ class RunResult(Generic[OutputT]):
     output: OutputT = cast("OutputT", None)
     """The structured output, a validated instance of ``output_type``; None without an
     ``output_type`` (or when the run ended before the model gave one: ``max-steps``,
-    ``budget-exceeded``, ``approval-required``)."""
+    ``budget-exceeded``, ``approval-required``, ``input-required``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -74,7 +74,7 @@ PUBLIC_NAMESPACES = {
         'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AuthenticationError', 'BrowserError',
         'CancelToken', 'CancelledError', 'CompletionValidationError', 'ConfigurationError',
         'ContextOverflowError', 'FileEventStore', 'FunctionModel', 'GenerateResult', 'HookError',
-        'Hooks', 'InMemoryEventStore', 'JobNotFoundError', 'Limits', 'McpError',
+        'Hooks', 'InMemoryEventStore', 'InputError', 'InputRequest', 'JobNotFoundError', 'Limits', 'McpError',
         'MissingDependencyError', 'ModelError', 'OutputValidationError', 'PlanResult',
         'PlanningAgent', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError', 'Retention',
         'RunResult', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',

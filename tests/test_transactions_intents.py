@@ -126,7 +126,8 @@ def test_a_sigkilled_tool_is_uncertain_never_rerun_and_reconciled_into_view(tmp_
         uncertain = s.uncertain_tool_executions()
         call = s.events[1].tool_calls[0]
         assert uncertain == [UncertainExecution(intent_id=key, tool_call_id=call.tool_call_id,
-                                                tool_name="charge", input={"amount": 42}, generation_id=None)]
+                                                tool_name="charge", input={"amount": 42}, generation_id=None,
+                                                    idempotency_key=key)]
         # the next generation does not run the tool again and tells the model the truth
         s.push_user_message("did it work?")
         assert s.generate().text == "I could not confirm the charge."

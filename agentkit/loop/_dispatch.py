@@ -26,11 +26,12 @@ from ..streaming._events import Emit, ToolEndEvent, ToolStartEvent, ToolUpdateEv
 from ..tools.base import ToolContext, ToolDecision
 from ..tools.runner import Gate, decision_gate, run_tool_call
 from ..transactions._intents import Intents
+from ._calls import CallJournal, InputRequired, settle
 from ._host import LoopHost
 from ._output import OutputRun
 from ._recording import GenerationRecord, close_orphans, interrupted
 
-__all__ = ["ToolDispatch"]
+__all__ = ["ToolDispatch", "WaitingForInput"]
 
 _Plan = list[tuple[ToolCallPart, str, ToolOutput | None]]
 """Each call of a message with what to do with it (see :meth:`ToolDispatch._plan`)."""
@@ -96,6 +97,8 @@ class ToolDispatch:
         hooks_gate = decision_gate(self._decide) if opts.hooks.before_tool_call else None
         self.gate = _chain(self.approvals, hooks_gate)
         self.intents = Intents(host.commit, durable=host.durable)
+        self.paused: set[str] = set()
+        """Calls that asked a person (``ctx.ask_human``) and stopped: no result yet."""
 
     def waiting(self, calls: list[ToolCallPart]) -> set[str]:
         """The ids of ``calls`` the approval gate holds for a decision (they are answered
@@ -105,11 +108,24 @@ class ToolDispatch:
         return {c.tool_call_id for c in self.approvals.plan(fresh).suspended} if fresh else set()
 
     def settle_open_calls(self, pending: dict[str, str]) -> None:
-        """Settle the tool calls a stopped generation left open: run the approved ones,
-        deny the denied ones and close the rest as interrupted, in model order (raises
-        WaitingForApproval while one waits for an answer). An approved call whose intent
-        is committed already started (the process that ran it stopped): it is closed as
-        interrupted too and stays uncertain; it never runs again on its own."""
+        """Settle the tool calls a stopped generation left open. First what can go on by
+        itself (:func:`~agentkit.loop._calls.settle`): answered questions and calls a
+        reconcile probe settled run again as the same call. Then the approval gate's:
+        run the approved ones, deny the denied ones and close the rest as interrupted, in
+        model order (raises WaitingForApproval while one waits for an answer). An
+        approved call whose intent is committed already started (the process that ran it
+        stopped): it is closed as interrupted too and stays uncertain; without a probe
+        it never runs again on its own. Raises WaitingForInput while a question waits."""
+        settled = settle(self.host, pending, self.opts.tools, self._probe_context)
+        rest = {cid: name for cid, name in pending.items() if cid not in settled.handled}
+        if rest:
+            self._settle_rest(rest)
+        if settled.reruns:
+            self.run_tools(settled.reruns, keys=settled.keys)
+        if settled.waiting or self.paused:
+            raise WaitingForInput
+
+    def _settle_rest(self, pending: dict[str, str]) -> None:
         resume = self.approvals.resume(pending, interrupted)
         if resume is None:
             close_orphans(self.host, pending)
@@ -120,12 +136,14 @@ class ToolDispatch:
                 resume.answered[call.tool_call_id] = interrupted()
         self.run_tools(resume.calls, resume.answered)
 
-    def run_tools(self, calls: list[ToolCallPart],
-                  answered: dict[str, ToolOutput] | None = None) -> list[ToolCallRecord]:
+    def run_tools(self, calls: list[ToolCallPart], answered: dict[str, ToolOutput] | None = None,
+                  keys: dict[str, str] | None = None) -> list[ToolCallRecord]:
         """Run one assistant message's tool calls and commit their results in the order
-        the model wrote them. On cancellation, stop waiting at once: calls that finished
-        keep their real results, the others get error results saying they were cancelled
-        (so the conversation stays valid and honest), then CancelledError is raised."""
+        the model wrote them (``keys``: the idempotency keys of calls that run again). On
+        cancellation, stop waiting at once: calls that finished keep their real results,
+        the others get error results saying they were cancelled (so the conversation
+        stays valid and honest), then CancelledError is raised. A call that asked a
+        person (``ctx.ask_human``) gets no result: it is in :attr:`paused`."""
         opts = self.opts
         parallel = opts.tool_execution == "parallel" and len(calls) > 1
         answered = answered or {}
@@ -134,7 +152,7 @@ class ToolDispatch:
         # message); a call the approval gate denied never runs, so it has none
         self.intents.declare([self.record.call(call) for call, action, _ in plan
                               if action == "run" and call.tool_name != self.output_tool
-                              and not self.approvals.denies(call.tool_call_id)])
+                              and not self.approvals.denies(call.tool_call_id)], keys)
         futures: dict[int, Future[ToolOutput]] = {}
         records: list[ToolCallRecord] = []
         stopped: CancelledError | None = None
@@ -151,6 +169,9 @@ class ToolDispatch:
                 elif stopped is None:
                     try:
                         output = self._outcome(call, action, ready, future)
+                    except InputRequired:  # recorded: the call waits for a person's answer
+                        self.paused.add(call.tool_call_id)
+                        continue
                     except CancelledError as exc:
                         stopped = exc
                         output = self._cancelled_output(call, future, exc, started=future is None)
@@ -251,20 +272,29 @@ class ToolDispatch:
     def _context(self, call: ToolCallPart) -> ToolContext:
         emit = self.emit
         cid = call.tool_call_id
+        key = self.intents.key(cid)
+        journal = None if key is None else CallJournal(
+            self.host, tool_call_id=cid, tool_name=call.tool_name, key=key,
+            intent_id=self.intents.recorded(cid), recorded_input=self.record.call(call).input)
+        return self._probe_context(call, key)._bind_runtime(
+            progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
+            emit=emit,
+            usage=self.report_usage,
+            journal=journal,
+        )
+
+    def _probe_context(self, call: ToolCallPart, key: str | None) -> ToolContext:
+        """The context of ``call`` with idempotency key ``key`` (a probe gets this one)."""
         return ToolContext(
-            tool_call_id=cid,
+            tool_call_id=call.tool_call_id,
             tool_name=call.tool_name,
             cancel=self.cancel,
             session_id=self.host.session_id,
             execution_context=self.opts.execution_context,
-            idempotency_key=self.intents.key(cid),
+            idempotency_key=key,
             model=self.opts.model,
             store=self.store,
             deps=self.opts.deps,
-        )._bind_runtime(
-            progress=None if emit is None else (lambda u: emit(ToolUpdateEvent(tool_call_id=cid, update=u))),
-            emit=emit,
-            usage=self.report_usage,
         )
 
     def _decide(self, call: ToolCallPart, ctx: ToolContext) -> ToolDecision | None:
@@ -292,6 +322,11 @@ class ToolDispatch:
         if self.hooks.after_tool_call:
             output = self.hooks.tool_result(call, output, ctx)
         return output
+
+
+class WaitingForInput(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by :meth:`ToolDispatch.settle_open_calls` while a call waits for a person's
+    answer to its question."""
 
 
 def _chain(first: Gate, second: Gate | None) -> Gate:

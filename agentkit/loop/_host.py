@@ -43,6 +43,11 @@ class LoopHost(Protocol):
         the caught-up state when another process wrote first."""
         ...
 
+    def decide_in_turn(self, decide: Callable[[], Sequence[Event]]) -> list[Event]:
+        """:meth:`decide`, fenced by the generation's turn from any thread (a tool's
+        journaled steps and questions, committed on its worker thread)."""
+        ...
+
     def projection_of(self, events: Sequence[Event]) -> list[Message]:
         """The plain conversation ``events`` project to."""
         ...

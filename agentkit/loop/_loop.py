@@ -40,7 +40,7 @@ from ..options import LoopOptions
 from ..results import RunResult, Step, ToolCallRecord
 from ..session._redaction import redactor_of
 from ..streaming._events import StepEndEvent, StepStartEvent
-from ._dispatch import ToolDispatch
+from ._dispatch import ToolDispatch, WaitingForInput
 from ._generation_tools import GenerationTools, needed
 from ._host import LoopHost
 from ._inference import Inference, infer
@@ -147,8 +147,8 @@ class _Loop:
             return finish
         self.cancel.raise_if_cancelled()
         prepared = self._prepare()
-        if prepared is None:
-            return "approval-required"  # a call left open waits for its decision
+        if isinstance(prepared, str):
+            return prepared  # a call left open waits for a decision or an answer
         request, request_seq = prepared
         if self.emit is not None:
             self.emit(StepStartEvent(index=len(self.record.steps)))
@@ -161,6 +161,8 @@ class _Loop:
         if waiting:
             calls = [c for c in calls if c.tool_call_id not in waiting]
         self._end_step(inference, self.tools.run_tools(calls) if calls else [], progress)
+        if self.tools.paused:
+            return "input-required"  # a tool asked a person: the answer comes later
         if waiting:
             return "approval-required"  # the answers come in a later generation
         return self._judge(inference, calls, progress)
@@ -176,18 +178,20 @@ class _Loop:
             return "max-steps"
         return None
 
-    def _prepare(self) -> tuple[ModelRequest, int] | None:
+    def _prepare(self) -> tuple[ModelRequest, int] | str:
         """The step's model request and the seq of the last event it was built from: the
-        calls a stopped generation left open settled first (None while one waits for an
-        approval decision), then the tools the model sees, the context shaped and the
-        ``before_model_request`` hooks."""
+        calls a stopped generation left open settled first (``approval-required`` or
+        ``input-required`` while one waits for a decision or an answer), then the tools
+        the model sees, the context shaped and the ``before_model_request`` hooks."""
         opts = self.opts
         messages, pending, request_seq = self.host.project()
         if pending:
             try:
                 self.tools.settle_open_calls(pending)
             except WaitingForApproval:
-                return None
+                return "approval-required"
+            except WaitingForInput:
+                return "input-required"
             messages, _, request_seq = self.host.project()
         if self.extra is not None:  # find_tools may have changed what the model sees
             self.specs = (*self.extra.specs(), *self.output_specs)

@@ -40,6 +40,7 @@ from ..context._projection import Projector, RuntimeRenderer
 from ..errors import (
     ApprovalError,
     ConfigurationError,
+    InputError,
     SessionClosedError,
     SessionFailedError,
     StoreConflictError,
@@ -153,6 +154,13 @@ class EventLog(FoldedLog):
         head moved, catch up and ask it again. Returns the committed events."""
         return self.fenced(lambda: self._commit_locked(decide()))
 
+    def decide_in_turn(self, decide: Callable[[], Sequence[Event]]) -> list[Event]:
+        """:meth:`decide`, with the appends fenced by the turn lock this log holds from
+        whichever thread commits: a tool's journaled step or question, decided on a
+        worker thread while the generation holds the turn, is refused once the turn was
+        lost to another process."""
+        return self.fenced(lambda: self._commit_locked(decide(), in_turn=True))
+
     def fenced(self, attempt: Callable[[], _T]) -> _T:
         """Run ``attempt()`` (a decision and its compare-and-swap write) under the lock
         until no other writer got there first (the module docstring's rule); the one
@@ -167,17 +175,17 @@ class EventLog(FoldedLog):
                     if attempts == DECIDE_ATTEMPTS:
                         raise
                     self.refresh()  # decide again on what the other writers committed
-                except (ApprovalError, TransactionError):
+                except (ApprovalError, TransactionError, InputError):
                     if attempts == DECIDE_ATTEMPTS or not self._caught_up():
                         raise  # refused on current state
                 attempts += 1
 
-    def _commit_locked(self, events: Sequence[Event]) -> list[Event]:
+    def _commit_locked(self, events: Sequence[Event], *, in_turn: bool = False) -> list[Event]:
         if not events:
             return []
         committed = self._numbered(events)
         if self._store is not None:
-            self._append(committed)
+            self._append(committed, in_turn=in_turn)
         self._events.extend(committed)
         self._ids.update(e.id for e in committed)
         self._seq = committed[-1].seq
@@ -230,9 +238,10 @@ class EventLog(FoldedLog):
         """True on the thread that holds this session's turn lock."""
         return self._lease is not None and self._lease_thread == threading.get_ident()
 
-    def _append(self, committed: list[Event]) -> None:
+    def _append(self, committed: list[Event], *, in_turn: bool = False) -> None:
         assert self._store is not None
-        fenced: dict[str, Any] = {"lease": self._lease} if self.turn_held_here else {}
+        held = self.turn_held_here or (in_turn and self._lease is not None)
+        fenced: dict[str, Any] = {"lease": self._lease} if held else {}
         try:
             self._revision = self._store.append(
                 self.session_id,  # type: ignore[arg-type]

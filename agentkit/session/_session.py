@@ -18,8 +18,6 @@ from typing import Any, Generic, overload
 from typing_extensions import TypeVar, Unpack
 
 from .._threads import SessionExecutor, run_sync_cancellable
-from ..approvals import _decisions as _approvals
-from ..approvals._policy import ApprovalDecision, ApprovalRequest
 from ..cancel import CancelToken
 from ..context import _session as _context
 from ..context._compact import iter_history
@@ -42,6 +40,7 @@ from . import _generation, _lifecycle
 from ._eventlog import EventLog
 from ._gate import GenerationGate
 from ._generation import prompt_event
+from ._human import HumanDecisions
 from ._redaction import Redactor
 from ._scheduling import GenerationScheduler
 from ._subscriptions import Listener, Subscription, Unsubscribe
@@ -54,7 +53,7 @@ OutputT = TypeVar("OutputT", default=None, covariant=True)
 """A session's ``output_type`` (None without one)."""
 T = TypeVar("T")
 
-class Session(Generic[DepsT, OutputT]):
+class Session(HumanDecisions, Generic[DepsT, OutputT]):
     """A conversation whose canonical state is an append-only list of events.
 
     Any thread may push events at any time; commits are serialised and numbered
@@ -236,32 +235,6 @@ class Session(Generic[DepsT, OutputT]):
         if isinstance(event, RuntimeEvent) and self._redactor is not None:  # secrets never reach the store
             event = replace(event, data=self._redactor.value(event.data))
         return self._log.commit([event])[0]
-
-    # -- approvals ---------------------------------------------------------------------
-
-    def pending_approvals(self) -> list[ApprovalRequest]:
-        """The tool calls waiting for a person's answer, in the order they were asked
-        (rebuilt from the log: a session opened in another process sees the same list)."""
-        return _approvals.pending(self._log)
-
-    def approve(self, request_id: str, *, remember: bool = False, note: str | None = None) -> Event:
-        """Approve a pending request: the next :meth:`generate` runs the call once.
-        ``remember=True`` also allows later calls of the same tool in this session
-        without asking; ``note`` is a free-form audit note (who approved). Raises
-        :class:`~agentkit.errors.ApprovalError` for an unknown id or a request already
-        decided. Returns the committed decision event."""
-        return _approvals.decide(self._log, request_id, ApprovalDecision.approve(remember=remember, note=note))
-
-    def deny(self, request_id: str, *, reason: str = "denied by the reviewer", remember: bool = False,
-             note: str | None = None) -> Event:
-        """Deny a pending request: the next :meth:`generate` gives the call the error
-        result ``denied: <reason>`` (it never runs) and continues. ``remember=True``
-        also denies later calls of the tool in this session without asking."""
-        if not isinstance(reason, str) or not reason.strip():
-            raise ConfigurationError("deny() needs a non-empty reason: the model reads it")
-        return _approvals.decide(self._log, request_id, ApprovalDecision.deny(reason, remember=remember, note=note))
-
-    # -- listeners ---------------------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> Unsubscribe:
         """Call ``listener(event)`` for every event committed from now on, in commit

@@ -22,7 +22,7 @@ from ..models.base import ToolSpec
 from ..usage import Usage
 from ._fastschema import compile_simple
 
-__all__ = ["FunctionTool", "Tool", "ToolContext", "ToolDecision", "to_tool_output"]
+__all__ = ["FunctionTool", "Reconcile", "Tool", "ToolContext", "ToolDecision", "to_tool_output"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -64,21 +64,57 @@ class ToolContext(Generic[DepsT]):
     _progress: Callable[[Any], None] | None = field(default=None, init=False, repr=False, compare=False)
     _emit: Callable[[Any], None] | None = field(default=None, init=False, repr=False, compare=False)
     _usage: Callable[[Usage], bool] | None = field(default=None, init=False, repr=False, compare=False)
+    _journal: Any = field(default=None, init=False, repr=False, compare=False)
 
     def _bind_runtime(self, *, progress: Callable[[Any], None] | None = None,
                       emit: Callable[[Any], None] | None = None,
-                      usage: Callable[[Usage], bool] | None = None) -> ToolContext[DepsT]:
-        """This context with the runtime's progress, event and usage callbacks (private:
-        the loop and the tests of what a tool reports use it)."""
+                      usage: Callable[[Usage], bool] | None = None,
+                      journal: Any = None) -> ToolContext[DepsT]:
+        """This context with the runtime's progress, event and usage callbacks and the
+        call's journal (steps, human input) (private: the loop and the tests of what a
+        tool reports use it)."""
         object.__setattr__(self, "_progress", progress)
         object.__setattr__(self, "_emit", emit)
         object.__setattr__(self, "_usage", usage)
+        object.__setattr__(self, "_journal", journal)
         return self
 
     def _with_cancel(self, cancel: CancelToken) -> ToolContext[DepsT]:
         """A copy with ``cancel`` and the same runtime callbacks."""
         return replace(self, cancel=cancel)._bind_runtime(progress=self._progress, emit=self._emit,
-                                                          usage=self._usage)
+                                                          usage=self._usage, journal=self._journal)
+
+    def step(self, name: str, fn: Callable[[], _R]) -> _R:
+        """Run ``fn()`` once for this call and record its JSON result in the session
+        before the tool goes on; when the same call runs again (a reconcile probe found
+        it did not finish, or a person answered :meth:`ask_human`), a finished step
+        returns its recorded result without running. ``name`` is unique within the
+        call. Returns the result as recorded (plain JSON: tuples become lists). Outside
+        a generation ``fn()`` just runs."""
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"ctx.step() needs a non-empty str name, not {name!r}")
+        if not callable(fn):
+            raise ConfigurationError(f"ctx.step({name!r}, fn): fn must be callable, not {type(fn).__name__}")
+        if self._journal is None:
+            return fn()
+        return cast(_R, self._journal.step(name, fn))
+
+    def ask_human(self, question: str, *, schema: Mapping[str, Any] | None = None,
+                  timeout: float | None = None) -> Any:
+        """Ask a person and return the answer. The first time, this records an input
+        request (:meth:`agentkit.Session.pending_inputs`) and ends the generation with
+        ``finish_reason="input-required"``; once :meth:`agentkit.Session.answer_input`
+        answered it (from any process), the next ``generate()`` runs the call again from
+        its start, its finished :meth:`step` calls return their recorded results, and
+        this returns the answer as given. ``schema`` (JSON Schema) is what an answer must
+        match; ``timeout`` (seconds) is how long the request stays open: unanswered by
+        then, the call gets an error result the model reads."""
+        if self._journal is None:
+            raise ConfigurationError(
+                "ctx.ask_human() works in a tool a generation runs (Session.generate, Agent.run): "
+                "the question is recorded in the session and answered with Session.answer_input"
+            )
+        return self._journal.ask_human(question, schema, timeout)
 
     def report_progress(self, update: Any) -> None:
         """Send a progress update to ``on_tool_call_update`` listeners."""
@@ -150,6 +186,11 @@ class ToolDecision:
         return cls(action="respond", output=to_tool_output(output))
 
 
+Reconcile = Callable[[dict[str, Any], ToolContext], Literal["executed", "not-executed"] | None]
+"""A tool's reconcile probe: ``probe(input, ctx)`` says whether an interrupted call took
+effect (``"executed"``, ``"not-executed"``, or None for unknown)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Tool:
     """A tool the model can call.
@@ -186,6 +227,11 @@ class Tool:
     """Turns an input into what may be recorded of it (the session's events, streams,
     records, approval requests); the tool itself still receives the input as the model
     wrote it. ``http_tools`` hides credential header values this way."""
+    reconcile: Reconcile | None = field(default=None, repr=False, compare=False)
+    """How to find out whether an interrupted call took effect: called with the call's
+    input (a dict) and a context carrying its ``idempotency_key``, it answers
+    ``"executed"``, ``"not-executed"`` (the call runs again as the same call) or None
+    (unknown: the call stays uncertain). See docs/transactions.md, "Exactly once"."""
     on_session: Callable[[Any], None] | None = field(default=None, repr=False, compare=False)
     """Called with each Session the tool is given to (once per callable, however many
     tools share it): MCP tools connected with ``roots="session"`` announce the session's
@@ -210,6 +256,8 @@ class Tool:
             raise ToolDefinitionError(
                 f"tool {self.name!r}: input_schema is not a valid JSON Schema: {exc.message}"
             ) from None
+        if self.reconcile is not None and not callable(self.reconcile):
+            raise ToolDefinitionError(f"tool {self.name!r}: reconcile must be callable(input, ctx)")
         if self.redact_input is not None and not callable(self.redact_input):
             raise ToolDefinitionError(f"tool {self.name!r}: redact_input must be callable")
         if self.timeout is not None and self.timeout <= 0:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ..errors import ToolDefinitionError
-from ._tool import FunctionTool, ToolContext
+from ._tool import FunctionTool, Reconcile, ToolContext
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -157,7 +157,8 @@ def _schema_error(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> 
 
 def _build(fn: Callable[_P, _R], name: str | None, description: str | None,
            read_only: bool, timeout: float | None,
-           parent_ns: Mapping[str, Any] | None = None, strict: bool = True) -> FunctionTool[_P, _R]:
+           parent_ns: Mapping[str, Any] | None = None, strict: bool = True,
+           reconcile: Reconcile | None = None) -> FunctionTool[_P, _R]:
     import pydantic
 
     model_name = name or getattr(fn, "__name__", None) or type(fn).__name__
@@ -225,6 +226,7 @@ def _build(fn: Callable[_P, _R], name: str | None, description: str | None,
         context_param=context_param,
         prepare_input=None if simple and strict else prepare,
         strict=strict,
+        reconcile=reconcile,
     )
 
 
@@ -252,6 +254,7 @@ def tool(
     read_only: bool = False,
     timeout: float | None = None,
     strict: bool = True,
+    reconcile: Reconcile | None = None,
 ) -> Callable[[Callable[_P, _R]], FunctionTool[_P, _R]]: ...
 
 
@@ -264,6 +267,7 @@ def tool(
     read_only: bool = False,
     timeout: float | None = None,
     strict: bool = True,
+    reconcile: Reconcile | None = None,
 ) -> FunctionTool[_P, _R] | Callable[[Callable[_P, _R]], FunctionTool[_P, _R]]:
     """Make a :class:`Tool` from a function.
 
@@ -274,7 +278,8 @@ def tool(
     default) holds the model's input to the JSON Schema; ``strict=False`` lets pydantic's
     lax mode check and convert it instead (``"3"`` for an ``int`` becomes ``3``). A
     parameter annotated :class:`ToolContext` receives the call context and is not part of
-    the schema::
+    the schema. ``reconcile`` is the tool's probe for calls a crash interrupted
+    (:attr:`Tool.reconcile`)::
 
         @tool
         def add(a: int, b: int) -> int:
@@ -290,9 +295,9 @@ def tool(
     # things local to the function that applies @tool (e.g. a Literal imported there)
     parent_ns = _parent_namespace(sys._getframe(1))
     if fn is not None:
-        return _build(fn, name, description, read_only, timeout, parent_ns, strict)
+        return _build(fn, name, description, read_only, timeout, parent_ns, strict, reconcile)
 
     def wrap(f: Callable[_P, _R]) -> FunctionTool[_P, _R]:
-        return _build(f, name, description, read_only, timeout, parent_ns, strict)
+        return _build(f, name, description, read_only, timeout, parent_ns, strict, reconcile)
 
     return wrap

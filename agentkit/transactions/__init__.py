@@ -1,6 +1,7 @@
 """Transactional generations and execution intents: the ledger folded from a session's
 events (:class:`TransactionLedger`), a generation's transaction and the executions whose
-outcome is uncertain after a crash. The Session's transaction steps and the loop's
+outcome is uncertain after a crash, and the calls' journal (steps, the questions tools ask a
+person: ``agentkit.InputRequest``). The Session's transaction steps and the loop's
 intents are private.
 """
 

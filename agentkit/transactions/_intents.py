@@ -10,7 +10,7 @@ for what the events mean.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..events import ControlEvent, Event, new_id
 from ..messages import ToolCallPart
@@ -22,32 +22,41 @@ __all__ = ["Intents"]
 class Intents:
     """The intent ids of the current model step's tool calls, by tool call id."""
 
-    __slots__ = ("_commit", "_durable", "_ids")
+    __slots__ = ("_commit", "_durable", "_ids", "_keys")
 
     def __init__(self, commit: Callable[[Sequence[Event]], object], *, durable: bool) -> None:
         self._commit = commit
         self._durable = durable
         self._ids: dict[str, str] = {}
+        self._keys: dict[str, str] = {}
 
-    def declare(self, calls: Sequence[ToolCallPart]) -> None:
+    def declare(self, calls: Sequence[ToolCallPart], keys: Mapping[str, str] | None = None) -> None:
         """Give ``calls`` (the ones about to run) intent ids; in a durable session commit
-        their intents first, in one append."""
+        their intents first, in one append. ``keys``: the idempotency keys of calls that
+        run again (after a reconcile probe or a person's answer), kept from their first
+        run; every other call's key is its intent id."""
+        keys = keys or {}
         if not self._durable:
             self._ids = {c.tool_call_id: new_id() for c in calls}
-            return
-        events = [
-            ControlEvent(
-                action=INTENT,
-                data={"tool_call_id": c.tool_call_id, "tool_name": c.tool_name, "input": c.input},
-            )
-            for c in calls
-        ]
-        if events:
-            self._commit(events)
-        self._ids = {c.tool_call_id: ev.id for c, ev in zip(calls, events, strict=True)}
+        else:
+            events = [
+                ControlEvent(action=INTENT, data={
+                    "tool_call_id": c.tool_call_id, "tool_name": c.tool_name, "input": c.input,
+                    **({"idempotency_key": keys[c.tool_call_id]} if c.tool_call_id in keys else {}),
+                })
+                for c in calls
+            ]
+            if events:
+                self._commit(events)
+            self._ids = {c.tool_call_id: ev.id for c, ev in zip(calls, events, strict=True)}
+        self._keys = {cid: keys.get(cid, intent) for cid, intent in self._ids.items()}
 
     def key(self, tool_call_id: str) -> str | None:
         """The idempotency key of a call of this step (None for a call that does not run)."""
+        return self._keys.get(tool_call_id)
+
+    def intent(self, tool_call_id: str) -> str | None:
+        """The intent id of a call of this step, committed or (in memory) not."""
         return self._ids.get(tool_call_id)
 
     def recorded(self, tool_call_id: str) -> str | None:

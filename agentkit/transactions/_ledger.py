@@ -35,6 +35,8 @@ from typing import Any
 
 from ..errors import ConfigurationError, TransactionError
 from ..events import ControlEvent, Event, ToolResultEvent
+from ._journal import ACTIONS as _JOURNAL_ACTIONS
+from ._journal import Journal
 
 __all__ = [
     "GenerationTransaction",
@@ -113,13 +115,17 @@ class UncertainExecution:
     :meth:`agentkit.Session.reconcile_tool_execution`."""
 
     intent_id: str
-    """The intent's id: also the call's ``ToolContext.idempotency_key``."""
+    """The intent's id (the call's ``ToolContext.idempotency_key`` unless the call ran
+    again: see :attr:`idempotency_key`)."""
     tool_call_id: str
     tool_name: str
     input: Any
     """The input the tool was called with (plain JSON)."""
     generation_id: str | None
     """The transactional generation the call ran in, or None."""
+    idempotency_key: str = ""
+    """The call's ``ToolContext.idempotency_key``: the same in every run of the call (a
+    rerun after a reconcile probe or a person's answer keeps its first run's key)."""
 
 
 @dataclass
@@ -129,7 +135,7 @@ class _Txn:
     reason: str | None = None
 
 
-_RESERVED = frozenset({*ACTION_OF.values(), INTENT, RECONCILED, RETENTION_HELD})
+_RESERVED = frozenset({*ACTION_OF.values(), INTENT, RECONCILED, RETENTION_HELD, *_JOURNAL_ACTIONS})
 
 
 def reserved_problem(event: Event) -> str | None:
@@ -148,9 +154,9 @@ def reserved_problem(event: Event) -> str | None:
         )
     if isinstance(event, ControlEvent) and event.action in _RESERVED:
         return (
-            f"a control event with action {event.action!r} cannot be pushed: transaction and "
-            f"execution-intent records are written by the Session (begin_generation, "
-            f"finalize_generation, reconcile_tool_execution)"
+            f"a control event with action {event.action!r} cannot be pushed: transaction, "
+            f"execution-intent, step and input records are written by the Session "
+            f"(begin_generation, finalize_generation, reconcile_tool_execution, answer_input)"
         )
     return None
 
@@ -160,7 +166,8 @@ class TransactionLedger:
     in commit order (see the module docstring). ``version`` changes whenever a
     transaction changes state, that is whenever what the model may see changes."""
 
-    __slots__ = ("_txns", "_intents", "_unresolved", "_reconciled", "_live", "_started", "_held", "version")
+    __slots__ = ("_txns", "_intents", "_unresolved", "_reconciled", "_live", "_started", "_held", "_latest",
+                 "journal", "version")
 
     def __init__(self, events: Iterable[Event] = ()) -> None:
         self._txns: dict[str, _Txn] = {}
@@ -172,6 +179,9 @@ class TransactionLedger:
         # result of that call id after its intent closes the call, even one without intent_id)
         self._started: dict[str, str] = {}
         self._held: set[str] = set()  # intents a compaction carried (and reported)
+        self._latest: dict[str, str] = {}  # tool call id -> its latest intent
+        self.journal = Journal()
+        """The calls' journaled steps and human-input requests."""
         self.version = 0
         self.apply(events)
 
@@ -182,6 +192,7 @@ class TransactionLedger:
         committed by this process, so an intent among them belongs to a call that is
         running here now, not to one whose outcome is unknown."""
         for ev in events:
+            self.journal.apply(ev)
             if isinstance(ev, ControlEvent):
                 self._control(ev)
                 if live and ev.action == INTENT and "carried_by" not in ev.data:
@@ -209,11 +220,20 @@ class TransactionLedger:
                 tool_name=str(data.get("tool_name", "")),
                 input=data.get("input"),
                 generation_id=gid,
+                idempotency_key=str(data.get("idempotency_key") or intent_id),
             )
             self._intents[intent_id] = intent
             self._unresolved[intent_id] = intent
             if not carried:  # a carried call is closed: its result went into the summary
                 self._started[intent.tool_call_id] = intent_id
+                self._latest[intent.tool_call_id] = intent_id
+        elif (paused := self.journal.paused_intent(ev)) is not None:
+            # the call asked a person and stopped: not running, and not uncertain
+            self._unresolved.pop(paused, None)
+            self._live.discard(paused)
+            known = self._intents.get(paused)
+            if known is not None and self._started.get(known.tool_call_id) == paused:
+                del self._started[known.tool_call_id]
         elif action == RETENTION_HELD:
             self._held.add(str(ev.data.get("intent_id")))
         elif action == RECONCILED:
@@ -268,6 +288,16 @@ class TransactionLedger:
         started (here, or in a process that stopped) and has no result yet, so it must
         not run again on its own. None for a call that never started."""
         return self._started.get(tool_call_id)
+
+    def rerun_due(self, tool_call_id: str) -> UncertainExecution | None:
+        """The latest intent of the open call ``tool_call_id`` when a reconcile probe
+        settled it as ``not-executed`` (the call is to run again, with the same key), or
+        None. A person's reconciliation gives the call its result, so it is never open."""
+        intent_id = self._latest.get(tool_call_id)
+        record = None if intent_id is None else self._reconciled.get(intent_id)
+        if record is None or record.get("resolution") != "not-executed" or record.get("source") != "probe":
+            return None
+        return self._intents[intent_id]  # type: ignore[index]
 
     def unresolved(self, intent_id: str) -> UncertainExecution | None:
         """The intent ``intent_id`` while it has no result or reconciliation (a call this

@@ -96,6 +96,9 @@ class TaggedLog:
 
         return self._log.decide(tagged)
 
+    def decide_in_turn(self, decide: Callable[[], Sequence[Event]]) -> list[Event]:
+        return self._log.decide_in_turn(lambda: [_tag(ev, self.generation_id) for ev in decide()])
+
     def _check_running(self, then: str) -> None:
         state = self._log.ledger.state(self.generation_id)
         if state != STARTED:
