@@ -151,3 +151,36 @@ def test_python_dash_m_agentkit_is_the_agentkit_command(tmp_path):
     out = subprocess.run([sys.executable, "-m", "agentkit", "run", "hello", "--model", "echo"], capture_output=True,
                          text=True, timeout=120, env=env)
     assert (out.returncode, out.stdout.strip()) == (0, "echo: hello"), out.stderr
+
+
+def test_inputs_and_answer_list_and_answer_a_tools_question_from_the_command_line(tmp_path):
+    from agentkit import ToolContext
+
+    @tool
+    def confirm(order: str, ctx: ToolContext) -> str:
+        """Confirm an order with a person."""
+        count = ctx.ask_human(f"how many of {order}?", schema={"type": "integer", "minimum": 1})
+        return f"{count} x {order}"
+
+    store = FileEventStore(tmp_path)
+    model = ScriptedModel([ToolCall(name="confirm", input={"order": "tea"}), "Ordered."])
+    with Session.open("shop", store=store, model=model, tools=[confirm]) as s:
+        assert s.ask("order tea").finish_reason == "input-required"
+    out = cli("inputs", "shop", "--store", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    (line,) = [json.loads(x) for x in out.stdout.splitlines()]
+    assert line["question"] == "how many of tea?" and line["tool_name"] == "confirm"
+    bad = cli("answer", "shop", line["id"], "0", "--store", str(tmp_path))
+    assert bad.returncode == 2 and "minimum" in bad.stderr  # the request stays pending
+    not_json = cli("answer", "shop", line["id"], "three", "--store", str(tmp_path))
+    assert not_json.returncode == 2 and "VALUE must be JSON" in not_json.stderr
+    ok = cli("answer", "shop", line["id"], "3", "--store", str(tmp_path))
+    assert ok.returncode == 0, ok.stderr
+    again = cli("answer", "shop", line["id"], "4", "--store", str(tmp_path))
+    assert again.returncode == 2 and "already answered" in again.stderr
+    assert cli("inputs", "shop", "--store", str(tmp_path)).stdout == ""
+    with Session.open("shop", store=store, model=model, tools=[confirm]) as s:
+        assert s.generate().text == "Ordered."
+        assert s.events[-2].output.value == "3 x tea"
+    missing = cli("inputs", "nope", "--store", str(tmp_path))
+    assert missing.returncode == 2 and "no session 'nope'" in missing.stderr

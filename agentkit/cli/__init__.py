@@ -5,6 +5,8 @@
     agentkit chat --session support-42 --store ./sessions --model anthropic:claude-sonnet-4-5
     agentkit sessions --store ./sessions
     agentkit events support-42 --store ./sessions      # JSON lines, one event each
+    agentkit inputs support-42 --store ./sessions      # questions tools asked, JSON lines
+    agentkit answer support-42 REQUEST_ID true --store ./sessions
 
 ``chat`` is an interactive REPL (:mod:`agentkit.cli._repl`); docs/cli.md describes it.
 """
@@ -20,6 +22,7 @@ from typing import Any
 
 from ..errors import AgentkitError, ConfigurationError
 from ..models.registry import _SPEC_FORMS
+from . import _inputs
 
 __all__ = ["main"]
 
@@ -201,6 +204,17 @@ def _parser() -> argparse.ArgumentParser:
     events.add_argument("session_id")
     events.add_argument("--store", required=True)
     events.set_defaults(fn=_cmd_events)
+    inputs = sub.add_parser("inputs", help="list the questions a session's tools asked a person (JSON lines)")
+    inputs.add_argument("session_id")
+    inputs.add_argument("--store", required=True)
+    inputs.set_defaults(fn=lambda a: _inputs.cmd_inputs(a, _existing_store(a.store)))
+    answer = sub.add_parser("answer", help="answer (or --cancel) a question a session's tool asked")
+    answer.add_argument("session_id")
+    answer.add_argument("request_id")
+    answer.add_argument("value", nargs="?", help="the answer as JSON: true, 42, '\"text\"', '{\"a\": 1}'")
+    answer.add_argument("--cancel", metavar="REASON", help="close the question unanswered; the model reads REASON")
+    answer.add_argument("--store", required=True)
+    answer.set_defaults(fn=lambda a: _inputs.cmd_answer(a, _existing_store(a.store)))
     return p
 
 
