@@ -165,6 +165,23 @@ def test_a_failing_tool_sets_error_status_and_type(tracing):
     assert by_name(spans, "invoke_agent").status.status_code == StatusCode.UNSET  # the run itself went on
 
 
+def test_a_tool_that_asks_a_person_ends_its_span_without_an_error(tracing):
+    from agentkit import ToolContext
+
+    @tool
+    def confirm(ctx: ToolContext) -> str:
+        """Ask first."""
+        return str(ctx.ask_human("go on?"))
+
+    with Session(ScriptedModel([Turn(tool_calls=[ToolCall(name="confirm", input={})]), Turn(text="ok")]),
+                 tools=[confirm]) as session:
+        assert session.ask("go").finish_reason == "input-required"
+        (request,) = session.pending_inputs()
+    span = by_name(tracing.get_finished_spans(), "execute_tool confirm")
+    assert span.status.status_code == StatusCode.UNSET  # a pause, not a failure
+    assert span.attributes["agentkit.tool.input_request_id"] == request.id
+
+
 def test_a_failing_model_call_marks_the_chat_and_run_spans(tracing):
     def broken(request):
         raise ProviderUnavailableError("down", provider="fake")

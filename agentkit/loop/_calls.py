@@ -51,6 +51,9 @@ class InputRequired(BaseException):  # noqa: N818 - a signal through the tool, n
     result) and the generation ends with ``input-required``. A ``BaseException``, so a
     tool's ``except Exception`` does not swallow it."""
 
+    pauses_call = True
+    """Says to a tracing span that this is a pause, not a failure."""
+
     def __init__(self, request_id: str) -> None:
         super().__init__(request_id)
         self.request_id = request_id

@@ -149,7 +149,10 @@ class RunTrace:
         try:
             yield span
         except BaseException as exc:
-            _fail(span, exc)
+            if getattr(exc, "pauses_call", False):  # ctx.ask_human: the call waits for a person, no error
+                span.set_attribute("agentkit.tool.input_request_id", str(getattr(exc, "request_id", "")))
+            else:
+                _fail(span, exc)
             raise
         finally:
             context.detach(token)
