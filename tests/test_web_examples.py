@@ -184,6 +184,12 @@ def test_a_tool_asks_a_person_and_the_answer_resumes_it(client, tmp_path, monkey
     assert _refund_steps(tally) == [("quote", "alice"), ("pay", "alice"), ("quote", "bob")]  # bob got nothing
     assert client.get("/chat/h1")["messages"][-1]["text"].startswith("Done. this call asked a person")
 
+    client.post("/chat/h1", {"message": "refund: 3 to carol"})
+    (question,) = client.get("/chat/h1/inputs")["pending"]
+    status, body = client.post(f"/chat/h1/inputs/{question['id']}/answer", {"value": False})
+    assert status == 200 and body["answer"].startswith("Done. no refund: a person declined quote")
+    assert _refund_steps(tally)[3:] == [("quote", "carol")]  # a "no": no refund
+
 
 # -- real servers ----------------------------------------------------------------------
 
