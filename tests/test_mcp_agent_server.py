@@ -100,8 +100,9 @@ def test_a_cancel_from_the_client_cancels_the_run_and_the_tool_call_running_then
     assert model_calls == [1]  # no model call after the cancel
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-07-28 input-required rounds", "mid-call elicitation"])
 @pytest.mark.parametrize("answer", ["approve", "deny", "no elicitation"])
-def test_approvals_are_asked_through_elicitation_where_the_client_supports_it(tmp_path, answer):
+def test_approvals_are_asked_through_elicitation_where_the_client_supports_it(tmp_path, answer, mode):
     notes = tmp_path / "notes.txt"
 
     @tool
@@ -122,7 +123,8 @@ def test_approvals_are_asked_through_elicitation_where_the_client_supports_it(tm
 
     async def main() -> types.CallToolResult:
         kwargs = {} if answer == "no elicitation" else {"elicitation_callback": elicit}
-        async with Client(agent.as_mcp_server(), **kwargs) as client:
+        async with Client(agent.as_mcp_server(), mode=mode, **kwargs) as client:
+            assert (client.protocol_version == "2026-07-28") == (mode == "auto")
             return await client.call_tool("agentkit-agent", {"prompt": "note hi"})
 
     result = anyio.run(main)

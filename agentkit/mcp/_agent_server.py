@@ -10,8 +10,12 @@ worker thread (the agent is synchronous; the SDK's server is async), and:
   (the tool call running then is told through ``ctx.cancel``, and no later model call is
   made);
 - the agent's approvals (``approval=ApprovalPolicy(...)`` without an ``approver=``) are
-  asked through MCP elicitation when the client supports it; a client that does not gets
-  an error result naming the calls that wait, since nobody could answer them.
+  asked through MCP elicitation when the client supports it: mid-call on a handshake-era
+  connection (``elicitation/create``), and on a 2026-07-28 connection as an
+  ``InputRequiredResult`` (the run waits in an in-memory Session of this server, whose
+  pending approvals become the elicitation requests; the client's retry carries the
+  answers, the decisions are committed and the run goes on). A client that cannot elicit
+  gets an error result naming why, since nobody could answer the calls that wait.
 
 Everything the client sees is the SDK's: initialize, tools/list, tools/call over stdio or
 Streamable HTTP.
@@ -21,7 +25,9 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import threading
+import time
 from typing import Any
 
 import anyio
@@ -31,6 +37,7 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
 from ..approvals._policy import ApprovalDecision, ApprovalRequest
@@ -39,6 +46,8 @@ from ..cancel import CancelToken
 __all__ = ["agent_server"]
 
 _DEFAULT_NAME = "agentkit-agent"
+_WAIT_SECONDS = 3600.0
+"""How long a run waiting for a 2026-07-28 client's approval answers is kept."""
 
 
 class _Approval(BaseModel):
@@ -56,8 +65,11 @@ def agent_server(agent: Any, name: str | None = None) -> MCPServer:
     server_name = name or _DEFAULT_NAME
     tool_name = re.sub(r"[^A-Za-z0-9_-]", "_", server_name)[:64]
     server = MCPServer(server_name, instructions=f"Call the {tool_name!r} tool with a prompt: an agent answers it.")
+    waiting = _Waiting()
 
-    async def ask(prompt: str, ctx: Context) -> str:
+    async def ask(prompt: str, ctx: Context) -> str | types.InputRequiredResult:
+        if _asks_in_rounds(agent, ctx):
+            return await _serve_rounds(agent, prompt, ctx, waiting)
         return await _serve(agent, prompt, ctx)
 
     server.add_tool(ask, name=tool_name, structured_output=False,
@@ -66,10 +78,51 @@ def agent_server(agent: Any, name: str | None = None) -> MCPServer:
     return server
 
 
-async def _serve(agent: Any, prompt: str, ctx: Context) -> str:
+class _Waiting:
+    """Runs waiting for a 2026-07-28 client's approval answers, by request state."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, tuple[float, Any]] = {}
+
+    def put(self, session: Any) -> str:
+        key = secrets.token_urlsafe(24)
+        with self._lock:
+            self._expire()
+            self._runs[key] = (time.monotonic() + _WAIT_SECONDS, session)
+        return key
+
+    def take(self, key: str) -> Any:
+        with self._lock:
+            self._expire()
+            found = self._runs.pop(key, None)
+        if found is None:
+            raise ToolError("this call's request_state names no run waiting here (it expired, or the server "
+                            "restarted): call the tool again")
+        return found[1]
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for key in [k for k, (deadline, _) in self._runs.items() if deadline < now]:
+            self._runs.pop(key)[1].close()
+
+
+def _asks_in_rounds(agent: Any, ctx: Context) -> bool:
+    """True when the agent's approvals go to a 2026-07-28 client as InputRequiredResults."""
+    options = agent.options
+    return (options.approval is not None and options.approver is None
+            and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and _can_elicit(ctx))
+
+
+def _can_elicit(ctx: Context) -> bool:
+    wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+    return bool(ctx.request_context.session.check_client_capability(wanted))
+
+
+async def _run_on_thread(start: Any, ctx: Context, cancel: CancelToken) -> Any:
+    """Iterate the AgentStream ``start()`` returns on a worker thread, its events sent as
+    progress notifications; returns its result. The client's cancel cancels the run."""
     token = anyio.lowlevel.current_token()
-    cancel = CancelToken()
-    approver = _elicitation_approver(agent, ctx, token)
     done = threading.Event()
 
     def notify(step: int, message: str) -> None:
@@ -80,9 +133,8 @@ async def _serve(agent: Any, prompt: str, ctx: Context) -> str:
         except Exception:  # noqa: BLE001 - progress is best effort; the run goes on
             pass
 
-    def work() -> str:
-        overrides: dict[str, Any] = {} if approver is None else {"approver": approver}
-        stream = agent.stream(prompt, cancel=cancel, **overrides)
+    def work() -> Any:
+        stream = start()
         step = 0
         try:
             for event in stream:
@@ -90,7 +142,7 @@ async def _serve(agent: Any, prompt: str, ctx: Context) -> str:
                 if message is not None:
                     step += 1
                     notify(step, message)
-            return _answer(stream.result)
+            return stream.result
         finally:
             stream.close()
 
@@ -101,6 +153,69 @@ async def _serve(agent: Any, prompt: str, ctx: Context) -> str:
         raise
     finally:
         done.set()
+
+
+async def _serve(agent: Any, prompt: str, ctx: Context) -> str:
+    """One call, one run: approvals (if any) asked mid-call."""
+    cancel = CancelToken()
+    approver = _elicitation_approver(agent, ctx, anyio.lowlevel.current_token())
+    overrides: dict[str, Any] = {} if approver is None else {"approver": approver}
+    result = await _run_on_thread(lambda: agent.stream(prompt, cancel=cancel, **overrides), ctx, cancel)
+    return _answer(result)
+
+
+async def _serve_rounds(agent: Any, prompt: str, ctx: Context, waiting: _Waiting) -> str | types.InputRequiredResult:
+    """A 2026-07-28 call: the run waits in a Session between rounds (see the module docstring)."""
+    if ctx.request_state is None:
+        session = agent.session()
+        session.push_user_message(prompt)
+    else:
+        session = waiting.take(ctx.request_state)
+        _decide(session, ctx.input_responses or {})
+    cancel = CancelToken()
+    try:
+        result = await _run_on_thread(lambda: session.stream(cancel=cancel), ctx, cancel)
+    except BaseException:
+        session.close()
+        raise
+    pending = session.pending_approvals() if result.finish_reason == "approval-required" else []
+    if not pending:
+        session.close()
+        return _answer(result)
+    schema = _Approval.model_json_schema()
+    requests: dict[str, Any] = {
+        request.id: types.ElicitRequest(params=types.ElicitRequestFormParams(
+            message=_question(request), requested_schema=schema))
+        for request in pending
+    }
+    return types.InputRequiredResult(input_requests=requests, request_state=waiting.put(session))
+
+
+def _decide(session: Any, responses: dict[str, Any]) -> None:
+    """Commit the client's answers to the session's pending approvals (one without an
+    answer is denied: the client did not say yes)."""
+    for request in session.pending_approvals():
+        answer = responses.get(request.id)
+        decision = _decision(getattr(answer, "action", None), getattr(answer, "content", None))
+        if decision.approved:
+            session.approve(request.id, note=decision.note)
+        else:
+            session.deny(request.id, reason=decision.reason or "denied", note=decision.note)
+
+
+def _decision(action: Any, content: Any) -> ApprovalDecision:
+    """The decision an elicitation answer (``action``, ``content``) makes."""
+    data = content if isinstance(content, dict) else {}
+    if action == "accept" and data.get("approve") is True:
+        return ApprovalDecision.approve(note="MCP elicitation")
+    reason = data.get("reason") if isinstance(data.get("reason"), str) and data.get("reason") else None
+    return ApprovalDecision.deny(reason or f"the MCP client's person answered {action or 'nothing'}",
+                                 note="MCP elicitation")
+
+
+def _question(request: ApprovalRequest) -> str:
+    asked = json.dumps(request.input, ensure_ascii=False, default=str)
+    return f"Allow the agent to call {request.tool_name} with {asked}?"
 
 
 def _progress(event: Any) -> str | None:
@@ -133,24 +248,16 @@ def _answer(result: Any) -> str:
 
 
 def _elicitation_approver(agent: Any, ctx: Context, token: Any) -> Any:
-    """An approver asking the client's person through elicitation, or None (the agent
-    has its own approver, no approval policy, or the client cannot elicit)."""
+    """An approver asking the client's person mid-call (``elicitation/create``), or None
+    (the agent has its own approver, no approval policy, or the client cannot elicit)."""
     options = agent.options
-    if options.approval is None or options.approver is not None:
-        return None
-    session = ctx.request_context.session
-    if not session.check_client_capability(types.ClientCapabilities(elicitation=types.ElicitationCapability())):
+    if options.approval is None or options.approver is not None or not _can_elicit(ctx):
         return None
 
     def approve(request: ApprovalRequest) -> ApprovalDecision:
-        asked = json.dumps(request.input, ensure_ascii=False, default=str)
-        answer = anyio.from_thread.run(ctx.elicit, f"Allow the agent to call {request.tool_name} with {asked}?",
-                                       _Approval, token=token)
+        answer = anyio.from_thread.run(ctx.elicit, _question(request), _Approval, token=token)
         data = getattr(answer, "data", None)
-        if getattr(answer, "action", None) == "accept" and data is not None and data.approve:
-            return ApprovalDecision.approve(note="MCP elicitation")
-        reason = (data.reason if data is not None and data.reason else None) or \
-            f"the MCP client's person answered {getattr(answer, 'action', 'no')}"
-        return ApprovalDecision.deny(reason, note="MCP elicitation")
+        content = None if data is None else data.model_dump()
+        return _decision(getattr(answer, "action", None), content)
 
     return approve
