@@ -20,7 +20,6 @@ is where ``save_note`` appends one JSON line per run, and ``$CHAT_REFUNDS_FILE``
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import re
@@ -40,7 +39,6 @@ from agentkit import (
     ToolContext,
     tool,
 )
-from agentkit.events import ControlEvent
 from agentkit.models import ModelRequest, Turn
 from agentkit.stores import EventStore
 
@@ -223,7 +221,7 @@ def deny(session: Session, approval_id: str, body: dict[str, Any]) -> dict[str, 
 
 def inputs(session: Session) -> dict[str, Any]:
     """The questions tools asked that wait for a person's answer."""
-    return {"pending": [dataclasses.asdict(r) for r in session.pending_inputs()]}
+    return {"pending": [r.to_dict() for r in session.pending_inputs()]}
 
 
 def answer_input(session: Session, request_id: str, body: Any) -> dict[str, Any]:
@@ -239,7 +237,7 @@ def answer_input(session: Session, request_id: str, body: Any) -> dict[str, Any]
     try:
         session.answer_input(request_id, body["value"])
     except InputError as exc:
-        raise _refusal(session, request_id, exc) from None
+        raise _refusal(exc) from None
     return answer(session.generate())
 
 
@@ -252,18 +250,16 @@ def cancel_input(session: Session, request_id: str, body: Any) -> dict[str, Any]
     try:
         session.cancel_input(request_id, reason=str(reason))
     except InputError as exc:
-        raise _refusal(session, request_id, exc) from None
+        raise _refusal(exc) from None
     return answer(session.generate())
 
 
-def _refusal(session: Session, request_id: str, exc: InputError) -> InputRefused:
-    """Why ``request_id`` took no answer, as an HTTP status, from the conversation's state
-    after the refusal (caught up with every worker's commits)."""
-    if any(r.id == request_id for r in session.pending_inputs()):
-        return InputRefused(422, str(exc))  # still pending: it was the value
-    asked = any(isinstance(e, ControlEvent) and e.action == "input-requested"
-                and e.data.get("request_id") == request_id for e in session.events)
-    return InputRefused(409 if asked else 404, str(exc))
+def _refusal(exc: InputError) -> InputRefused:
+    """Why a question took no answer (``InputError.kind``), as an HTTP status: the value
+    (422: the question stays pending), an id never asked (404), or a question settled
+    already (409)."""
+    status = {"invalid": 422, "unknown": 404}.get(exc.kind, 409)
+    return InputRefused(status, str(exc))
 
 
 def message_of(body: Any) -> str:

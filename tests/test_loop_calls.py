@@ -75,14 +75,18 @@ def test_ask_human_ends_the_generation_and_the_answer_resumes_the_call_without_r
         assert isinstance(request, InputRequest)
         assert (request.question, request.schema, request.tool_call_id) == ("ship A1?", {"type": "boolean"}, "call-1")
         assert session.uncertain_tool_executions() == []  # paused, not uncertain
-        with pytest.raises(InputError, match="does not match its schema"):
+        with pytest.raises(InputError, match="does not match its schema") as refused:
             session.answer_input(request.id, "yes please")
+        assert refused.value.kind == "invalid" and refused.value.request_id == request.id
+        assert request.to_dict()["question"] == "ship A1?"
         assert [r.id for r in session.pending_inputs()] == [request.id]  # still pending
-        with pytest.raises(InputError, match="no input request"):
+        with pytest.raises(InputError, match="no input request") as unknown:
             session.answer_input("nope", True)
+        assert unknown.value.kind == "unknown"
         session.answer_input(request.id, True)
-        with pytest.raises(InputError, match="already answered"):
+        with pytest.raises(InputError, match="already answered") as again:
             session.answer_input(request.id, False)
+        assert again.value.kind == "answered"
         assert session.pending_inputs() == []
         second = session.generate()  # no new message: the call goes on
     assert second.finish_reason == "stop" and second.text == "shipped A1"
@@ -177,8 +181,9 @@ def test_a_cancelled_or_expired_question_closes_the_call_with_an_error_the_model
 
         time.sleep(0.1)
         assert s.pending_inputs() == []  # expired: not listed
-        with pytest.raises(InputError, match="expired"):
+        with pytest.raises(InputError, match="expired") as expired:
             s.answer_input(late.id, True)
+        assert expired.value.kind == "expired"
         assert s.generate().text == "gave up again"
         assert "before its deadline" in results(s.events)[-1].output.value
     assert ran == []
