@@ -349,3 +349,19 @@ def test_the_probes_verdict_is_committed_once_however_often_sessions_probe():
         assert b.generate().finish_reason == "nothing-to-answer"  # b caught up: nothing open
         assert len(controls(b.events, "tool-execution-reconciled")) == 1
     assert probes == [1]
+
+
+def test_while_a_question_waits_generate_calls_no_model_and_says_input_required_again():
+    @tool
+    def ask(ctx: ToolContext) -> str:
+        """Ask."""
+        return str(ctx.ask_human("name?"))
+
+    model = ScriptedModel([ToolCall(name="ask", input={}), "hello Ada"])
+    with Session(model, tools=[ask]) as s:
+        assert s.ask("greet me").finish_reason == "input-required"
+        s.push_user_message("are you there?")
+        again = s.generate()
+        assert again.finish_reason == "input-required" and again.steps == ()  # no model call
+        s.answer_input(s.pending_inputs()[0].id, "Ada")
+        assert s.generate().text == "hello Ada"
