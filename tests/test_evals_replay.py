@@ -332,7 +332,7 @@ def test_the_command_runs_live_tools_and_writes_the_replay(tmp_path):
     assert written == ["user-message", "assistant-message", "tool-result", "assistant-message", "user-message",
                        "assistant-message"]
     again = run_cli(tmp_path, "support-1", "--store", "store", "--model", "echo", "--write-as", "support-1-candidate")
-    assert again.returncode == 2 and "already holds that session" in again.stderr
+    assert again.returncode == 2 and "already holds a session 'support-1-candidate'" in again.stderr
     missing = run_cli(tmp_path, "nobody", "--store", "store", "--model", "echo")
     assert missing.returncode == 2 and "no session 'nobody'" in missing.stderr
 

@@ -47,9 +47,6 @@ def cmd_replay(args: argparse.Namespace, store: Any, model: str, live_tools: lis
     if stored is None:
         raise ConfigurationError(f"no session {args.session_id!r} in {args.store}; "
                                  f"`agentkit sessions --store DIR` lists them")
-    if args.write_as is not None and store.load(args.write_as) is not None:
-        raise ConfigurationError(f"--write-as {args.write_as!r}: {args.store} already holds that session; "
-                                 f"give a new id")
     result = replay(stored, model=model, tools=args.tools, live_tools=live_tools or None,
                     store=store if args.write_as else None, session_id=args.write_as,
                     on_progress=_Progress(sys.stderr), system=args.system)
