@@ -356,3 +356,16 @@ def test_the_progress_line_is_rewritten_on_a_terminal(tmp_path):
         os.close(main)
     assert out.returncode == 0
     assert seen.decode().replace("\r\n", "\n") == "\rreplayed turn 1/2\rreplayed turn 2/2\n"
+
+
+def test_a_rejected_transactional_turn_is_not_replayed():
+    with Session(ScriptedModel(["one", "not this", "two"])) as s:
+        s.ask("first")
+        txn = s.begin_generation("rejected question")
+        s.generate(transaction=txn)
+        s.finalize_generation(txn, "rejected")  # the model never sees it again
+        s.ask("second")
+        events = s.events
+    result = replay(events, model=ScriptedModel(["one", "two"]))
+    assert [(t.prompt, t.replayed.text, t.same) for t in result.turns] == [("first", "one", True),
+                                                                           ("second", "two", True)]

@@ -14,7 +14,7 @@ from ..errors import ConfigurationError
 from ..evals._replay import ReplayResult, ReplaySide, ReplayTurn, replay
 from ..results import ToolCallRecord
 
-__all__ = ["add_parser", "cmd_replay"]
+__all__ = ["add_parser", "cmd_replay", "report"]
 
 _WIDTH = 32  # characters of an answer shown in the table
 

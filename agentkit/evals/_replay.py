@@ -9,7 +9,8 @@ generation, as it was. A tool call the replayed model makes is answered by the r
 ``before_tool_call`` hook, which runs first: a call with the same tool name and the same
 input (equal as JSON) as a call the original made in that turn gets that call's
 recorded result (repeated identical calls take the recorded results in order), in every
-mode; ``tools=`` decides only the others.
+mode; ``tools=`` decides only the others. Only user messages are replayed (runtime
+events are not pushed again); a rejected transactional generation's events are no turn.
 """
 
 from __future__ import annotations
