@@ -250,24 +250,16 @@ def run_cli(cwd, *args, stderr=subprocess.PIPE):
 
 
 def echo_session(tmp_path):
-    """A stored session recorded with the echo model: a tool call, then a plain turn."""
+    """A stored session recorded with the echo model: a tool call, then a plain turn. The
+    command's ``--live-tools notes_tools:append_note`` (run in ``tmp_path``) appends to
+    the same notes.txt as the tool recorded here."""
     from agentkit.models.echo import EchoModel
 
     (tmp_path / "notes_tools.py").write_text(TOOLS_MODULE)
     store = FileEventStore(tmp_path / "store")
-    cwd = os.getcwd()
-    os.chdir(tmp_path)  # the tool writes notes.txt where it runs
-    try:
-        sys.path.insert(0, str(tmp_path))
-        from notes_tools import append_note
-
-        with Session.open("support-1", store=store, model=EchoModel(), tools=[append_note]) as s:
-            s.ask('call append_note {"text": "a"}')
-            s.ask("hello")
-    finally:
-        os.chdir(cwd)
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("notes_tools", None)
+    with Session.open("support-1", store=store, model=EchoModel(), tools=[notes_tool(tmp_path / "notes.txt")]) as s:
+        s.ask('call append_note {"text": "a"}')
+        s.ask("hello")
     assert lines(tmp_path / "notes.txt") == ["a"]
     return store
 
