@@ -361,3 +361,20 @@ def test_a_rejected_transactional_turn_is_not_replayed():
     result = replay(events, model=ScriptedModel(["one", "two"]))
     assert [(t.prompt, t.replayed.text, t.same) for t in result.turns] == [("first", "one", True),
                                                                            ("second", "two", True)]
+
+
+def test_live_tools_are_taken_as_session_takes_them_langchain_tools_too(tmp_path):
+    from langchain_core.tools import tool as langchain_tool
+
+    events, notes = record(tmp_path)
+
+    @langchain_tool
+    def append_note(text: str) -> str:
+        """Append a note."""
+        with open(notes, "a") as f:
+            f.write(text + "\n")
+        return f"noted {text}"
+
+    result = replay(events, model=ScriptedModel(CANDIDATE), tools="live", live_tools=[append_note])
+    assert result.turns[1].replayed.tool_calls[1].output.as_text() == "noted z"
+    assert lines(notes) == ["a", "b", "z"]

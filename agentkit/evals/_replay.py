@@ -30,6 +30,7 @@ from ..messages import ToolCallPart, ToolOutput, text_of
 from ..models.base import ChatModel
 from ..options import GenerationKwargs, GenerationOptions
 from ..results import ToolCallRecord
+from ..session._foreign import tools_from
 from ..session._session import Session
 from ..stores.base import EventStore, StoredSession, validate_session_id
 from ..tools.base import Tool, ToolContext, ToolDecision, ToolRegistry
@@ -258,7 +259,7 @@ def _tools(given: Iterable[Any] | None, origin: Session[Any, Any] | None, names:
     """The real tools (given, or the original Session's), plus a stand-in for each
     recorded tool name none of them has."""
     if given is not None:
-        registry = ToolRegistry(given)
+        registry = ToolRegistry(tools_from(given))  # as Session(tools=...) takes them: LangChain tools too
     else:
         registry = ToolRegistry(origin._registry.values() if origin is not None else ())
     return [*registry.values(), *(_stand_in(n) for n in dict.fromkeys(names) if n not in registry)]
