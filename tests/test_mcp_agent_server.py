@@ -196,7 +196,8 @@ def test_serve_mcp_over_streamable_http_with_the_sdks_client(http_server):
 
     async def main() -> str:
         async with Client(url) as client:
-            result = await client.call_tool("agentkit-agent", {"prompt": "add 20 and 22"}, progress_callback=on_progress)
+            result = await client.call_tool("agentkit-agent", {"prompt": "add 20 and 22"},
+                                            progress_callback=on_progress)
             return result.content[0].text
 
     assert anyio.run(main) == "the tool said 42"
@@ -208,7 +209,8 @@ def _rpc_events(response: httpx.Response) -> list[dict]:
     if response.headers.get("content-type", "").startswith("application/json"):
         body = response.json()
         return body if isinstance(body, list) else [body]
-    return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+    lines = response.text.splitlines()
+    return [json.loads(line[5:]) for line in lines if line.startswith("data:") and line[5:].strip()]
 
 
 def test_inspector_style_calls_initialize_list_call_with_progress_and_cancel(http_server):
@@ -232,7 +234,8 @@ def test_inspector_style_calls_initialize_list_call_with_progress_and_cancel(htt
         assert tool_info["inputSchema"]["required"] == ["prompt"]
         called = _rpc_events(http.post(url, headers=headers, json={
             "jsonrpc": "2.0", "id": 3, "method": "tools/call",
-            "params": {"name": "agentkit-agent", "arguments": {"prompt": "add 5 and 6"}, "_meta": {"progressToken": "p1"}}}))
+            "params": {"name": "agentkit-agent", "arguments": {"prompt": "add 5 and 6"},
+                       "_meta": {"progressToken": "p1"}}}))
         notes = [m["params"] for m in called if m.get("method") == "notifications/progress"]
         assert [n["progressToken"] for n in notes] == ["p1"] * 4
         assert [n["message"] for n in notes][:2] == ["calling add", "add done"]
@@ -241,8 +244,9 @@ def test_inspector_style_calls_initialize_list_call_with_progress_and_cancel(htt
         # a call cancelled while its tool runs: the tool is told to stop
         def slow_call() -> None:
             try:
-                http.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-                                                       "params": {"name": "agentkit-agent", "arguments": {"prompt": "slow"}}})
+                http.post(url, headers=headers, json={
+                    "jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                    "params": {"name": "agentkit-agent", "arguments": {"prompt": "slow"}}})
             except httpx.HTTPError:
                 pass  # the server may end the stream of a cancelled request
 

@@ -8,6 +8,7 @@
     agentkit inputs support-42 --store ./sessions      # questions tools asked, JSON lines
     agentkit answer support-42 REQUEST_ID true --store ./sessions
     agentkit serve-mcp myapp:agent [--http 8765]           # an Agent as an MCP server
+    agentkit replay support-42 --store ./sessions --model openai:gpt-4.1-mini --json
 
 ``chat`` is an interactive REPL (:mod:`agentkit.cli._repl`); docs/cli.md describes it.
 """
@@ -23,7 +24,7 @@ from typing import Any
 
 from ..errors import AgentkitError, ConfigurationError
 from ..models.registry import _SPEC_FORMS
-from . import _inputs
+from . import _inputs, _replay
 
 __all__ = ["main"]
 
@@ -244,6 +245,8 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--cancel", metavar="REASON", help="close the question unanswered; the model reads REASON")
     answer.add_argument("--store", required=True)
     answer.set_defaults(fn=lambda a: _inputs.cmd_answer(a, _existing_store(a.store)))
+    _replay.add_parser(sub, _MODEL_HELP).set_defaults(fn=lambda a: _replay.cmd_replay(
+        a, _existing_store(a.store), _model_spec(a), _load_tools(a.live_tools or ())))
     return p
 
 
