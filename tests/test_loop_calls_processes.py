@@ -1,0 +1,131 @@
+"""Exactly once across real processes (the in-process tests are tests/test_loop_calls.py).
+
+- The kill loop: a child process fulfils an order with a tool of three journaled steps
+  (charge and reserve keyed by ``ctx.idempotency_key``, as a payment API is; email a
+  plain append, so the tool's reconcile probe looks for it) on a FileEventStore session
+  and is SIGKILLed at every point of its run (after each append to the store and after
+  each effect: the child waits there for the parent's word), again and again, each new
+  child reopening the session and calling ``generate()`` until the conversation
+  finishes. Every step happened exactly once, no call is left uncertain and the model
+  read the tool's result.
+- Two processes answer the same human-input request at once: one wins, the other gets
+  InputError, and the tool sees the winner's answer.
+- A step that finishes after its process lost the turn (frozen with SIGSTOP while its
+  PostgreSQL lock connection is cut) is refused: the other process's run of the call is
+  the one recorded.
+
+The children are tests/_calls_child.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from _procs import said, spawn, wait_for
+
+from agentkit import FileEventStore, FunctionModel, Session, ToolCall, ToolContext, tool
+from agentkit.events import ControlEvent, ToolResultEvent
+
+CHILD = str(Path(__file__).with_name("_calls_child.py"))
+PROBE_EXECUTED = "the tool's reconcile probe found that it took effect"
+
+
+def controls(events, action: str) -> list[ControlEvent]:
+    return [e for e in events if isinstance(e, ControlEvent) and e.action == action]
+
+
+# -- the kill loop --------------------------------------------------------------------------
+
+
+def attempt(root: Path, sid: str, ledger: Path, order: str, kill_at: int) -> tuple[str | None, dict | None]:
+    """One child on the order's session, SIGKILLed at its ``kill_at``-th point (1-based):
+    ``(the point it was killed at, None)``, or ``(None, what it said at its end)`` when it
+    finished before reaching that point."""
+    child = spawn(CHILD, "fulfil", str(root), sid, str(ledger), order)
+    try:
+        seen = 0
+        while True:
+            message = said(child, f"the child of order {order}")
+            if "finished" in message:
+                assert child.wait(60) == 0
+                return None, message
+            seen += 1
+            if seen == kill_at:
+                child.send_signal(signal.SIGKILL)
+                assert child.wait(60) == -signal.SIGKILL
+                return message["point"], None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(60)
+        for pipe in (child.stdin, child.stdout, child.stderr):
+            pipe.close()
+
+
+def points_of_a_whole_run(root: Path, ledger: Path) -> list[str]:
+    """The points of a run nothing interrupts (a child let through at every point)."""
+    ledger.mkdir()
+    child = spawn(CHILD, "fulfil", str(root), "clean", str(ledger), "clean")
+    points: list[str] = []
+    try:
+        while "finished" not in (message := said(child)):
+            points.append(message["point"])
+            child.stdin.write("go\n")
+            child.stdin.flush()
+    finally:
+        child.communicate(timeout=60)
+    assert message["finish"] == "stop"
+    return points
+
+
+@pytest.mark.timeout(900)
+def test_a_three_step_tool_killed_at_every_point_of_its_run_does_each_step_exactly_once(tmp_path):
+    root, ledger = tmp_path / "store", tmp_path / "ledger"
+    ledger.mkdir()
+    whole = points_of_a_whole_run(tmp_path / "clean", tmp_path / "ledger-clean")
+    assert len(set(whole)) == len(whole) == 11, whole  # every append and every effect
+    kills: list[tuple[str, int, str]] = []  # (order, attempt, point)
+    ends: dict[str, dict] = {}
+    orders: list[str] = []
+    for first in range(1, len(whole) + 1):
+        # the first child of an order dies at the first-th point of a whole run; the
+        # next ones recover what their predecessors left, each killed one point further
+        # than the last: from the recovery's first point (kills inside the recovery
+        # too) or from where the first one died
+        for schedule, later in (("r", 1), ("f", first + 1)):
+            order = f"{schedule}{first}"
+            orders.append(order)
+            for n in range(2 * len(whole)):
+                killed, end = attempt(root, f"s-{order}", ledger, order, first if n == 0 else later + n - 1)
+                if killed is None:
+                    ends[order] = end
+                    break
+                kills.append((order, n, killed))
+            assert order in ends, f"order {order} did not finish"
+    print(f"{len(kills)} kills over {len(orders)} orders; points of a whole run: {whole}")
+    assert len(kills) >= 50
+    assert {p for o, n, p in kills if n == 0} == set(whole)  # every point of a run was a kill point
+    assert {p for o, n, p in kills if n > 0} >= {"appended tool-execution-reconciled", "charge repeated"}
+
+    effects = Counter(tuple(line.split()[:2]) for name in ("ledger", "emails")
+                      for line in (ledger / name).read_text().splitlines())
+    assert effects == Counter({(step, order): 1 for step in ("charge", "reserve", "email") for order in orders})
+    store = FileEventStore(root)
+    for order in orders:
+        with Session.open(f"s-{order}", store=store) as s:
+            assert s.uncertain_tool_executions() == []
+            assert s.pending_inputs() == []
+            results = [e for e in s.events if isinstance(e, ToolResultEvent)]
+            real = f"charge-{order}-"
+            final = results[-1].output.as_text()
+            assert final.startswith(real) or PROBE_EXECUTED in final
+            assert ends[order]["finished"] == "done: " + final  # the model read that result
+            assert ends[order]["finish"] in ("stop", "nothing-to-answer")
