@@ -129,3 +129,49 @@ def test_a_three_step_tool_killed_at_every_point_of_its_run_does_each_step_exact
             assert final.startswith(real) or PROBE_EXECUTED in final
             assert ends[order]["finished"] == "done: " + final  # the model read that result
             assert ends[order]["finish"] in ("stop", "nothing-to-answer")
+
+
+# -- two processes answer one question ------------------------------------------------------
+
+
+def released_together(*children: subprocess.Popen[str]) -> list[dict]:
+    """Wait until every child said it is ready, release them all at once; what each says next."""
+    readies = [said(c) for c in children]
+    for c in children:
+        c.stdin.write("go\n")
+    for c in children:
+        c.stdin.flush()
+    return [*readies, *(said(c) for c in children)]
+
+
+def test_two_processes_answering_one_question_at_once_one_wins_and_the_tool_sees_its_answer(tmp_path):
+    heard: list[object] = []
+
+    @tool
+    def ship(order: str, ctx: ToolContext) -> str:
+        """Ask where to ship, then ship."""
+        where = ctx.ask_human(f"where to ship {order}?", schema={"type": "string"})
+        heard.append(where)
+        return f"shipped {order} to {where}"
+
+    model = FunctionModel(lambda r: ToolCall("ship", {"order": "A1"}) if r.messages[-1].role == "user"
+                          else r.messages[-1].content[0].output.as_text())
+    store = FileEventStore(tmp_path / "store")
+    with Session.open("q", store=store, model=model, tools=[ship]) as s:
+        assert s.ask("ship A1").finish_reason == "input-required"
+        (request,) = s.pending_inputs()
+        children = [spawn(CHILD, "answer", str(tmp_path / "store"), "q", json.dumps(v)) for v in ("Paris", "Rome")]
+        try:
+            ready_a, ready_b, a, b = released_together(*children)
+        finally:
+            for c in children:
+                c.communicate(timeout=60)
+        assert ready_a == ready_b == {"ready": [request.id]}  # both saw it pending
+        (won,) = [i for i, answer in enumerate((a, b)) if answer == {"answered": True}]
+        lost = (a, b)[1 - won]
+        assert lost["error"] == "InputError" and "already answered" in lost["message"], lost
+        winner = ("Paris", "Rome")[won]
+        assert s.generate().text == f"shipped A1 to {winner}"  # this process caught up with the answer
+    assert heard == [winner]
+    with Session.open("q", store=store) as after:
+        assert [e.data["value"] for e in controls(after.events, "input-answered")] == [winner]
