@@ -12,8 +12,9 @@ the end it prints ``{"finished": <the session's last answer>, "finish": reason}`
 line on stdin, answer the first with ``value``; print ``{"answered": true}`` or the error.
 ``stall <store> <sid> <ledger-dir>``: ``<store>`` as ``_child.open_store`` reads it. Ask
 once; the model calls ``charge``, whose one step writes ``started`` to
-``<ledger-dir>/marker`` and waits for ``<ledger-dir>/release``; print the answer or the
-error.
+``<ledger-dir>/marker`` and waits for ``<ledger-dir>/release`` (then the marker says whether
+the step was committed: ``step-committed``, or ``step-<error class>``); print the answer
+or the error.
 """
 
 from __future__ import annotations
@@ -161,7 +162,13 @@ def main(mode: str, *args: str) -> None:
                     time.sleep(0.02)
                 return {"charged": amount, "by": os.getpid()}
 
-            return json.dumps(ctx.step("charge", run))
+            try:
+                result = ctx.step("charge", run)
+            except AgentkitError as exc:
+                _append(marker, f"step-{type(exc).__name__}")
+                raise
+            _append(marker, "step-committed")
+            return json.dumps(result)
 
         def reply(request: Any) -> Any:
             last = request.messages[-1]

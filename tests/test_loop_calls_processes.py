@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -175,3 +176,65 @@ def test_two_processes_answering_one_question_at_once_one_wins_and_the_tool_sees
     assert heard == [winner]
     with Session.open("q", store=store) as after:
         assert [e.data["value"] for e in controls(after.events, "input-answered")] == [winner]
+
+
+# -- a step is fenced by its process's turn ---------------------------------------------------
+
+
+def test_a_step_that_finishes_after_its_process_lost_the_turn_is_refused_and_the_other_run_is_recorded(
+        pg_cluster, tmp_path):
+    from _pg import freeze_and_cut_lock
+
+    from agentkit.stores.postgres import PostgresEventStore
+
+    schema = pg_cluster.fresh_schema()
+    spec = f"pg:{schema}:{pg_cluster.conninfo}"
+    store = PostgresEventStore(pg_cluster.conninfo, schema=schema)
+    store.migrate()
+    marker, release = tmp_path / "marker", tmp_path / "release"
+    frozen = spawn(CHILD, "stall", spec, "c", str(tmp_path))
+    try:
+        wait_for(lambda: marker.exists() and "started" in marker.read_text(), 60, "the step to start")
+        freeze_and_cut_lock(frozen.pid, pg_cluster.conninfo)  # its turn is lost while its step runs
+
+        entered, go = threading.Event(), threading.Event()
+
+        def ours_run() -> dict:
+            entered.set()  # this process's run of the call is in its step...
+            assert go.wait(120)  # ...until the frozen one's step has finished and tried to commit
+            return {"charged": 7, "by": os.getpid()}
+
+        @tool(reconcile=lambda args, ctx: "not-executed")
+        def charge(amount: int, ctx: ToolContext) -> str:
+            """Charge."""
+            return json.dumps(ctx.step("charge", ours_run))
+
+        model = FunctionModel(lambda r: "answer: " + r.messages[-1].content[0].output.as_text())
+        with Session.open("c", store=store, model=model, tools=[charge]) as other:
+            box: dict = {}
+            # the call is uncertain here: the probe settles it and it runs again, same key
+            runner = threading.Thread(target=lambda: box.setdefault("result", other.generate()))
+            runner.start()
+            assert entered.wait(120)
+            release.touch()
+            os.kill(frozen.pid, signal.SIGCONT)  # the frozen run's step finishes first
+            lost = said(frozen)
+            go.set()
+            runner.join(120)
+            taken_over = box["result"]
+    finally:
+        release.touch()
+        os.kill(frozen.pid, signal.SIGCONT)
+        frozen.communicate(timeout=120)
+    ours = {"charged": 7, "by": os.getpid()}
+    assert taken_over.text == "answer: " + json.dumps(ours)
+    assert lost["error"] == "TurnLockLostError", lost  # its step finished, its commit was refused
+    assert marker.read_text().split() == ["started", "step-TurnLockLostError"]  # refused, not committed
+    with Session.open("c", store=store) as after:
+        steps = controls(after.events, "tool-step-recorded")
+        assert [(e.data["name"], e.data["result"]) for e in steps] == [("charge", ours)]  # ours, not the frozen one's
+        (result,) = [e for e in after.events if isinstance(e, ToolResultEvent)]
+        assert result.output.as_text() == json.dumps(ours)
+        assert [e.data["resolution"] for e in controls(after.events, "tool-execution-reconciled")] == ["not-executed"]
+        assert after.uncertain_tool_executions() == []
+    store.close()
