@@ -172,7 +172,9 @@ def main(mode: str, *args: str) -> None:
 
         def reply(request: Any) -> Any:
             last = request.messages[-1]
-            return ToolCall("charge", {"amount": 7}) if last.role == "user" else "answer: " + last.content[0].output.as_text()
+            if last.role == "user":
+                return ToolCall("charge", {"amount": 7})
+            return "answer: " + last.content[0].output.as_text()
 
         store = open_store(spec)
         try:
