@@ -1,13 +1,15 @@
-"""Child process of tests/test_loop_calls_processes.py (exactly once across processes).
-Every mode prints JSON lines on stdout.
+"""Child processes of tests/test_loop_calls_processes.py (exactly once across processes).
 
-``fulfil <store-dir> <sid> <ledger-dir> <order>``: open session ``sid`` on a
-FileEventStore, push ``fulfil order <order>`` unless the session has a user message, then
-``generate()``; the model calls ``fulfil(order)``, a tool of three steps (charge, reserve,
-email: each a line in a file of ``<ledger-dir>``) with a reconcile probe. At each point of
-the run (after every append to the store, after every effect) it prints ``{"point":
-name}`` and waits for a line on stdin: the parent SIGKILLs it there or lets it go on. At
-the end it prints ``{"finished": <the session's last answer>, "finish": reason}``.
+:func:`fulfil_in` is the kill loop's child (started from a forkserver, so it costs a fork
+rather than an interpreter start): open session ``sid`` on a FileEventStore, push
+``fulfil order <order>`` unless the session has a user message, then ``generate()``; the
+model calls ``fulfil(order)``, a tool of three steps (charge, reserve, email: each a line
+in a file of ``<ledger-dir>``) with a reconcile probe. At each point of the run (after
+every append to the store, after every effect) it sends ``{"point": name}`` on its pipe
+and waits for a word back: the parent SIGKILLs it there or lets it go on. At the end it
+sends ``{"finished": <the session's last answer>, "finish": reason}``.
+
+The other modes run as ``python tests/_calls_child.py <mode> ...`` and print JSON lines:
 ``answer <store-dir> <sid> <value>``: print ``{"ready": [pending input ids]}``, wait for a
 line on stdin, answer the first with ``value``; print ``{"answered": true}`` or the error.
 ``stall <store> <sid> <ledger-dir>``: ``<store>`` as ``_child.open_store`` reads it. Ask
@@ -23,6 +25,7 @@ import json
 import os
 import sys
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +35,15 @@ from agentkit import AgentkitError, FileEventStore, FunctionModel, Session, Tool
 from agentkit.events import AssistantMessageEvent, ControlEvent, UserMessageEvent
 from agentkit.transactions._journal import STEP
 
+_parent: Connection | None = None
+"""The kill loop child's pipe to the parent (set by :func:`fulfil_in`)."""
+
 
 def point(name: str) -> None:
     """Say where this process is and wait for the parent's go (it may SIGKILL us here)."""
-    say(point=name)
-    if not sys.stdin.readline():
-        raise SystemExit("the parent went away")
+    assert _parent is not None
+    _parent.send({"point": name})
+    _parent.recv()
 
 
 class PointedStore(FileEventStore):
@@ -128,17 +134,21 @@ def fulfil_reply(order: str) -> Any:
     return reply
 
 
+def fulfil_in(parent: Connection, root: str, sid: str, ledger_dir: str, order: str) -> None:
+    """The kill loop's child (see the module docstring)."""
+    global _parent
+    _parent = parent
+    model = FunctionModel(fulfil_reply(order))
+    with Session.open(sid, store=PointedStore(root), model=model, tools=[fulfil_tool(Path(ledger_dir))]) as s:
+        if not any(isinstance(e, UserMessageEvent) for e in s.events):
+            s.push_user_message(f"fulfil order {order}")
+        result = s.generate()
+        answers = [e for e in s.events if isinstance(e, AssistantMessageEvent) and not e.tool_calls]
+    parent.send({"finished": answers[-1].content[0].text if answers else None, "finish": result.finish_reason})
+
+
 def main(mode: str, *args: str) -> None:
-    if mode == "fulfil":
-        root, sid, ledger_dir, order = args
-        model = FunctionModel(fulfil_reply(order))
-        with Session.open(sid, store=PointedStore(root), model=model, tools=[fulfil_tool(Path(ledger_dir))]) as s:
-            if not any(isinstance(e, UserMessageEvent) for e in s.events):
-                s.push_user_message(f"fulfil order {order}")
-            result = s.generate()
-            answers = [e for e in s.events if isinstance(e, AssistantMessageEvent) and not e.tool_calls]
-            say(finished=answers[-1].content[0].text if answers else None, finish=result.finish_reason)
-    elif mode == "answer":
+    if mode == "answer":
         root, sid, value = args
         with Session.open(sid, store=FileEventStore(root)) as s:
             pending = [r.id for r in s.pending_inputs()]

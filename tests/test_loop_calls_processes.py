@@ -20,13 +20,16 @@ The children are tests/_calls_child.py.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import _calls_child
 import pytest
 from _procs import said, spawn, wait_for
 
@@ -34,6 +37,7 @@ from agentkit import FileEventStore, FunctionModel, Session, ToolCall, ToolConte
 from agentkit.events import ControlEvent, ToolResultEvent
 
 CHILD = str(Path(__file__).with_name("_calls_child.py"))
+PROGRESS_SECONDS = 120.0  # a generous guard against a child that hangs, not a timing
 PROBE_EXECUTED = "the tool's reconcile probe found that it took effect"
 
 
@@ -44,54 +48,62 @@ def controls(events, action: str) -> list[ControlEvent]:
 # -- the kill loop --------------------------------------------------------------------------
 
 
-def attempt(root: Path, sid: str, ledger: Path, order: str, kill_at: int) -> tuple[str | None, dict | None]:
+def forkserver() -> Any:
+    """Children forked from a clean server process that imported agentkit and the child
+    module once (cheap to start; never forked from this threaded test process)."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["agentkit", "_calls_child"])
+    return ctx
+
+
+def attempt(ctx: Any, root: Path, sid: str, ledger: Path, order: str, kill_at: int,
+            points: list[str] | None = None) -> tuple[str | None, dict | None]:
     """One child on the order's session, SIGKILLed at its ``kill_at``-th point (1-based):
     ``(the point it was killed at, None)``, or ``(None, what it said at its end)`` when it
-    finished before reaching that point."""
-    child = spawn(CHILD, "fulfil", str(root), sid, str(ledger), order)
+    finished before reaching that point. ``points``: where the points it passed go."""
+    ours, theirs = ctx.Pipe()
+    child = ctx.Process(target=_calls_child.fulfil_in, args=(theirs, str(root), sid, str(ledger), order),
+                        daemon=True)
+    child.start()
+    theirs.close()
     try:
         seen = 0
         while True:
-            message = said(child, f"the child of order {order}")
+            assert ours.poll(PROGRESS_SECONDS), f"the child of order {order} made no progress"
+            try:
+                message = ours.recv()
+            except EOFError:
+                child.join(60)
+                raise AssertionError(f"the child of order {order} died (exit code {child.exitcode})") from None
             if "finished" in message:
-                assert child.wait(60) == 0
+                child.join(60)
+                assert child.exitcode == 0
                 return None, message
             seen += 1
+            if points is not None:
+                points.append(message["point"])
             if seen == kill_at:
-                child.send_signal(signal.SIGKILL)
-                assert child.wait(60) == -signal.SIGKILL
+                os.kill(child.pid, signal.SIGKILL)
+                child.join(60)
+                assert child.exitcode == -signal.SIGKILL
                 return message["point"], None
-            child.stdin.write("go\n")
-            child.stdin.flush()
+            ours.send("go")
     finally:
-        if child.poll() is None:
+        if child.is_alive():
             child.kill()
-            child.wait(60)
-        for pipe in (child.stdin, child.stdout, child.stderr):
-            pipe.close()
-
-
-def points_of_a_whole_run(root: Path, ledger: Path) -> list[str]:
-    """The points of a run nothing interrupts (a child let through at every point)."""
-    ledger.mkdir()
-    child = spawn(CHILD, "fulfil", str(root), "clean", str(ledger), "clean")
-    points: list[str] = []
-    try:
-        while "finished" not in (message := said(child)):
-            points.append(message["point"])
-            child.stdin.write("go\n")
-            child.stdin.flush()
-    finally:
-        child.communicate(timeout=60)
-    assert message["finish"] == "stop"
-    return points
+            child.join(60)
+        ours.close()
 
 
 @pytest.mark.timeout(900)
 def test_a_three_step_tool_killed_at_every_point_of_its_run_does_each_step_exactly_once(tmp_path):
     root, ledger = tmp_path / "store", tmp_path / "ledger"
     ledger.mkdir()
-    whole = points_of_a_whole_run(tmp_path / "clean", tmp_path / "ledger-clean")
+    ctx = forkserver()
+    (tmp_path / "ledger-clean").mkdir()
+    whole: list[str] = []
+    killed, end = attempt(ctx, tmp_path / "clean", "clean", tmp_path / "ledger-clean", "clean", 10**6, whole)
+    assert killed is None and end is not None and end["finish"] == "stop"
     assert len(set(whole)) == len(whole) == 11, whole  # every append and every effect
     kills: list[tuple[str, int, str]] = []  # (order, attempt, point)
     ends: dict[str, dict] = {}
@@ -105,20 +117,20 @@ def test_a_three_step_tool_killed_at_every_point_of_its_run_does_each_step_exact
             order = f"{schedule}{first}"
             orders.append(order)
             for n in range(2 * len(whole)):
-                killed, end = attempt(root, f"s-{order}", ledger, order, first if n == 0 else later + n - 1)
+                killed, end = attempt(ctx, root, f"s-{order}", ledger, order, first if n == 0 else later + n - 1)
                 if killed is None:
                     ends[order] = end
                     break
                 kills.append((order, n, killed))
             assert order in ends, f"order {order} did not finish"
+    effects = Counter(tuple(line.split()[:2]) for name in ("ledger", "emails")
+                      for line in (ledger / name).read_text().splitlines())
+    assert effects == Counter({(step, order): 1 for step in ("charge", "reserve", "email") for order in orders})
     print(f"{len(kills)} kills over {len(orders)} orders; points of a whole run: {whole}")
     assert len(kills) >= 50
     assert {p for o, n, p in kills if n == 0} == set(whole)  # every point of a run was a kill point
     assert {p for o, n, p in kills if n > 0} >= {"appended tool-execution-reconciled", "charge repeated"}
 
-    effects = Counter(tuple(line.split()[:2]) for name in ("ledger", "emails")
-                      for line in (ledger / name).read_text().splitlines())
-    assert effects == Counter({(step, order): 1 for step in ("charge", "reserve", "email") for order in orders})
     store = FileEventStore(root)
     for order in orders:
         with Session.open(f"s-{order}", store=store) as s:
