@@ -126,8 +126,9 @@ def fulfil_reply(order: str) -> Any:
             return ToolCall("fulfil", {"order": order})
         (result,) = [p for p in last.content if hasattr(p, "output")]
         if result.output.is_error:
-            # the one error this tool's calls can get here: a kill between the assistant
-            # message and its intents (the call never started), closed as interrupted
+            # the one error a call of this tool can get: a kill between the assistant
+            # message and its intent (the call never started) closes it as interrupted (a
+            # call that started is settled by the probe, which always answers)
             return ToolCall("fulfil", {"order": order})
         return "done: " + result.output.as_text()
 

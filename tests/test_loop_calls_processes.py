@@ -144,6 +144,36 @@ def test_a_three_step_tool_killed_at_every_point_of_its_run_does_each_step_exact
             assert ends[order]["finish"] in ("stop", "nothing-to-answer")
 
 
+def test_a_call_killed_before_its_intent_was_committed_never_ran_and_is_closed_without_a_probe(tmp_path):
+    root, ledger = tmp_path / "store", tmp_path / "ledger"
+    ledger.mkdir()
+    killed, _ = attempt(forkserver(), root, "s", ledger, "A", 2)
+    assert killed == "appended assistant-message:call"  # the call is committed, its intent is not
+    read: list[str] = []
+
+    def model(request):
+        read.append(request.messages[-1].content[0].output.as_text())
+        return "I will try again"
+
+    ran: list[str] = []
+
+    @tool(reconcile=lambda args, ctx: ran.append("probed") or "not-executed")
+    def fulfil(order: str) -> str:
+        """Fulfil an order."""
+        ran.append(order)
+        return "fulfilled"
+
+    with Session.open("s", store=FileEventStore(root), model=FunctionModel(model), tools=[fulfil]) as s:
+        assert s.generate().text == "I will try again"
+        assert s.uncertain_tool_executions() == []  # not uncertain: it never started
+        assert controls(s.events, "tool-execution-intent") == []
+    assert ran == [] and not (ledger / "ledger").exists()  # no tool, no probe
+    # what the model reads is the orphan rule's cautious text (the lead's call whether a
+    # call with no intent in a durable session should say "did not run" instead)
+    assert read == ["error: this tool call was interrupted before it returned a result; "
+                    "it may or may not have taken effect"]
+
+
 # -- two processes answer one question ------------------------------------------------------
 
 
