@@ -365,3 +365,49 @@ def test_while_a_question_waits_generate_calls_no_model_and_says_input_required_
         assert again.finish_reason == "input-required" and again.steps == ()  # no model call
         s.answer_input(s.pending_inputs()[0].id, "Ada")
         assert s.generate().text == "hello Ada"
+
+
+def test_a_step_that_finishes_after_its_generation_ended_is_refused_not_committed_outside_its_turn(tmp_path):
+    import threading
+
+    from agentkit import CancelledError, CancelToken, TurnLockLostError
+
+    entered, release, done = threading.Event(), threading.Event(), threading.Event()
+    box: dict = {}
+
+    @tool
+    def slow(ctx: ToolContext) -> str:
+        """A step that outlives its cancelled generation."""
+        def run() -> str:
+            entered.set()
+            assert release.wait(60)
+            return "late"
+
+        try:
+            box["step"] = ctx.step("s", run)
+        except TurnLockLostError as exc:
+            box["refused"] = str(exc)
+        done.set()
+        return "x"
+
+    @tool
+    def quick() -> str:
+        """Return at once."""
+        return "q"
+
+    model = ScriptedModel([[ToolCall(name="slow", input={}), ToolCall(name="quick", input={})], "after"])
+    token = CancelToken()
+    with Session.open("s", store=FileEventStore(tmp_path), model=model, tools=[slow, quick],
+                      tool_execution="parallel") as s:
+        s.push_user_message("go")
+        runner = threading.Thread(target=lambda: box.setdefault("gen", pytest.raises(CancelledError, s.generate,
+                                                                                       cancel=token)))
+        runner.start()
+        assert entered.wait(60)
+        token.cancel("the user left")  # the generation ends at once; the slow call's step still runs
+        runner.join(60)
+        release.set()
+        assert done.wait(60)
+        assert "step" not in box and "no longer held" in box["refused"]  # (main: committed, unfenced)
+        assert controls(s.events, "tool-step-recorded") == []
+    assert controls(FileEventStore(tmp_path).load("s").events, "tool-step-recorded") == []
