@@ -14,12 +14,15 @@ import pytest
 from _tools import ADD_SPEC as ADD
 from _tools import add
 from fakes import openai_responses_wire as w
-from fakes.server import FakeServer, Recorded
+from fakes.server import FakeServer, Recorded, Trickle
 
 from agentkit import (
+    CancelledError,
+    CancelToken,
     ConfigurationError,
     ContextOverflowError,
     FileEventStore,
+    ProviderError,
     ProviderUnavailableError,
     RateLimitError,
     Session,
@@ -242,6 +245,15 @@ def test_server_state_falls_back_to_the_whole_history_when_the_server_forgot(ser
     assert [i["role"] for i in resent["input"]] == ["user", "assistant", "user"]
 
 
+def test_server_state_resends_nothing_on_other_errors(server, api):
+    server.add(api.answer(w.text("one")), w.error(400, "Invalid value for 'temperature'.", param="temperature"))
+    session = Session(model=model(server, server_state=True))
+    session.ask("first")
+    with pytest.raises(ProviderError, match="temperature"):
+        session.ask("second")
+    assert len(server.requests) == 2 and server.bodies[1]["previous_response_id"] == "resp_1"
+
+
 def test_server_state_resends_the_history_after_it_changed(server, api):
     server.add(api.answer(w.text("one")), api.answer(w.text("two")))
     m = model(server, server_state=True)
@@ -294,6 +306,38 @@ def test_a_failed_or_cut_stream_is_retried_before_any_event(server, api):
         list(model(server).stream(req()))
 
 
+def test_error_events_and_filtered_answers(server, api):
+    server.add(api.answer(error_event=("context_length_exceeded", "Your input exceeds the context window.")))
+    with pytest.raises(ContextOverflowError, match="in stream"):
+        list(model(server).stream(req()))
+    server.add(api.answer(w.text("par"), status="incomplete", incomplete="content_filter"))
+    events = list(model(server).stream(req()))
+    assert events[-1] == FinishEvent("content-filter", "content_filter")
+
+
+def test_cancel_ends_a_stream_that_only_sends_keepalives(server, api):
+    trickle = Trickle(b": keepalive\n\n")
+    server.add(api.answer(w.text("first"), w.text("never"), hold=trickle))
+    token = CancelToken()
+    events = model(server, timeout=120).stream(req(cancel=token))
+    for event in events:
+        if isinstance(event, TextDelta):
+            break
+    token.cancel()
+    with pytest.raises(CancelledError):
+        next(events)
+    assert trickle.client_left.wait(30), "the server should see the connection closed"
+
+
+def test_a_callable_api_key_is_asked_for_each_request(server, api):
+    keys = iter(["key-1", "key-2"])
+    server.add(api.answer(w.text("a")), api.answer(w.text("b")))
+    m = OpenAIResponsesModel("gpt-5-mini", base_url=server.url + "/v1", api_key=lambda: next(keys))
+    list(m.stream(req()))
+    list(m.stream(req()))
+    assert [r.headers["authorization"] for r in server.requests] == ["Bearer key-1", "Bearer key-2"]
+
+
 def test_the_registry_builds_it():
     m = get_model("openai-responses:gpt-5-mini", api_key="k", server_state=True)
     assert isinstance(m, OpenAIResponsesModel) and m.server_state and m.model_name == "gpt-5-mini"
@@ -305,6 +349,21 @@ def test_other_providers_reasoning_is_not_sent(server, api):
                                                  TextPart(text="hello")))
     list(model(server).stream(req(Message.user("a"), foreign, Message.user("b"))))
     assert [i.get("type") or i["role"] for i in server.bodies[0]["input"]] == ["user", "assistant", "user"]
+
+
+def test_a_conversation_moved_to_anthropic_sends_no_responses_reasoning(server, api, anthropic_server):
+    from fakes import anthropic_wire as aw
+
+    from agentkit.models.anthropic import AnthropicModel
+
+    server.add(api.answer(w.reasoning("Hm."), w.text("One.")))
+    anthropic_server.add(aw.stream(aw.text("Two.")))
+    session = Session(model=model(server))
+    session.ask("first")
+    claude = AnthropicModel("claude-sonnet-4-5", base_url=anthropic_server.url, api_key="k", retry=FAST)
+    assert session.ask("second", model=claude).text == "Two."
+    assistant = anthropic_server.bodies[0]["messages"][1]
+    assert assistant == {"role": "assistant", "content": [{"type": "text", "text": "One."}]}
 
 
 @pytest.mark.live

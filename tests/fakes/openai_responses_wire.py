@@ -9,8 +9,9 @@ what the real API enforces (its own error messages):
   server does when a response expires or is deleted);
 * every ``function_call_output`` answers a ``function_call`` in the input or in the
   previous response, and every such call is answered;
-* a reasoning item has a ``summary`` and is followed by what it led to; an item the
-  server knows followed a reasoning item comes with that reasoning item before it;
+* a reasoning item has a ``summary`` and is followed by what it led to (for a stored
+  one: the item with the id that followed it); an item the server knows followed a
+  reasoning item comes with that reasoning item before it;
 * with ``store: false`` a reasoning item carries the encrypted content it was given;
 * tools, ``tool_choice``, ``include`` and ``text.format`` (the Structured Outputs rules).
 
@@ -80,6 +81,7 @@ def call(call_id: str, name: str, arguments: Any, pieces: int = 2) -> dict[str, 
 class _Known:
     type: str
     reasoning: str | None  # the reasoning item this item followed, in its response
+    follower: str | None = None  # a reasoning item's: the item that came next
 
 
 @dataclass
@@ -171,9 +173,10 @@ class ResponsesAPI:
         if not isinstance(item.get("summary"), list):
             return error(400, f"Missing required parameter: 'input[{n}].summary'.", param=f"input[{n}].summary")
         following = items[n + 1] if n + 1 < len(items) else None
+        known = self.items.get(str(rid)) if store else None
         if following is None or following.get("type", "message") not in ("message", "function_call") or (
             following.get("role", "assistant") != "assistant"
-        ):
+        ) or (known is not None and known.follower is not None and following.get("id") != known.follower):
             return error(400, f"Item '{rid}' of type 'reasoning' was provided without its required following item.",
                          param="input")
         encrypted = item.get("encrypted_content")
@@ -190,17 +193,25 @@ class ResponsesAPI:
 
     def answer(self, *outputs: dict[str, Any], status: str = "completed", incomplete: str | None = None,
                usage_: dict[str, Any] | None = None, cut: bool = False,
-               fail: tuple[str, str] | None = None) -> Any:
+               fail: tuple[str, str] | None = None, error_event: tuple[str, str] | None = None,
+               hold: Any = None) -> Any:
         """A responder answering the next request with ``outputs``. ``status`` /
-        ``incomplete`` set how it ended; ``cut`` ends the stream before the response's last event;
-        ``fail`` = (code, message) ends the stream with ``response.failed``."""
+        ``incomplete`` set how it ended; ``cut`` ends the stream before the response's
+        last event; ``fail`` = (code, message) ends it with ``response.failed``,
+        ``error_event`` = (code, message) with an ``error`` event; ``hold`` (a
+        :class:`~tests.fakes.server.Trickle` or ``threading.Event``) pauses the stream
+        after its first output item."""
 
         def respond(rec: Recorded) -> Reply:
             body = rec.body or {}
             n = next(self._ids)
             response = self._build(n, body, outputs, status, incomplete, usage_)
             if body.get("stream"):
-                return Reply(events=_events(response, outputs, cut, fail))
+                events = _events(response, outputs, cut, fail, error_event)
+                if hold is not None:
+                    after = next(i for i, (name, _) in enumerate(events) if name == "response.output_item.done")
+                    events.insert(after + 1, (None, hold))
+                return Reply(events=events)
             return Reply(json=response)
 
         return respond
@@ -223,6 +234,8 @@ class ResponsesAPI:
                 if store:
                     follows = None if item["type"] == "reasoning" else last_reasoning
                     self.items[item["id"]] = _Known(item["type"], follows)
+                    if out and out[-1]["type"] == "reasoning":
+                        self.items[out[-1]["id"]].follower = item["id"]
                 out.append(item)
             previous = body.get("previous_response_id")
             raw = body.get("input")
@@ -279,7 +292,7 @@ def _item(n: int, k: int, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _events(response: dict[str, Any], outputs: Sequence[dict[str, Any]], cut: bool,
-            fail: tuple[str, str] | None) -> list[tuple[str | None, Any]]:
+            fail: tuple[str, str] | None, error_event: tuple[str, str] | None) -> list[tuple[str | None, Any]]:
     seq = itertools.count()
     events: list[tuple[str | None, Any]] = []
 
@@ -319,6 +332,8 @@ def _events(response: dict[str, Any], outputs: Sequence[dict[str, Any]], cut: bo
         emit("response.output_item.done", output_index=index, item=item)
     if cut:
         pass  # the body ends here, without the response's last event
+    elif error_event is not None:
+        emit("error", code=error_event[0], message=error_event[1], param=None)
     elif fail is not None:
         emit("response.failed", response={**response, "status": "failed",
                                           "error": {"code": fail[0], "message": fail[1]}})
