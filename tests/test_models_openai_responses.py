@@ -7,6 +7,7 @@ so every test also checks that the adapter sends what the real API would accept.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 
@@ -29,7 +30,16 @@ from agentkit import (
     get_model,
     run_agent,
 )
-from agentkit.messages import Message, ReasoningPart, TextPart, ToolOutput, ToolResultPart
+from agentkit.messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolOutput,
+    ToolResultPart,
+)
 from agentkit.models import (
     FinishEvent,
     ModelRequest,
@@ -336,6 +346,35 @@ def test_a_callable_api_key_is_asked_for_each_request(server, api):
     list(m.stream(req()))
     list(m.stream(req()))
     assert [r.headers["authorization"] for r in server.requests] == ["Bearer key-1", "Bearer key-2"]
+
+
+def test_images_files_system_messages_and_tool_images_as_input_items(server, api):
+    server.add(api.answer(w.text("seen")))
+    png = b"\x89PNG fake"
+    user = Message(role="user", content=(TextPart(text="look"), ImagePart(data=png, media_type="image/png"),
+                                         FilePart(data=b"%PDF", media_type="application/pdf", filename="a.pdf")))
+    call = Message(role="assistant", content=(ToolCallPart(tool_call_id="c1", tool_name="shot", input={}),))
+    shot = ToolOutput(kind="content", value=(TextPart(text="here"), ImagePart(url="https://x.test/i.png")))
+    result = Message(role="tool", content=(ToolResultPart(tool_call_id="c1", tool_name="shot", output=shot),))
+    list(model(server).stream(req(user, call, result, Message.system("be terse"))))
+    items = server.bodies[0]["input"]
+    assert items[0]["content"] == [
+        {"type": "input_text", "text": "look"},
+        {"type": "input_image", "image_url": "data:image/png;base64," + base64.b64encode(png).decode(),
+         "detail": "auto"},
+        {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERg==", "filename": "a.pdf"},
+    ]
+    assert items[2]["output"] == [{"type": "input_text", "text": "here"},
+                                  {"type": "input_image", "image_url": "https://x.test/i.png", "detail": "auto"}]
+    assert items[3] == {"role": "system", "content": "be terse"}
+
+
+def test_prompt_cache_key_is_the_session_id(server, api):
+    server.add(api.answer(w.text("a")), api.answer(w.text("b")))
+    list(model(server, cache=True).stream(req(session_id="sess-9")))
+    list(model(server).stream(req(session_id="sess-9")))  # a base_url: not sent unless cache=True
+    assert server.bodies[0]["prompt_cache_key"] == "sess-9"
+    assert "prompt_cache_key" not in server.bodies[1]
 
 
 def test_the_registry_builds_it():

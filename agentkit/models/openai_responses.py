@@ -13,17 +13,17 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from ..cancel import CancelToken
 from ..errors import ConfigurationError, MissingDependencyError
-from ._common import check_tool_choice, make_client, sdk_call_kwargs
+from ._common import check_tool_choice, sdk_call_kwargs
 from ._errors import api_failure, translate_sdk_error
 from ._responses_events import ResponseFailed, ResponseReader
 from ._responses_items import chain_digest, receipt_of, to_input_items
 from ._retry import RetryInfo, RetryPolicy, TranslatedError
 from ._sdk import SDKModel, _Interrupter
 from .base import ModelRequest, OutputMode, OutputSpec, StreamEvent
+from .openai import _openai_client
 
 try:
     import openai as _openai
@@ -117,20 +117,7 @@ class OpenAIResponsesModel(SDKModel):
             raise ConfigurationError("system_role must be 'system' or 'developer'")
         self.model_name = model
         self._api_key = api_key if callable(api_key) else None
-        server = str(client.base_url) if client is not None and base_url is None else base_url
-        official = server is None or urlsplit(server).hostname == "api.openai.com"
-        self._client = make_client(
-            _openai.OpenAI,
-            client,
-            api_key=api_key,
-            env_key="OPENAI_API_KEY",
-            base_url=base_url,
-            timeout=timeout,
-            default_headers=default_headers,
-            label="OpenAI",
-            read_env=official,  # OPENAI_API_KEY is not sent to other servers
-            organization=organization,
-        )
+        self._client, official = _openai_client(client, api_key, base_url, timeout, default_headers, organization)
         self._stream = bool(stream)
         self._store = store
         self.server_state = bool(server_state)

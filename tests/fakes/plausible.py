@@ -1,8 +1,8 @@
 """Responders that answer any request plausibly, for examples written against a real provider.
 
 The documentation's examples say ``run_agent("openai:gpt-4.1-mini", ...)`` or
-``"anthropic:claude-sonnet-4-5"`` (or ``"openai-responses:gpt-5-mini"``); tests/test_docs.py points the official SDKs at a
-:class:`~tests.fakes.server.FakeServer` with one of these responders. They speak the real
+``"anthropic:claude-sonnet-4-5"`` (or ``"openai-responses:gpt-5-mini"``); tests/test_docs.py
+points the official SDKs at a :class:`~tests.fakes.server.FakeServer` with one of these responders. They speak the real
 wire formats (streamed or not) and behave like a cooperative model:
 
 * when tools are offered and the last message is not a tool result, call one tool: the
