@@ -194,13 +194,20 @@ def test_store_false_asks_for_and_carries_encrypted_reasoning(server, api):
     assert "id" not in fc
 
 
-def test_the_fake_rejects_reasoning_without_encrypted_content_under_store_false(server, api):
+def test_store_false_leaves_out_reasoning_the_server_kept_only_by_id(server, api):
     server.add(api.answer(w.reasoning("x"), w.text("a")), api.answer(w.text("b")))
     history = list(model(server).stream(req()))  # stored, without encrypted content
     part = next(e.part for e in history if isinstance(e, ReasoningDone) and e.part.text)
     again = (Message.user("hi"), Message(role="assistant", content=(part, TextPart(text="a"))), Message.user("more"))
-    with pytest.raises(Exception, match="Items are not persisted when `store` is set to false"):
-        list(model(server, store=False, retry=RetryPolicy(max_retries=0)).stream(req(*again)))
+    unstored = model(server, store=False, retry=RetryPolicy(max_retries=0))
+    # what the API refuses: the item by id alone, under store=False
+    body = {**unstored.build_params(req(*again)), "input": [
+        {"role": "user", "content": "hi"}, {"type": "reasoning", "id": "rs_1_0", "summary": []},
+        {"role": "assistant", "content": "a"}]}
+    rejected = api.validate(Recorded("POST", "/v1/responses", {}, body))
+    assert rejected is not None and "Items are not persisted when `store` is set to false" in json.dumps(rejected.json)
+    list(unstored.stream(req(*again)))
+    assert [i.get("type") or i["role"] for i in server.bodies[1]["input"]] == ["user", "assistant", "user"]
 
 
 def test_reasoning_only_turns_are_not_sent_back(server, api):

@@ -67,10 +67,11 @@ def chain_digest(items: Sequence[Items]) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:32]
 
 
-def to_input_items(messages: Sequence[Message], system_role: str, send_ids: bool) -> list[Items]:
+def to_input_items(messages: Sequence[Message], system_role: str, stored: bool) -> list[Items]:
     """The input items of each message (a list per message, so a prefix's items are the
-    items of the prefix's messages). ``send_ids``: send the output item ids the receipts
-    hold (not with ``store=False``, where the server keeps no items to pair them with)."""
+    items of the prefix's messages). ``stored``: the server keeps items (not with
+    ``store=False``): the output item ids the receipts hold are sent, and reasoning
+    without encrypted content can be looked up by its id."""
     out: list[Items] = []
     for m in messages:
         if m.role == "system":
@@ -78,7 +79,7 @@ def to_input_items(messages: Sequence[Message], system_role: str, send_ids: bool
         elif m.role == "user":
             out.append([{"role": "user", "content": _user_content(m.content)}])
         elif m.role == "assistant":
-            out.append(_assistant_items(m, send_ids))
+            out.append(_assistant_items(m, stored))
         else:
             out.append([_call_output(p) for p in m.content if isinstance(p, ToolResultPart)])
     return out
@@ -106,15 +107,16 @@ def _content_block(p: Any) -> dict[str, Any] | None:
     return None
 
 
-def _assistant_items(m: Message, send_ids: bool) -> Items:
-    receipt = receipt_of(m) if send_ids else None
+def _assistant_items(m: Message, stored: bool) -> Items:
+    receipt = receipt_of(m) if stored else None
     message_ids = list(receipt.get("messages", [])) if receipt else []
     call_ids: Mapping[str, str] = receipt.get("calls", {}) if receipt else {}
     items: Items = []
     for p in m.content:
         if isinstance(p, ReasoningPart):
             data = decode_token(p.signature)
-            if data is not None and "id" in data:
+            # without encrypted content only a server that kept the item knows it
+            if data is not None and "id" in data and (stored or data.get("encrypted_content")):
                 items.append(_reasoning_item(data))
         elif isinstance(p, TextPart):
             msg_id = message_ids.pop(0) if message_ids else None

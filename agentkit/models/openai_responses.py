@@ -182,7 +182,7 @@ class OpenAIResponsesModel(SDKModel):
 
     def _plan(self, request: ModelRequest) -> _Plan:
         check_tool_choice(request)
-        groups = to_input_items(request.messages, self._system_role, send_ids=self._store is not False)
+        groups = to_input_items(request.messages, self._system_role, stored=self._store is not False)
         params = self._body(request)
         full = {**params, "input": [i for g in groups for i in g]}
         _apply_options(full, request.provider_options)
