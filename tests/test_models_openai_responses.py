@@ -262,6 +262,16 @@ def test_server_state_falls_back_to_the_whole_history_when_the_server_forgot(ser
     assert [i["role"] for i in resent["input"]] == ["user", "assistant", "user"]
 
 
+def test_server_state_continues_a_session_reopened_from_its_store(server, api, tmp_path):
+    server.add(api.answer(w.text("one")), api.answer(w.text("two")))
+    Session(model=model(server, server_state=True), store=FileEventStore(tmp_path), session_id="s").ask("first")
+    # another process (a new model and session object) continues from the stored receipt
+    reopened = Session(model=model(server, server_state=True), store=FileEventStore(tmp_path), session_id="s")
+    assert reopened.ask("second").text == "two"
+    assert server.bodies[1]["previous_response_id"] == "resp_1"
+    assert server.bodies[1]["input"] == [{"role": "user", "content": "second"}]
+
+
 def test_server_state_resends_nothing_on_other_errors(server, api):
     server.add(api.answer(w.text("one")), w.error(400, "Invalid value for 'temperature'.", param="temperature"))
     session = Session(model=model(server, server_state=True))
