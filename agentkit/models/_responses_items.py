@@ -25,6 +25,7 @@ from typing import Any
 
 from ..messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from ._common import data_url, is_text_media, text_of_file, tool_result_text
+from ._openai_messages import _arguments
 
 TOKEN_PREFIX = "openai-responses:"
 """How a ``ReasoningPart.signature`` written by the Responses adapter begins."""
@@ -148,12 +149,6 @@ def _reasoning_item(data: Mapping[str, Any]) -> dict[str, Any]:
     if data.get("encrypted_content"):
         item["encrypted_content"] = data["encrypted_content"]
     return item
-
-
-def _arguments(call: ToolCallPart) -> str:
-    if call.input_error is not None:
-        return "{}"  # the raw text was invalid
-    return json.dumps(call.input, ensure_ascii=False)
 
 
 def _call_output(p: ToolResultPart) -> dict[str, Any]:

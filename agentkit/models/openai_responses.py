@@ -16,14 +16,14 @@ from typing import Any, Literal
 
 from ..cancel import CancelToken
 from ..errors import ConfigurationError, MissingDependencyError
-from ._common import check_tool_choice, sdk_call_kwargs
+from ._common import check_tool_choice, function_tools, sdk_call_kwargs
 from ._errors import api_failure, translate_sdk_error
 from ._responses_events import ResponseFailed, ResponseReader
 from ._responses_items import chain_digest, receipt_of, to_input_items
 from ._retry import RetryInfo, RetryPolicy, TranslatedError
 from ._sdk import SDKModel, _Interrupter
 from .base import ModelRequest, OutputMode, OutputSpec, StreamEvent
-from .openai import _openai_client
+from .openai import _openai_client, _response_format
 
 try:
     import openai as _openai
@@ -210,11 +210,9 @@ class OpenAIResponsesModel(SDKModel):
         if request.system:
             params["instructions"] = request.system
         if request.tools:
-            params["tools"] = [
-                {"type": "function", "name": t.name, "description": t.description,
-                 "parameters": dict(t.input_schema), "strict": False}
-                for t in request.tools
-            ]
+            # the Chat Completions function tool, flat; not strict (the API's default is)
+            params["tools"] = [{"type": "function", **t["function"], "strict": False}
+                               for t in function_tools(request.tools)]
             choice = request.tool_choice
             params["tool_choice"] = (choice if choice in ("auto", "none", "required")
                                      else {"type": "function", "name": choice})
@@ -263,12 +261,9 @@ def _apply_options(params: dict[str, Any], options: Mapping[str, Any]) -> None:
 
 
 def _text_format(output: OutputSpec) -> dict[str, Any]:
-    """A structured output as a Responses ``json_schema`` text format."""
-    fmt: dict[str, Any] = {"type": "json_schema", "name": output.name, "schema": dict(output.schema),
-                           "strict": output.strict}
-    if output.description:
-        fmt["description"] = output.description
-    return fmt
+    """A structured output as a Responses ``json_schema`` text format: the Chat
+    Completions ``json_schema`` spec, flat."""
+    return {"type": "json_schema", **_response_format(output)["json_schema"]}
 
 
 def _forgot_previous(exc: Exception) -> bool:
