@@ -422,6 +422,18 @@ def test_a_conversation_moved_to_anthropic_sends_no_responses_reasoning(server, 
     assert assistant == {"role": "assistant", "content": [{"type": "text", "text": "One."}]}
 
 
+def test_langchain_gets_responses_reasoning_as_a_plain_reasoning_block(server, api):
+    from agentkit.adapters.langchain import messages_from_langchain, messages_to_langchain
+
+    server.add(api.answer(w.reasoning("Hm."), w.text("One.")))
+    parts = tuple(e.part for e in model(server).stream(req()) if isinstance(e, ReasoningDone))
+    history = (Message.user("hi"), Message(role="assistant", content=(*parts, TextPart(text="One."))))
+    ai = messages_to_langchain(history)[1]
+    # not Anthropic's signed "thinking" block: ChatAnthropic would send it back and be refused
+    assert [b["type"] for b in ai.content] == ["reasoning", "reasoning", "text"]
+    assert messages_from_langchain(messages_to_langchain(history)) == list(history)
+
+
 @pytest.mark.live
 def test_live_responses_loop_with_a_tool_and_server_state():
     if not os.environ.get("OPENAI_API_KEY"):
