@@ -281,6 +281,19 @@ def test_server_state_resends_nothing_on_other_errors(server, api):
     assert len(server.requests) == 2 and server.bodies[1]["previous_response_id"] == "resp_1"
 
 
+def test_server_state_sends_the_compacted_history_after_a_compaction(server, api):
+    server.add(api.answer(w.text("one")), api.answer(w.text("two")), api.answer(w.text("three")))
+    session = Session(model=model(server, server_state=True))
+    session.ask("first")
+    session.ask("second")
+    session.compact(keep_last=2, compactor=lambda messages, reason, cancel: "SUMMARY of the first exchange")
+    session.ask("third")
+    third = server.bodies[2]
+    assert "previous_response_id" not in third  # the server's copy still holds the uncompacted turns
+    sent = json.dumps(third["input"])
+    assert "SUMMARY of the first exchange" in sent and '"first"' not in sent
+
+
 def test_server_state_resends_the_history_after_it_changed(server, api):
     server.add(api.answer(w.text("one")), api.answer(w.text("two")))
     m = model(server, server_state=True)
