@@ -159,6 +159,9 @@ PUBLIC_NAMESPACES = {
     'agentkit.models.openai': [
         'OpenAIChatModel',
     ],
+    'agentkit.models.openai_responses': [
+        'OpenAIResponsesModel',
+    ],
     'agentkit.observability': [
         'configure', 'recording_content',
     ],
