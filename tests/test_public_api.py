@@ -110,6 +110,10 @@ PUBLIC_NAMESPACES = {
         'compaction_boundary', 'conversation_events_since_reset', 'estimate_tokens',
         'events_from_messages', 'render_runtime_event', 'summary_messages', 'truncate_output',
     ],
+    'agentkit.evals': [
+        'AgentOutput', 'AnswerMatches', 'EVALUATORS', 'MaxSteps', 'MaxTokens', 'OutputValidates', 'ToolCalled',
+        'ToolCallsMatch', 'ToolNotCalled', 'agent_task', 'dataset_from_sessions',
+    ],
     'agentkit.events': [
         'AssistantMessageEvent', 'CompactionEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event',
         'RuntimeEvent', 'ToolResultEvent', 'UserMessageEvent', 'event_from_dict', 'new_id',

@@ -7,6 +7,7 @@
     agentkit events support-42 --store ./sessions      # JSON lines, one event each
     agentkit inputs support-42 --store ./sessions      # questions tools asked, JSON lines
     agentkit answer support-42 REQUEST_ID true --store ./sessions
+    agentkit eval --store ./sessions --model openai:gpt-4.1-mini [--json]  # pydantic-evals report
 
 ``chat`` is an interactive REPL (:mod:`agentkit.cli._repl`); docs/cli.md describes it.
 """
@@ -22,7 +23,7 @@ from typing import Any
 
 from ..errors import AgentkitError, ConfigurationError
 from ..models.registry import _SPEC_FORMS
-from . import _inputs
+from . import _eval, _inputs
 
 __all__ = ["main"]
 
@@ -215,6 +216,8 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--cancel", metavar="REASON", help="close the question unanswered; the model reads REASON")
     answer.add_argument("--store", required=True)
     answer.set_defaults(fn=lambda a: _inputs.cmd_answer(a, _existing_store(a.store)))
+    _eval.add_parser(sub, _MODEL_HELP).set_defaults(
+        fn=lambda a: _eval.cmd_eval(a, _existing_store(a.store), _model_spec(a), _load_tools(a.tools or ())))
     return p
 
 
