@@ -140,3 +140,37 @@ def test_without_the_extra_eval_names_the_install_command(tmp_path):
     assert out.returncode == 2
     assert "agentkit.evals (evaluations on pydantic-evals) needs the 'pydantic-evals' package" in out.stderr
     assert "pip install 'sync-agentkit[evals]'" in out.stderr
+
+
+def test_on_a_terminal_the_progress_is_one_bar_drawn_again_as_each_case_ends(tmp_path):
+    import pty
+    import subprocess
+    import sys
+
+    store = FileEventStore(tmp_path / "store")
+    for n in range(3):
+        Agent("echo").session(f"s{n}", store).ask(f"hello {n}")
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "AGENTKIT_MODEL"}
+    proc = subprocess.Popen([sys.executable, "-m", "agentkit.cli", "eval", "--store", str(tmp_path / "store"),
+                             "--model", "echo", "--concurrency", "1"],
+                            stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    stdout, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, seen
+    terminal = seen.decode()
+    assert terminal.count("\ragentkit eval: [") == 3
+    assert "\ragentkit eval: [######--------------] 1/3 cases\ragentkit eval: [#############-------] 2/3 cases" \
+        in terminal
+    assert terminal.endswith("[####################] 3/3 cases\r\n")  # one line break, at the end
+    assert "3 of 3 cases passed" in stdout.decode()

@@ -8,7 +8,6 @@ import argparse
 import json
 import shutil
 import sys
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -57,11 +56,11 @@ def cmd_eval(args: argparse.Namespace, store: EventStore, spec: str, tools: list
     agent = Agent(spec, tools=tools, **({"system": args.system} if args.system else {}))
     task = _with_progress(agent_task(agent, name=spec), len(dataset.cases))
     report = dataset.evaluate_sync(task, max_concurrency=args.concurrency, progress=False, task_name=spec)
-    passed = _passed(report)
+    failed = _failed_names(report)
     if args.json:
         from pydantic_evals.reporting import EvaluationReportAdapter
 
-        body = {"passed": passed, "cases": len(dataset.cases), "failed": _failed_names(report),
+        body = {"passed": not failed, "cases": len(dataset.cases), "failed": failed,
                 "report": EvaluationReportAdapter.dump_python(report, mode="json")}
         print(json.dumps(body, ensure_ascii=False))
     else:
@@ -69,35 +68,31 @@ def cmd_eval(args: argparse.Namespace, store: EventStore, spec: str, tools: list
         sys.stdout.write(report.render(width=width))
         for line in _failure_lines(report):
             print(line)
-        print(f"{len(dataset.cases) - len(_failed_names(report))} of {len(dataset.cases)} cases passed")
-    return 0 if passed else 1
+        print(f"{len(dataset.cases) - len(failed)} of {len(dataset.cases)} cases passed")
+    return 1 if failed else 0
 
 
 def _with_progress(task: Callable[[Any], Awaitable[Any]], total: int) -> Callable[[Any], Awaitable[Any]]:
-    """``task``, writing ``eval: [####----] done/total`` to stderr as each case ends (one
-    line each when stderr is not a terminal)."""
-    lock = threading.Lock()
+    """``task``, writing ``agentkit eval: [####----] done/total cases`` to stderr as each
+    case ends: one bar drawn again on a terminal, else one line each. The cases all run on
+    the evaluation's event loop, so the count needs no lock."""
     done = 0
     tty = sys.stderr.isatty()
+    start = "\r" if tty else ""
 
     async def counted(inputs: Any) -> Any:
         nonlocal done
         try:
             return await task(inputs)
         finally:
-            with lock:
-                done += 1
-                bar = "#" * (20 * done // total) + "-" * (20 - 20 * done // total)
-                end = "\n" if not tty or done == total else ""
-                sys.stderr.write(f"{chr(13) if tty else ''}agentkit eval: [{bar}] {done}/{total} cases{end}")
-                sys.stderr.flush()
+            done += 1
+            bar = "#" * (20 * done // total) + "-" * (20 - 20 * done // total)
+            end = "\n" if not tty or done == total else ""
+            sys.stderr.write(f"{start}agentkit eval: [{bar}] {done}/{total} cases{end}")
+            sys.stderr.flush()
 
     counted.__name__ = task.__name__
     return counted
-
-
-def _passed(report: Any) -> bool:
-    return not _failed_names(report)
 
 
 def _failed_names(report: Any) -> list[str]:
