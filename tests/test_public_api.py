@@ -110,7 +110,11 @@ PUBLIC_NAMESPACES = {
         'compaction_boundary', 'conversation_events_since_reset', 'estimate_tokens',
         'events_from_messages', 'render_runtime_event', 'summary_messages', 'truncate_output',
     ],
-    'agentkit.evals': ['ReplayResult', 'ReplaySide', 'ReplayTurn', 'ToolMode'],
+    'agentkit.evals': [
+        'AgentOutput', 'AnswerMatches', 'EVALUATORS', 'MaxSteps', 'MaxTokens', 'OutputValidates', 'ReplayResult',
+        'ReplaySide', 'ReplayTurn', 'ToolCalled', 'ToolCallsMatch', 'ToolMode', 'ToolNotCalled', 'agent_task',
+        'dataset_from_sessions', 'replay_task',
+    ],
     'agentkit.events': [
         'AssistantMessageEvent', 'CompactionEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event',
         'RuntimeEvent', 'ToolResultEvent', 'UserMessageEvent', 'event_from_dict', 'new_id',

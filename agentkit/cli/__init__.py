@@ -9,6 +9,7 @@
     agentkit answer support-42 REQUEST_ID true --store ./sessions
     agentkit serve-mcp myapp:agent [--http 8765]           # an Agent as an MCP server
     agentkit replay support-42 --store ./sessions --model openai:gpt-4.1-mini --json
+    agentkit eval --store ./sessions --model openai:gpt-4.1-mini [--json]  # pydantic-evals report
 
 ``chat`` is an interactive REPL (:mod:`agentkit.cli._repl`); docs/cli.md describes it.
 """
@@ -24,7 +25,7 @@ from typing import Any
 
 from ..errors import AgentkitError, ConfigurationError
 from ..models.registry import _SPEC_FORMS
-from . import _inputs, _replay
+from . import _eval, _inputs, _replay
 
 __all__ = ["main"]
 
@@ -247,6 +248,8 @@ def _parser() -> argparse.ArgumentParser:
     answer.set_defaults(fn=lambda a: _inputs.cmd_answer(a, _existing_store(a.store)))
     _replay.add_parser(sub, _MODEL_HELP).set_defaults(fn=lambda a: _replay.cmd_replay(
         a, _existing_store(a.store), _model_spec(a), _load_tools(a.live_tools or ())))
+    _eval.add_parser(sub, _MODEL_HELP).set_defaults(
+        fn=lambda a: _eval.cmd_eval(a, _existing_store(a.store), _model_spec(a), _load_tools(a.tools or ())))
     return p
 
 
