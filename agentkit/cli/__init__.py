@@ -7,6 +7,7 @@
     agentkit events support-42 --store ./sessions      # JSON lines, one event each
     agentkit inputs support-42 --store ./sessions      # questions tools asked, JSON lines
     agentkit answer support-42 REQUEST_ID true --store ./sessions
+    agentkit fork support-42 --at EVENT_ID --as support-42-b --store ./sessions
 
 ``chat`` is an interactive REPL (:mod:`agentkit.cli._repl`); docs/cli.md describes it.
 """
@@ -23,6 +24,7 @@ from typing import Any
 from ..errors import AgentkitError, ConfigurationError
 from ..models.registry import _SPEC_FORMS
 from . import _inputs
+from ._fork import add_fork_command
 
 __all__ = ["main"]
 
@@ -215,6 +217,7 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--cancel", metavar="REASON", help="close the question unanswered; the model reads REASON")
     answer.add_argument("--store", required=True)
     answer.set_defaults(fn=lambda a: _inputs.cmd_answer(a, _existing_store(a.store)))
+    add_fork_command(sub, _existing_store)
     return p
 
 
