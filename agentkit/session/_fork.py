@@ -118,25 +118,20 @@ def closing_events(prefix: Sequence[Event], source_id: str | None, render_runtim
     reason = f"the session was forked at event {at} while this generation was unfinished"
     interrupts = [ControlEvent(action=ACTION_OF[INTERRUPTED], data={"reason": reason}, generation_id=gid)
                   for gid in unfinished]
-    after = TransactionLedger([*prefix, *interrupts])  # what the model may see in the fork
-    projector = Projector(render_runtime, hidden=after.hidden)
+    unanswered = _unanswered(prefix)
+    started = {call_id: ledger.started(call_id) for call_id in unanswered}
+    ledger.apply(interrupts)  # now: what the model may see in the fork
+    projector = Projector(render_runtime, hidden=ledger.hidden)
     projector.extend(prefix)
     visible = projector.pending_tool_calls
     approvals = ApprovalState()
     approvals.catch_up(prefix)
-    calls: dict[str, tuple[str, str | None]] = {}  # tool call id -> (name, generation id), open ones
-    for ev in prefix:
-        if isinstance(ev, AssistantMessageEvent):
-            for call in ev.tool_calls:
-                calls[call.tool_call_id] = (call.tool_name, ev.generation_id)
-        elif isinstance(ev, ToolResultEvent):
-            calls.pop(ev.tool_call_id, None)
     where = f"session {source_id!r}" if source_id else "the session"
     results: list[Event] = []
-    for call_id, (name, gid) in calls.items():
+    for call_id, (name, gid) in unanswered.items():
         if call_id not in visible and gid not in unfinished:
             continue  # closed in the model's view (a later answer moved on) and no work waits on it
-        intent = ledger.started(call_id)
+        intent = started[call_id]
         state = _state_of(call_id, intent, approvals, ledger)
         text = (f"this tool call was still open ({state}) when {where} was forked at event {at}: it does not "
                 f"run or finish in this fork. Call the tool again if it is still needed.")
@@ -144,6 +139,18 @@ def closing_events(prefix: Sequence[Event], source_id: str | None, render_runtim
                                        intent_id=intent, generation_id=gid))
     seq = prefix[-1].seq
     return [ev.with_seq(seq + i) for i, ev in enumerate([*results, *interrupts], 1)]
+
+
+def _unanswered(prefix: Sequence[Event]) -> dict[str, tuple[str, str | None]]:
+    """The tool calls of ``prefix`` without a result: id -> (tool name, generation id)."""
+    calls: dict[str, tuple[str, str | None]] = {}
+    for ev in prefix:
+        if isinstance(ev, AssistantMessageEvent):
+            for call in ev.tool_calls:
+                calls[call.tool_call_id] = (call.tool_name, ev.generation_id)
+        elif isinstance(ev, ToolResultEvent):
+            calls.pop(ev.tool_call_id, None)
+    return calls
 
 
 def _state_of(call_id: str, intent: str | None, approvals: ApprovalState, ledger: TransactionLedger) -> str:
