@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,7 @@ from agentkit import (
 )
 from agentkit.context._projection import INTERRUPTED_RESULT, Projector
 from agentkit.events import ControlEvent, ToolResultEvent, UserMessageEvent
-from agentkit.messages import Message, ToolResultPart
+from agentkit.messages import Message, TextPart, ToolResultPart
 from agentkit.transactions._ledger import TERMINAL, TransactionLedger
 
 
@@ -264,23 +265,61 @@ def test_bad_input_is_refused_before_anything_is_written(store):
     other.close()
 
 
-def test_postgres_copy_prefix_copies_inside_the_server_and_refuses_a_changed_source(pg_store):
-    source, _ = conversation(pg_store)
-    events = source.events
-    extra = [UserMessageEvent(content=source.events[0].content, seq=events[4].seq + 1)]
-    rev = pg_store.copy_prefix("src", "c1", count=5, first_event_id=events[0].id, last_event_id=events[4].id,
-                               events=extra)
-    assert rev == 6 and pg_store.head("c1") == 6
-    loaded = pg_store.load("c1").events
-    assert [e.to_dict() for e in loaded] == [e.to_dict() for e in [*events[:5], *extra]]
-    assert pg_store.load_after("c1", 5)[1][0].id == extra[0].id  # each row's revision as one append gives it
+def chat(n):
+    """``n`` user messages numbered 1..n, as a store holds them."""
+    return [UserMessageEvent(content=(TextPart(text=f"message {i}"),)).with_seq(i) for i in range(1, n + 1)]
+
+
+def test_copy_prefix_copies_a_prefix_in_one_write_and_refuses_a_changed_source_or_a_used_id(store):
+    events = chat(10)
+    for lo, hi in ((0, 3), (3, 7), (7, 10)):  # three records (appends)
+        store.append("src", events[lo:hi], expected_revision=lo)
+    extra = [UserMessageEvent(content=(TextPart(text="after"),)).with_seq(6)]
+    rev = store.copy_prefix("src", "c1", count=5, first_event_id=events[0].id, last_event_id=events[4].id,
+                            events=extra)  # ends inside the second record
+    assert rev == 6 and store.head("c1") == 6
+    assert [e.to_dict() for e in store.load("c1").events] == [e.to_dict() for e in [*events[:5], *extra]]
+    if not isinstance(store, FileEventStore):  # each row's revision as one append gives it
+        assert [e.id for e in store.load_after("c1", 5)[1]] == [extra[0].id]
+    assert store.copy_prefix("src", "c2", count=3, first_event_id=events[0].id, last_event_id=events[2].id) == 3
+    assert [e.id for e in store.load("c2").events] == [e.id for e in events[:3]]
+    store.append("c2", chat(4)[3:], expected_revision=3)  # a copy goes on like any session
+    if isinstance(store, FileEventStore):  # whole records are copied as they are, byte for byte
+        root = Path(store.root_dir)
+        source_lines = (root / "src" / "events.jsonl").read_bytes().splitlines(True)
+        copy_lines = (root / "c1" / "events.jsonl").read_bytes().splitlines(True)
+        assert len(copy_lines) == 3 and copy_lines[1] == source_lines[1] and copy_lines[2] != source_lines[2]
     with pytest.raises(StoreConflictError, match="'c1' is at revision 6"):
-        pg_store.copy_prefix("src", "c1", count=5, first_event_id=events[0].id, last_event_id=events[4].id)
+        store.copy_prefix("src", "c1", count=5, first_event_id=events[0].id, last_event_id=events[4].id)
     with pytest.raises(StoreConflictError, match="no longer begins with the 4 events"):
-        pg_store.copy_prefix("src", "c2", count=4, first_event_id=events[1].id, last_event_id=events[4].id)
+        store.copy_prefix("src", "c3", count=4, first_event_id=events[1].id, last_event_id=events[4].id)
     with pytest.raises(StoreConflictError, match="no longer begins"):
-        pg_store.copy_prefix("src", "c2", count=1, first_event_id="gone", last_event_id="gone")
-    assert pg_store.head("c2") is None and "c2" not in pg_store.list_sessions()
+        store.copy_prefix("src", "c3", count=1, first_event_id="gone", last_event_id="gone")
+    with pytest.raises(StoreConflictError, match="no longer begins"):
+        store.copy_prefix("nope", "c3", count=1, first_event_id="gone", last_event_id="gone")
+    with pytest.raises(ConfigurationError, match="count must be an int >= 1"):
+        store.copy_prefix("src", "c3", count=0, first_event_id="x", last_event_id="x")
+    assert store.head("c3") is None and "c3" not in store.list_sessions()
+    # a compacted source: the prefix starts with what the compaction left
+    store.archive("src", "a1", events[:4])
+    store.compact("src", "a1", expected_revision=10, remove=4)
+    kept = store.load("src").events
+    with pytest.raises(StoreConflictError, match="no longer begins"):  # decided on the log before it
+        store.copy_prefix("src", "c3", count=5, first_event_id=events[0].id, last_event_id=events[4].id)
+    assert store.copy_prefix("src", "c3", count=3, first_event_id=kept[0].id, last_event_id=kept[2].id) == 3
+    assert [e.to_dict() for e in store.load("c3").events] == [e.to_dict() for e in kept[:3]]
+
+
+def test_a_file_store_fork_leaves_out_a_torn_tail(tmp_path):
+    store = FileEventStore(tmp_path)
+    events = chat(4)
+    store.append("src", events, expected_revision=0)
+    with open(tmp_path / "src" / "events.jsonl", "ab") as fh:
+        fh.write(b'{"crc":"00000000","events":[')  # an append cut short by a crash
+    source = Session.open("src", store=store)
+    with source.fork(at=events[-1].id, session_id="f") as fork:
+        assert [e.id for e in fork.events] == [e.id for e in events]
+    assert [e.id for e in store.load("f").events] == [e.id for e in events]
     source.close()
 
 
