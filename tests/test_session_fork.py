@@ -351,3 +351,27 @@ def test_agentkit_fork_on_the_command_line(tmp_path):
     no_session = cli("fork", "nope", "--at", events[0].id, "--store", str(tmp_path))
     assert no_session.returncode == 2 and "no session 'nope'" in no_session.stderr
     assert sorted(store.list_sessions()) == sorted(["src", "src-b", new_id])
+
+
+def test_a_session_with_retention_forks_its_active_log_and_names_an_archived_event(store):
+    from agentkit import Retention
+
+    def summary(messages, *, reason, cancel):
+        return f"summary of {len(messages)} messages"
+
+    model = ScriptedModel([f"answer {i}" for i in range(12)])
+    with Session.open("kept", store=store, model=model, compactor=summary,
+                      retention=Retention(max_events=6, keep_last=2)) as source:
+        first = None
+        for i in range(12):
+            event = source.push_user_message(f"question {i}")
+            first = first or event
+            source.generate()
+        assert first.id not in [e.id for e in source.events]  # retention archived it
+        with pytest.raises(ConfigurationError, match="was archived by retention"):
+            source.fork(at=first.id)
+        at = source.events[-3]
+        with source.fork(at=at.id, session_id="kept-b") as fork:
+            assert [e.id for e in fork.events] == [e.id for e in source.events[: source.events.index(at) + 1]]
+            assert fork.model_messages() == shown_at(list(source.events[: source.events.index(at) + 1]))[0]
+            assert fork._retention is source._retention
