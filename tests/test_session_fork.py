@@ -118,8 +118,9 @@ def results_of(messages: list[Message]) -> dict[str, str]:
 
 
 def test_a_fork_at_every_event_shows_what_the_original_showed_there_and_closes_what_was_open(store):
-    source, _txn = conversation(store)
+    source, txn = conversation(store)
     events, revision = source.events, source.revision
+    judged_now = 0
     stored_before = [e.to_dict() for e in store.load("src").events]
     kinds = set()
     running_points = 0
@@ -141,6 +142,11 @@ def test_a_fork_at_every_event_shows_what_the_original_showed_there_and_closes_w
             if hidden_then != then:  # only while a transactional generation was running: it is interrupted
                 assert unfinished and TransactionLedger(prefix).states()[unfinished[0]] == "execution-started"
                 running_points += 1
+            # (the source's own projection_of(prefix) judges visibility by the transactions'
+            # states now: it shows the accepted generation's events before it was accepted too)
+            if source._log.projection_of(prefix) != then:
+                assert unfinished == [txn.generation_id]
+                judged_now += 1
             view = fork.model_messages()
             assert without_results(view, open_after) == without_results(hidden_then, open_after)
             closing = {cid: text for cid, text in results_of(view).items() if cid in open_after}
@@ -160,6 +166,7 @@ def test_a_fork_at_every_event_shows_what_the_original_showed_there_and_closes_w
     assert {"not yet run", "waiting for an approval decision", "decided, not yet run", "running",
             "paused for a person's answer", "answered, not yet resumed"} <= kinds
     assert running_points >= 3
+    assert judged_now == 2  # its prompt while it was begun, and once completed: both hidden then
     # the original is untouched
     assert source.revision == revision and [e.to_dict() for e in source.events] == [e.to_dict() for e in events]
     assert [e.to_dict() for e in store.load("src").events] == stored_before
