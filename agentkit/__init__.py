@@ -61,6 +61,7 @@ from .errors import (
     TransactionError,
     TurnLockLostError,
 )
+from .evals._replay import replay
 from .hooks import Hooks
 from .models.registry import get_model
 from .models.scripted import FunctionModel, ScriptedModel, ToolCall
@@ -111,6 +112,7 @@ __all__ = [
     "http_tools",
     "json_tools",
     "load_skills",
+    "replay",
     "run_agent",
     "run_agent_stream",
     "shell_tools",

@@ -12,7 +12,6 @@ generation options are keyword arguments checked against
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, Generic, cast, overload
@@ -38,6 +37,7 @@ from .options import (
 )
 from .results import RunResult
 from .session._foreign import history_from, model_from, tools_from
+from .session._human import warn_waiting
 from .session._session import Session
 from .stores.base import EventStore
 from .streaming._events import Emit
@@ -432,6 +432,18 @@ class Agent(Generic[DepsT, OutputT]):
             **session_kwargs,
         )
 
+    def as_mcp_server(self, name: str | None = None) -> Any:
+        """This agent as an MCP server: the mcp SDK's ``MCPServer`` (``name`` is the
+        server's name) with one tool whose input schema holds ``prompt``. A call runs the
+        agent; its steps come back as progress notifications, the client's cancel
+        cancels the run, and approvals are asked through MCP elicitation where the
+        client supports it. Serve it with ``server.run()`` (stdio) or
+        ``server.run("streamable-http", port=...)``, or ``agentkit serve-mcp
+        module:agent``. Needs the ``mcp`` extra."""
+        from .mcp._agent_server import agent_server
+
+        return agent_server(self, name)
+
 
 def _run_once(
     model: ChatModel | str,
@@ -468,27 +480,5 @@ def _run_once(
         session.push_user_message(prompt)
         result = session._generate(cancel=cancel, deps=deps, emit=emit)
         if result.finish_reason in ("approval-required", "input-required"):
-            _warn_waiting(caller, session, result.finish_reason)
+            warn_waiting(caller, session, result.finish_reason)
     return RunResult(**{f.name: getattr(result, f.name) for f in fields(RunResult)})
-
-
-def _warn_waiting(caller: str, session: Session[Any, Any], reason: str) -> None:
-    """Say why a one-shot run ended with no answer: its tool calls wait for approval, or
-    for a person's answer to a tool's question."""
-    if reason == "input-required":
-        asked = ", ".join(f"{r.tool_name!r} ({r.question!r})" for r in session.pending_inputs())
-        logging.getLogger("agentkit.session").warning(
-            "%s() stopped with finish_reason 'input-required': tool call(s) %s asked a person "
-            "(ctx.ask_human) and a one-shot run cannot be resumed, so there is no answer. Run the "
-            "conversation in a Session (with a store to resume in another process), answer "
-            "session.pending_inputs() with answer_input(), then generate() again.", caller, asked or "(none)",
-        )
-        return
-    calls = ", ".join(repr(r.tool_name) for r in session.pending_approvals())
-    logging.getLogger("agentkit.session").warning(
-        "%s() stopped with finish_reason 'approval-required': tool call(s) %s wait for a "
-        "person's decision and no approver= answered them, so there is no answer. Pass "
-        "approver= to decide in-process, or run the conversation in a Session and answer "
-        "session.pending_approvals() with approve()/deny(), then generate() again.",
-        caller, calls or "(none)",
-    )

@@ -180,13 +180,15 @@ class TransactionError(SessionError):
 
 
 class InputError(SessionError):
-    """A human-input request cannot be answered or cancelled: its id is unknown, it was
-    answered, cancelled or expired already, or the answer breaks its schema (the request
-    then stays pending). ``request_id`` names it."""
+    """A human-input request cannot be answered or cancelled. ``request_id`` names it;
+    ``kind`` says why: ``"unknown"`` (no such request), ``"answered"``, ``"closed"``
+    (cancelled, or its call was closed otherwise), ``"expired"``, or ``"invalid"`` (the
+    answer breaks the request's schema or is not JSON: the request stays pending)."""
 
-    def __init__(self, message: str, *, request_id: object = None) -> None:
+    def __init__(self, message: str, *, request_id: object = None, kind: str = "invalid") -> None:
         super().__init__(message)
         self.request_id = request_id
+        self.kind = kind
 
 
 class StoreError(AgentkitError):

@@ -4,13 +4,17 @@ and the JSON they answer with. Each framework file is only its routes.
 The agent runs on a real provider when one is configured (see ``_pick_model``), else on
 an offline demo model: it answers ``You said: <message>``; a message starting with
 ``note:`` makes it call ``save_note``, a tool that needs a person's approval first, and
-``slow:<seconds>`` makes it call ``look_up``, a slow tool that stops when cancelled.
+``slow:<seconds>`` makes it call ``look_up``, a slow tool that stops when cancelled, and
+``refund: <amount> to <name>`` makes it call ``refund``, a tool that asks a person
+("Refund 25 to alice?", a yes/no answer) in the middle of its work and goes on once
+answered.
 
 The store is a directory (``$CHAT_STORE_DIR``, default ``./chat-store``) shared by the
 worker processes of one host, or, with ``$CHAT_DATABASE_URL`` set (a libpq URL or
 connection string), PostgreSQL, shared by every host (schema ``$CHAT_DB_SCHEMA``,
 default ``agentkit``; the tables are created on start). ``$CHAT_NOTES_FILE``, when set,
-is where ``save_note`` appends one JSON line per run (the tests count them).
+is where ``save_note`` appends one JSON line per run, and ``$CHAT_REFUNDS_FILE`` where
+``refund`` appends one per step it runs (the tests count them).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from typing import Any
 
 from _pick_model import pick_model
@@ -27,6 +32,7 @@ from agentkit import (
     ApprovalPolicy,
     FileEventStore,
     FunctionModel,
+    InputError,
     Session,
     SessionPool,
     ToolCall,
@@ -46,7 +52,36 @@ CONFLICT_ERRORS: tuple[type[Exception], ...] = (ApprovalError,)
 """A decision the conversation's state refuses (an unknown id, or one decided already,
 here or by another worker): a 409."""
 
+
+class InputRefused(Exception):  # noqa: N818 - an HTTP answer, not a failure of the app
+    """An answer or cancellation of a question the conversation refuses, with its HTTP
+    status (see :func:`answer_input`)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+HANDLED_ERRORS: tuple[type[Exception], ...] = (*CLIENT_ERRORS, *CONFLICT_ERRORS, InputRefused)
+"""Every error a route answers as ``{"error": "<what was wrong>"}`` with :func:`status_of`."""
+
+
+def status_of(exc: Exception) -> int:
+    """The HTTP status of one of :data:`HANDLED_ERRORS`."""
+    if isinstance(exc, InputRefused):
+        return exc.status
+    return 400 if isinstance(exc, CLIENT_ERRORS) else 409
+
+
 NOTES: list[str] = []
+
+
+def _tally(variable: str, ctx: ToolContext, **fields: Any) -> None:
+    """One JSON line about a tool's run in the file ``$<variable>`` names, if set."""
+    if os.environ.get(variable):
+        line = {"session_id": ctx.session_id, "tool_call_id": ctx.tool_call_id, **fields, "pid": os.getpid()}
+        with open(os.environ[variable], "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
 
 
 @tool
@@ -57,11 +92,34 @@ def save_note(text: str, ctx: ToolContext) -> str:
         text: What to write down.
     """
     NOTES.append(text)
-    if os.environ.get("CHAT_NOTES_FILE"):
-        line = {"session_id": ctx.session_id, "tool_call_id": ctx.tool_call_id, "text": text, "pid": os.getpid()}
-        with open(os.environ["CHAT_NOTES_FILE"], "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line) + "\n")
+    _tally("CHAT_NOTES_FILE", ctx, text=text)
     return f"saved: {text}"
+
+
+@tool
+def refund(amount: float, to: str, ctx: ToolContext) -> str:
+    """Refund money to a customer, once a person confirms it.
+
+    Args:
+        amount: How much to refund.
+        to: Who gets it.
+    """
+
+    def quote() -> str:  # the work before the question: a journaled step
+        _tally("CHAT_REFUNDS_FILE", ctx, step="quote", amount=amount, to=to)
+        return f"quote {ctx.tool_call_id}: {amount:g} to {to}"
+
+    def pay() -> str:  # the side effect, once the person said yes
+        _tally("CHAT_REFUNDS_FILE", ctx, step="pay", amount=amount, to=to)
+        return f"refunded {amount:g} to {to}"
+
+    # The question ends this generation (finish_reason "input-required"). Once answered,
+    # the call runs again from its start: the recorded quote comes back without running,
+    # and ask_human returns the answer.
+    quoted = ctx.step("quote", quote)
+    if not ctx.ask_human(f"Refund {amount:g} to {to}?", schema={"type": "boolean"}, timeout=24 * 3600):
+        return f"no refund: a person declined {quoted}"
+    return str(ctx.step("pay", pay))
 
 
 @tool
@@ -76,6 +134,9 @@ def look_up(seconds: float, ctx: ToolContext) -> str:
     return f"looked it up in {seconds:g}s"
 
 
+_REFUND = re.compile(r"refund:\s*(\d+(?:\.\d+)?)\s+to\s+(\S.*)")
+
+
 def _demo_reply(request: ModelRequest) -> Turn | str:
     last = request.messages[-1]
     if last.role == "tool":
@@ -85,6 +146,9 @@ def _demo_reply(request: ModelRequest) -> Turn | str:
         return Turn(tool_calls=(ToolCall(name="save_note", input={"text": said[5:].strip()}),))
     if said.startswith("slow:"):
         return Turn(tool_calls=(ToolCall(name="look_up", input={"seconds": float(said[5:])}),))
+    wanted = _REFUND.fullmatch(said.strip())
+    if wanted:
+        return Turn(tool_calls=(ToolCall(name="refund", input={"amount": float(wanted[1]), "to": wanted[2]}),))
     return f"You said: {said}"
 
 
@@ -103,7 +167,7 @@ def make_store(store_dir: str | None = None) -> EventStore:
 def session_settings(session_id: str | None = None) -> dict[str, Any]:
     """The Session keyword arguments of every conversation (a pool factory's answer)."""
     model, _label = pick_model(FunctionModel(_demo_reply))
-    return {"model": model, "tools": [save_note, look_up], "system": "You are a helpful assistant.",
+    return {"model": model, "tools": [save_note, look_up, refund], "system": "You are a helpful assistant.",
             "approval": APPROVAL}
 
 
@@ -153,6 +217,49 @@ def deny(session: Session, approval_id: str, body: dict[str, Any]) -> dict[str, 
     """Deny a pending call (the model reads the reason), then let the agent continue."""
     session.deny(approval_id, reason=str(body.get("reason") or "denied by the reviewer"))
     return answer(session.generate())
+
+
+def inputs(session: Session) -> dict[str, Any]:
+    """The questions tools asked that wait for a person's answer."""
+    return {"pending": [r.to_dict() for r in session.pending_inputs()]}
+
+
+def answer_input(session: Session, request_id: str, body: Any) -> dict[str, Any]:
+    """Answer a pending question with the body's ``value``, then let the agent continue
+    (the tool call runs again and gets the answer); returns its answer.
+
+    Refused (:class:`InputRefused`): 422 for an answer that breaks the question's schema
+    (the question stays pending: answer again), 404 for an id this conversation never
+    asked, 409 for a question answered, cancelled or expired already (here or by another
+    worker: of two answers at once, one wins)."""
+    if not isinstance(body, dict) or "value" not in body:
+        raise ValueError('send JSON {"value": <the answer>}')
+    try:
+        session.answer_input(request_id, body["value"])
+    except InputError as exc:
+        raise _refusal(exc) from None
+    return answer(session.generate())
+
+
+def cancel_input(session: Session, request_id: str, body: Any) -> dict[str, Any]:
+    """Close a pending question unanswered (its call gets an error result with the
+    reason), then let the agent continue. Refused as :func:`answer_input` (404, 409)."""
+    if body is not None and not isinstance(body, dict):
+        raise ValueError('send JSON {"reason": "<why>"}, or no body')
+    reason = (body or {}).get("reason") or "cancelled by the reviewer"
+    try:
+        session.cancel_input(request_id, reason=str(reason))
+    except InputError as exc:
+        raise _refusal(exc) from None
+    return answer(session.generate())
+
+
+def _refusal(exc: InputError) -> InputRefused:
+    """Why a question took no answer (``InputError.kind``), as an HTTP status: the value
+    (422: the question stays pending), an id never asked (404), or a question settled
+    already (409)."""
+    status = {"invalid": 422, "unknown": 404}.get(exc.kind, 409)
+    return InputRefused(status, str(exc))
 
 
 def message_of(body: Any) -> str:

@@ -3,6 +3,7 @@
 ``flask_app.py``:
   POST /chat/<cid>   POST /chat/<cid>/stream   GET /chat/<cid>   GET /chat/<cid>/approvals
   POST /chat/<cid>/approvals/<id>/approve      POST /chat/<cid>/approvals/<id>/deny
+  GET /chat/<cid>/inputs   POST /chat/<cid>/inputs/<id>/answer   POST /chat/<cid>/inputs/<id>/cancel
 
 Run: python examples/django_app.py runserver --noreload 127.0.0.1:8000
 (the store directory is $CHAT_STORE_DIR, default ./chat-store). In production, several
@@ -65,15 +66,13 @@ def _body(request: HttpRequest) -> Any:
 
 
 def _json(fn: Any) -> Any:
-    """A view answering JSON, with a 400 for what the request did wrong and a 409 for
-    a decision the conversation refuses."""
+    """A view answering JSON, with a 400 for what the request did wrong and a 409 (or
+    404, 422) for what the conversation refuses (``_chat.status_of``)."""
     def view(request: HttpRequest, **kwargs: Any) -> HttpResponse:
         try:
             return fn(request, **kwargs)
-        except _chat.CLIENT_ERRORS as exc:
-            return JsonResponse({"error": str(exc)}, status=400)
-        except _chat.CONFLICT_ERRORS as exc:
-            return JsonResponse({"error": str(exc)}, status=409)
+        except _chat.HANDLED_ERRORS as exc:
+            return JsonResponse({"error": str(exc)}, status=_chat.status_of(exc))
     return view
 
 
@@ -125,12 +124,36 @@ def deny(request: HttpRequest, cid: str, approval_id: str) -> HttpResponse:
         return JsonResponse(_chat.deny(session, approval_id, _body(request) or {}))
 
 
+@require_GET
+@_json
+def inputs(request: HttpRequest, cid: str) -> HttpResponse:
+    with pool().session(cid) as session:
+        return JsonResponse(_chat.inputs(session))
+
+
+@require_POST
+@_json
+def answer_input(request: HttpRequest, cid: str, request_id: str) -> HttpResponse:
+    with pool().session(cid) as session:
+        return JsonResponse(_chat.answer_input(session, request_id, _body(request)))
+
+
+@require_POST
+@_json
+def cancel_input(request: HttpRequest, cid: str, request_id: str) -> HttpResponse:
+    with pool().session(cid) as session:
+        return JsonResponse(_chat.cancel_input(session, request_id, _body(request)))
+
+
 urlpatterns = [
     path("chat/<str:cid>", lambda request, cid: (ask if request.method == "POST" else history)(request, cid=cid)),
     path("chat/<str:cid>/stream", ask_stream),
     path("chat/<str:cid>/approvals", approvals),
     path("chat/<str:cid>/approvals/<str:approval_id>/approve", approve),
     path("chat/<str:cid>/approvals/<str:approval_id>/deny", deny),
+    path("chat/<str:cid>/inputs", inputs),
+    path("chat/<str:cid>/inputs/<str:request_id>/answer", answer_input),
+    path("chat/<str:cid>/inputs/<str:request_id>/cancel", cancel_input),
 ]
 
 application = get_wsgi_application()

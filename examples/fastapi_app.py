@@ -3,6 +3,7 @@ runtime runs on worker threads (``ask_async``, ``sse_async``); the event loop ne
 blocks. The routes are those of ``flask_app.py``:
   POST /chat/<cid>   POST /chat/<cid>/stream   GET /chat/<cid>   GET /chat/<cid>/approvals
   POST /chat/<cid>/approvals/<id>/approve      POST /chat/<cid>/approvals/<id>/deny
+  GET /chat/<cid>/inputs   POST /chat/<cid>/inputs/<id>/answer   POST /chat/<cid>/inputs/<id>/cancel
 
 Run: python examples/fastapi_app.py --port 8000 [--store DIR]   (uvicorn on 127.0.0.1). In
 production, several worker processes:
@@ -36,16 +37,11 @@ def create_app(store_dir: str | None = None, pool: SessionPool | None = None) ->
 
     app = FastAPI(lifespan=lifespan)
 
-    async def bad_request(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"error": str(exc)}, status_code=400)
+    async def refused(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=_chat.status_of(exc))
 
-    async def conflict(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"error": str(exc)}, status_code=409)
-
-    for error in _chat.CLIENT_ERRORS:
-        app.add_exception_handler(error, bad_request)
-    for error in _chat.CONFLICT_ERRORS:
-        app.add_exception_handler(error, conflict)
+    for error in _chat.HANDLED_ERRORS:
+        app.add_exception_handler(error, refused)
 
     @app.post("/chat/{cid}")
     async def ask(cid: str, body: Any = Body(None)) -> dict[str, Any]:
@@ -78,6 +74,18 @@ def create_app(store_dir: str | None = None, pool: SessionPool | None = None) ->
     @app.post("/chat/{cid}/approvals/{approval_id}/deny")
     async def deny(cid: str, approval_id: str, body: Any = Body(None)) -> dict[str, Any]:
         return await to_thread.run_sync(lambda: _chat.deny(pool.get(cid), approval_id, body or {}))
+
+    @app.get("/chat/{cid}/inputs")
+    async def inputs(cid: str) -> dict[str, Any]:
+        return await to_thread.run_sync(lambda: _chat.inputs(pool.get(cid)))
+
+    @app.post("/chat/{cid}/inputs/{request_id}/answer")
+    async def answer_input(cid: str, request_id: str, body: Any = Body(None)) -> dict[str, Any]:
+        return await to_thread.run_sync(lambda: _chat.answer_input(pool.get(cid), request_id, body))
+
+    @app.post("/chat/{cid}/inputs/{request_id}/cancel")
+    async def cancel_input(cid: str, request_id: str, body: Any = Body(None)) -> dict[str, Any]:
+        return await to_thread.run_sync(lambda: _chat.cancel_input(pool.get(cid), request_id, body))
 
     return app
 

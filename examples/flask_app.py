@@ -7,6 +7,15 @@ Routes (``<cid>`` is a conversation id: letters, digits, ``-`` and ``_``):
   GET  /chat/<cid>/approvals           tool calls waiting for a person's answer
   POST /chat/<cid>/approvals/<id>/approve  {"remember": false, "note": "..."}
   POST /chat/<cid>/approvals/<id>/deny     {"reason": "..."}
+  GET  /chat/<cid>/inputs              questions a tool asked a person (ctx.ask_human)
+  POST /chat/<cid>/inputs/<id>/answer  {"value": <JSON matching the question's schema>}
+  POST /chat/<cid>/inputs/<id>/cancel  {"reason": "..."}
+
+A POST that ends with a tool asking a person answers ``"finish_reason":
+"input-required"``; answering (or cancelling) the question resumes the generation and
+returns its answer. An answer that breaks the schema is a 422 (the question stays
+pending), an unknown question id a 404, one answered, cancelled or expired already a 409
+(of two answers at once, from any workers, one wins); a decided approval is a 409 too.
 
 Run: python examples/flask_app.py --port 8000 [--store DIR]   (a threaded server on
 127.0.0.1). In production, several worker processes:
@@ -31,16 +40,11 @@ def create_app(store_dir: str | None = None, pool: SessionPool | None = None) ->
         pool = _chat.make_pool(store_dir)
     atexit.register(pool.close)
 
-    def bad_request(exc: Exception) -> tuple[Response, int]:
-        return jsonify(error=str(exc)), 400  # agentkit's messages say what was wrong
+    def refused(exc: Exception) -> tuple[Response, int]:
+        return jsonify(error=str(exc)), _chat.status_of(exc)  # agentkit's messages say what was wrong
 
-    def conflict(exc: Exception) -> tuple[Response, int]:
-        return jsonify(error=str(exc)), 409
-
-    for error in _chat.CLIENT_ERRORS:
-        app.register_error_handler(error, bad_request)
-    for error in _chat.CONFLICT_ERRORS:
-        app.register_error_handler(error, conflict)
+    for error in _chat.HANDLED_ERRORS:
+        app.register_error_handler(error, refused)
 
     @app.post("/chat/<cid>")
     def ask(cid: str) -> Response:
@@ -75,6 +79,21 @@ def create_app(store_dir: str | None = None, pool: SessionPool | None = None) ->
     def deny(cid: str, approval_id: str) -> Response:
         with pool.session(cid) as session:
             return jsonify(_chat.deny(session, approval_id, request.get_json(silent=True) or {}))
+
+    @app.get("/chat/<cid>/inputs")
+    def inputs(cid: str) -> Response:
+        with pool.session(cid) as session:
+            return jsonify(_chat.inputs(session))
+
+    @app.post("/chat/<cid>/inputs/<request_id>/answer")
+    def answer_input(cid: str, request_id: str) -> Response:
+        with pool.session(cid) as session:
+            return jsonify(_chat.answer_input(session, request_id, request.get_json(silent=True)))
+
+    @app.post("/chat/<cid>/inputs/<request_id>/cancel")
+    def cancel_input(cid: str, request_id: str) -> Response:
+        with pool.session(cid) as session:
+            return jsonify(_chat.cancel_input(session, request_id, request.get_json(silent=True)))
 
     return app
 

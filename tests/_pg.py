@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import uuid
@@ -87,3 +88,14 @@ class Cluster:
         except Exception:
             pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def freeze_and_cut_lock(pid: int, conninfo: str) -> None:
+    """SIGSTOP ``pid``, then end the server side of the one turn lock held (its lock
+    connection), as a network partition or a server-side timeout would."""
+    import psycopg
+
+    os.kill(pid, signal.SIGSTOP)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        (holder,) = conn.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted").fetchall()
+        conn.execute("SELECT pg_terminate_backend(%s)", holder)

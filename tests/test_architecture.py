@@ -477,6 +477,7 @@ _CROSS_CUTTING = {
     "test_context_retention",  # Retention (context/_compaction.py) run by context/_compact.py
     # many processes, kills and faults
     "test_kill_loop", "test_many_processes", "test_web_workers", "test_approvals_processes",
+    "test_loop_calls_processes",  # (h-killloop) exactly once (loop/_calls.py) across real processes
     "test_fencing", "test_fencing_processes", "test_crash_recovery", "test_store_contract",
     "test_store_processes", "test_store_syscalls", "test_store_postgres_faults",
     "test_store_postgres_fork",  # (h-celery) the PostgreSQL store in a forked worker

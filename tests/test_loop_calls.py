@@ -75,14 +75,18 @@ def test_ask_human_ends_the_generation_and_the_answer_resumes_the_call_without_r
         assert isinstance(request, InputRequest)
         assert (request.question, request.schema, request.tool_call_id) == ("ship A1?", {"type": "boolean"}, "call-1")
         assert session.uncertain_tool_executions() == []  # paused, not uncertain
-        with pytest.raises(InputError, match="does not match its schema"):
+        with pytest.raises(InputError, match="does not match its schema") as refused:
             session.answer_input(request.id, "yes please")
+        assert refused.value.kind == "invalid" and refused.value.request_id == request.id
+        assert request.to_dict()["question"] == "ship A1?"
         assert [r.id for r in session.pending_inputs()] == [request.id]  # still pending
-        with pytest.raises(InputError, match="no input request"):
+        with pytest.raises(InputError, match="no input request") as unknown:
             session.answer_input("nope", True)
+        assert unknown.value.kind == "unknown"
         session.answer_input(request.id, True)
-        with pytest.raises(InputError, match="already answered"):
+        with pytest.raises(InputError, match="already answered") as again:
             session.answer_input(request.id, False)
+        assert again.value.kind == "answered"
         assert session.pending_inputs() == []
         second = session.generate()  # no new message: the call goes on
     assert second.finish_reason == "stop" and second.text == "shipped A1"
@@ -177,8 +181,9 @@ def test_a_cancelled_or_expired_question_closes_the_call_with_an_error_the_model
 
         time.sleep(0.1)
         assert s.pending_inputs() == []  # expired: not listed
-        with pytest.raises(InputError, match="expired"):
+        with pytest.raises(InputError, match="expired") as expired:
             s.answer_input(late.id, True)
+        assert expired.value.kind == "expired"
         assert s.generate().text == "gave up again"
         assert "before its deadline" in results(s.events)[-1].output.value
     assert ran == []
@@ -344,3 +349,65 @@ def test_the_probes_verdict_is_committed_once_however_often_sessions_probe():
         assert b.generate().finish_reason == "nothing-to-answer"  # b caught up: nothing open
         assert len(controls(b.events, "tool-execution-reconciled")) == 1
     assert probes == [1]
+
+
+def test_while_a_question_waits_generate_calls_no_model_and_says_input_required_again():
+    @tool
+    def ask(ctx: ToolContext) -> str:
+        """Ask."""
+        return str(ctx.ask_human("name?"))
+
+    model = ScriptedModel([ToolCall(name="ask", input={}), "hello Ada"])
+    with Session(model, tools=[ask]) as s:
+        assert s.ask("greet me").finish_reason == "input-required"
+        s.push_user_message("are you there?")
+        again = s.generate()
+        assert again.finish_reason == "input-required" and again.steps == ()  # no model call
+        s.answer_input(s.pending_inputs()[0].id, "Ada")
+        assert s.generate().text == "hello Ada"
+
+
+def test_a_step_that_finishes_after_its_generation_ended_is_refused_not_committed_outside_its_turn(tmp_path):
+    import threading
+
+    from agentkit import CancelledError, CancelToken, TurnLockLostError
+
+    entered, release, done = threading.Event(), threading.Event(), threading.Event()
+    box: dict = {}
+
+    @tool
+    def slow(ctx: ToolContext) -> str:
+        """A step that outlives its cancelled generation."""
+        def run() -> str:
+            entered.set()
+            assert release.wait(60)
+            return "late"
+
+        try:
+            box["step"] = ctx.step("s", run)
+        except TurnLockLostError as exc:
+            box["refused"] = str(exc)
+        done.set()
+        return "x"
+
+    @tool
+    def quick() -> str:
+        """Return at once."""
+        return "q"
+
+    model = ScriptedModel([[ToolCall(name="slow", input={}), ToolCall(name="quick", input={})], "after"])
+    token = CancelToken()
+    with Session.open("s", store=FileEventStore(tmp_path), model=model, tools=[slow, quick],
+                      tool_execution="parallel") as s:
+        s.push_user_message("go")
+        runner = threading.Thread(target=lambda: box.setdefault("gen", pytest.raises(CancelledError, s.generate,
+                                                                                       cancel=token)))
+        runner.start()
+        assert entered.wait(60)
+        token.cancel("the user left")  # the generation ends at once; the slow call's step still runs
+        runner.join(60)
+        release.set()
+        assert done.wait(60)
+        assert "step" not in box and "no longer held" in box["refused"]  # (main: committed, unfenced)
+        assert controls(s.events, "tool-step-recorded") == []
+    assert controls(FileEventStore(tmp_path).load("s").events, "tool-step-recorded") == []

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _pg import freeze_and_cut_lock
 from _procs import finished, said, spawn, wait_for
 
 from agentkit.events import RuntimeEvent
@@ -291,17 +292,6 @@ def test_a_compaction_in_another_process_during_a_turn_keeps_the_turn_whole(spec
         assert roles[-3:] == ["assistant", "tool", "assistant"]  # the call, its one result, the answer
         assert [e.type for e in fresh.events if e.type == "user-message"] == []  # "first" was summarised too
         assert results_by_call(fresh.events)[call.tool_call_id][0].output.as_text() == "stuck first"
-
-
-def freeze_and_cut_lock(pid: int, conninfo: str) -> None:
-    """SIGSTOP ``pid``, then end the server side of the one turn lock held (its lock
-    connection), as a network partition or a server-side timeout would."""
-    import psycopg
-
-    os.kill(pid, signal.SIGSTOP)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        (holder,) = conn.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted").fetchall()
-        conn.execute("SELECT pg_terminate_backend(%s)", holder)
 
 
 def test_an_approved_call_whose_frozen_worker_lost_the_lock_is_uncertain_never_rerun(pg_cluster, tmp_path):

@@ -179,7 +179,7 @@ def test_a_tool_that_asks_a_person_ends_its_span_without_an_error(tracing):
         (request,) = session.pending_inputs()
     span = by_name(tracing.get_finished_spans(), "execute_tool confirm")
     assert span.status.status_code == StatusCode.UNSET  # a pause, not a failure
-    assert span.attributes["agentkit.tool.input_request_id"] == request.id
+    assert span.attributes["tool.input_request_id"] == request.id
 
 
 def test_a_failing_model_call_marks_the_chat_and_run_spans(tracing):

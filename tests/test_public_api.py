@@ -83,7 +83,7 @@ PUBLIC_NAMESPACES = {
         'StoreUnavailableError', 'Threshold', 'Tool', 'ToolCall', 'ToolCallRecord', 'ToolContext',
         'ToolDecision', 'ToolDefinitionError', 'ToolResultClearing', 'ToolSearch',
         'TransactionError', 'TurnLockLostError', 'Usage', '__version__', 'filesystem_tools',
-        'get_model', 'http_tools', 'json_tools', 'load_skills', 'run_agent', 'run_agent_stream',
+        'get_model', 'http_tools', 'json_tools', 'load_skills', 'replay', 'run_agent', 'run_agent_stream',
         'shell_tools', 'subagent_tool', 'summarizing_compactor', 'tool',
     ],
     'agentkit.adapters.langchain': [
@@ -110,6 +110,7 @@ PUBLIC_NAMESPACES = {
         'compaction_boundary', 'conversation_events_since_reset', 'estimate_tokens',
         'events_from_messages', 'render_runtime_event', 'summary_messages', 'truncate_output',
     ],
+    'agentkit.evals': ['ReplayResult', 'ReplaySide', 'ReplayTurn', 'ToolMode'],
     'agentkit.events': [
         'AssistantMessageEvent', 'CompactionEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event',
         'RuntimeEvent', 'ToolResultEvent', 'UserMessageEvent', 'event_from_dict', 'new_id',
@@ -157,6 +158,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.models.openai': [
         'OpenAIChatModel',
+    ],
+    'agentkit.models.openai_responses': [
+        'OpenAIResponsesModel',
     ],
     'agentkit.observability': [
         'configure', 'recording_content',

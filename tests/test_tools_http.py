@@ -6,11 +6,14 @@ without it show what is refused by default.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,12 +23,25 @@ from typing import Any, Union
 
 import pytest
 import requests
-from _procs import free_port
+from _procs import free_port, spawn, wait_for
 from _servers import ThreadedHTTP
 
-from agentkit import CancelToken, ConfigurationError, ToolContext, http_tools
+from agentkit import (
+    CancelToken,
+    ConfigurationError,
+    FileEventStore,
+    InMemoryEventStore,
+    ScriptedModel,
+    Session,
+    ToolCall,
+    ToolContext,
+    http_tools,
+)
+from agentkit.events import ControlEvent, ToolResultEvent
 from agentkit.execution import LocalExecutionContext
 from agentkit.messages import ToolCallPart, ToolOutput
+from agentkit.tools._netguard import NetworkPolicy
+from agentkit.tools.http import _Http
 from agentkit.tools.runner import run_tool_call
 
 OPEN = {"allow_private_networks": True}
@@ -47,7 +63,7 @@ class Site:
     """A real threaded HTTP server on 127.0.0.1: ``routes`` map a path to ``(status, headers,
     body)`` or to a function of the request returning one; ``seen`` records every request."""
 
-    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None, quiet: tuple[type[BaseException], ...] = ()) -> None:
         self.routes: dict[str, Route] = {}
         self.seen: list[Seen] = []
         site = self
@@ -70,11 +86,12 @@ class Site:
                     self.send_header(k, v)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if self.command != "HEAD":
+                    self.wfile.write(body)
 
-            do_POST = do_GET  # noqa: N815
+            do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET  # noqa: N815
 
-        self._http = ThreadedHTTP(Handler, tls=tls).start()
+        self._http = ThreadedHTTP(Handler, tls=tls, quiet=quiet).start()
         self.port = self._http.port
         self.scheme = "https" if tls is not None else "http"
 
@@ -390,3 +407,142 @@ def test_tls_keeps_the_name_for_sni_and_certificate_checks_while_connecting_to_t
         assert out.is_error and "SSLError" in out.value
         assert call(http_tools(session=session), "http_get", url=site.url("/x", host="localhost")).is_error
     assert len(site.seen) == 1
+
+
+# -- idempotency keys ----------------------------------------------------------------------
+
+
+def intent_ids(events, tool_name: str) -> list[str]:
+    """The ids of the tool-execution-intent events of ``tool_name``'s calls."""
+    return [e.id for e in events if isinstance(e, ControlEvent) and e.action == "tool-execution-intent"
+            and e.data["tool_name"] == tool_name]
+
+
+def test_a_post_in_a_generation_carries_the_calls_idempotency_key_and_a_get_none(site):
+    site.routes["/charges"] = (201, {}, b'{"id": "ch_1"}')
+    model = ScriptedModel([ToolCall(name="http_post", input={"url": site.url("/charges"), "body": {"amount": 42}}),
+                           ToolCall(name="http_get", input={"url": site.url("/charges")}),
+                           ToolCall(name="http_post", input={"url": site.url("/charges"), "body": {"amount": 7}}),
+                           "done"])
+    with Session.open("k", store=InMemoryEventStore(), model=model, tools=http_tools(**OPEN)) as s:
+        s.push_user_message("charge twice")
+        assert s.generate().text == "done"
+        posts = intent_ids(s.events, "http_post")
+    first, get, second = site.seen
+    assert get.method == "GET" and "Idempotency-Key" not in get.headers
+    assert [first.method, second.method] == ["POST", "POST"]
+    assert [first.headers["Idempotency-Key"], second.headers["Idempotency-Key"]] == posts
+    assert posts[0] != posts[1]  # one key per call
+
+
+def test_outside_a_generation_a_post_has_no_key_to_send(site):
+    site.routes["/charges"] = (201, {}, b"created")
+    assert not call(http_tools(**OPEN), "http_post", url=site.url("/charges"), body="x").is_error
+    assert "Idempotency-Key" not in site.seen[0].headers
+
+
+@pytest.mark.parametrize(("method", "sent"), [("POST", True), ("PUT", True), ("PATCH", True), ("DELETE", True),
+                                              ("GET", False), ("HEAD", False), ("OPTIONS", False)])
+def test_the_key_goes_with_post_put_patch_and_delete_only(site, method, sent):
+    # the tools send GET and POST; the rule is the client's, for every method it sends
+    site.routes["/r"] = (200, {}, b"ok")
+    client = _Http(None, NetworkPolicy.from_options(None, True), None, 30.0, 1000, 0, 100, 10_000)
+    ctx = ToolContext(tool_call_id="c1", tool_name="t", cancel=CancelToken(), idempotency_key="key-1")
+    assert not client.send(method, site.url("/r"), ctx, headers={}).is_error
+    (seen,) = site.seen
+    assert seen.method == method
+    assert seen.headers.get("Idempotency-Key") == ("key-1" if sent else None)
+
+
+def test_the_runtimes_key_replaces_the_models_and_a_lent_sessions_header_is_the_users_choice(site):
+    site.routes["/charges"] = (201, {}, b"created")
+    model_made = {"url": site.url("/charges"), "body": "x", "headers": {"idempotency-key": "made-up"}}
+    model = ScriptedModel([ToolCall(name="http_post", input=model_made), "done"])
+    with Session.open("m", store=InMemoryEventStore(), model=model, tools=http_tools(**OPEN)) as s:
+        s.push_user_message("charge")
+        s.generate()
+        (key,) = intent_ids(s.events, "http_post")
+        # what the model sent is recorded as it was (a key is no credential: not redacted)
+        assert s.events[1].tool_calls[0].input["headers"] == {"idempotency-key": "made-up"}
+    assert [v for k, v in site.seen[0].headers.items() if k.lower() == "idempotency-key"] == [key]
+    for configured, expected in (("user-own", "user-own"), (None, None)):
+        with requests.Session() as lent:
+            lent.headers["Idempotency-Key"] = configured
+            model = ScriptedModel([ToolCall(name="http_post", input={"url": site.url("/charges"), "body": "x"}),
+                                   "done"])
+            with Session.open(f"u{configured}", store=InMemoryEventStore(), model=model,
+                              tools=http_tools(session=lent, **OPEN)) as s:
+                s.push_user_message("charge")
+                s.generate()
+        assert site.seen[-1].headers.get("Idempotency-Key") == expected
+
+
+def test_a_redirected_post_keeps_its_key_and_a_get_it_turns_into_drops_it(site):
+    site.routes["/v1/charges"] = (307, {"Location": "/v2/charges"}, b"")
+    site.routes["/v2/charges"] = (201, {}, b"created")
+    site.routes["/form"] = (303, {"Location": "/thanks"}, b"")
+    site.routes["/thanks"] = (200, {}, b"thanks")
+    model = ScriptedModel([ToolCall(name="http_post", input={"url": site.url("/v1/charges"), "body": "x"}),
+                           ToolCall(name="http_post", input={"url": site.url("/form"), "body": "y"}), "done"])
+    with Session.open("r", store=InMemoryEventStore(), model=model, tools=http_tools(**OPEN)) as s:
+        s.push_user_message("go")
+        s.generate()
+        keys = intent_ids(s.events, "http_post")
+    assert [(x.method, x.path, x.headers.get("Idempotency-Key")) for x in site.seen] == [
+        ("POST", "/v1/charges", keys[0]), ("POST", "/v2/charges", keys[0]),
+        ("POST", "/form", keys[1]), ("GET", "/thanks", None)]
+
+
+HTTP_CHILD = Path(__file__).resolve().parent / "_http_child.py"
+
+
+def test_a_post_resent_after_a_crash_carries_the_same_idempotency_key(tmp_path):
+    """An http_tools POST resent after a crash carries the same Idempotency-Key (a loopback
+    server records it): the child is SIGKILLed while the server holds its first POST; the
+    reopened session's probe says not-executed, and generate() sends the POST again."""
+    release = threading.Event()
+    keys: list[str | None] = []
+
+    def charges(seen: Seen) -> Answer:
+        keys.append(seen.headers.get("Idempotency-Key"))
+        if len(keys) == 1:
+            release.wait(300)  # stall: the child is killed while it waits for this answer
+        return 201, {"Content-Type": "application/json"}, json.dumps({"id": "ch_1", "amount": 42}).encode()
+
+    site = Site(quiet=(BrokenPipeError, ConnectionResetError))
+    site.routes["/charges"] = charges
+    store = tmp_path / "store"
+    child = spawn(str(HTTP_CHILD), str(store), "pay", site.url("/charges"))
+    try:
+        wait_for(lambda: keys or child.poll() is not None, 120, "the child's POST")
+        assert keys, f"the child exited ({child.returncode}) before its POST: {child.communicate()[1]}"
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(30) == -signal.SIGKILL
+        child.communicate()
+        release.set()
+
+        probed: list[tuple[dict, str | None]] = []
+
+        def probe(args: dict, ctx: ToolContext) -> str:
+            probed.append((args, ctx.idempotency_key))
+            return "not-executed"  # say, the payments API has no charge under that key
+
+        get, post = http_tools(**OPEN)
+        model = ScriptedModel(["Charged 42 once."])
+        with Session.open("pay", store=FileEventStore(store), model=model,
+                          tools=[get, dataclasses.replace(post, reconcile=probe)]) as s:
+            assert s.generate().text == "Charged 42 once."  # no new message
+            (key, *_) = intent_ids(s.events, "http_post")
+            result = [e for e in s.events if isinstance(e, ToolResultEvent)][-1]
+            assert s.uncertain_tool_executions() == []
+    finally:
+        release.set()
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+        site.close()
+    assert [x.method for x in site.seen] == ["POST", "POST"]
+    assert keys == [key, key]
+    assert probed == [({"url": site.url("/charges"), "body": {"amount": 42}}, key)]
+    assert not result.output.is_error and result.output.value.startswith("HTTP 201")
+    assert result.output.value.endswith('{"id": "ch_1", "amount": 42}')

@@ -139,6 +139,58 @@ def test_pending_approvals_approve_and_deny(client):
     assert status == 409 and pending["id"] in body["error"]  # decided already: a conflict
 
 
+def _refund_steps(tally: Path) -> list[tuple[str, str]]:
+    """(step, who) for every refund step that ran, in order (the tool's tally file)."""
+    if not tally.exists():
+        return []
+    return [(line["step"], line["to"]) for line in map(json.loads, tally.read_text().splitlines())]
+
+
+def test_a_tool_asks_a_person_and_the_answer_resumes_it(client, tmp_path, monkeypatch):
+    tally = tmp_path / "refunds.jsonl"
+    monkeypatch.setenv("CHAT_REFUNDS_FILE", str(tally))
+    status, body = client.post("/chat/h1", {"message": "refund: 25 to alice"})
+    assert status == 200 and body == {"answer": "", "finish_reason": "input-required"}
+    (question,) = client.get("/chat/h1/inputs")["pending"]
+    assert (question["question"], question["schema"], question["tool_name"]) == \
+        ("Refund 25 to alice?", {"type": "boolean"}, "refund")
+    assert question["expires_at"] > question["requested_at"]
+    answer_url = f"/chat/h1/inputs/{question['id']}/answer"
+    assert _refund_steps(tally) == [("quote", "alice")]  # the step before the question ran
+
+    status, body = client.post(answer_url, {"value": "yes"})  # not a boolean
+    assert status == 422 and "does not match its schema" in body["error"]
+    assert [q["id"] for q in client.get("/chat/h1/inputs")["pending"]] == [question["id"]]  # still pending
+    status, body = client.post(answer_url, {"answer": True})
+    assert status == 400 and '"value"' in body["error"]
+    status, body = client.post("/chat/h1/inputs/not-a-request/answer", {"value": True})
+    assert status == 404 and "not-a-request" in body["error"]
+
+    status, body = client.post(answer_url, {"value": True})
+    assert status == 200 and body == {"answer": "Done. refunded 25 to alice", "finish_reason": "stop"}
+    assert _refund_steps(tally) == [("quote", "alice"), ("pay", "alice")]  # the quote did not run again
+    status, body = client.post(answer_url, {"value": False})
+    assert status == 409 and "already answered" in body["error"]
+    assert client.get("/chat/h1/inputs")["pending"] == []
+
+    client.post("/chat/h1", {"message": "refund: 7.5 to bob"})
+    (question,) = client.get("/chat/h1/inputs")["pending"]
+    status, body = client.post(f"/chat/h1/inputs/{question['id']}/cancel", {"reason": "wrong customer"})
+    assert status == 200 and "cancelled it: wrong customer" in body["answer"]
+    status, body = client.post(f"/chat/h1/inputs/{question['id']}/cancel", None)
+    assert status == 409 and "closed" in body["error"]
+    status, body = client.post(f"/chat/h1/inputs/{question['id']}/answer", {"value": True})
+    assert status == 409
+    assert _refund_steps(tally) == [("quote", "alice"), ("pay", "alice"), ("quote", "bob")]  # bob got nothing
+    assert client.get("/chat/h1")["messages"][-1]["text"].startswith("Done. this call asked a person")
+
+    client.post("/chat/h1", {"message": "refund: 3 to carol"})
+    (question,) = client.get("/chat/h1/inputs")["pending"]
+    status, body = client.post(f"/chat/h1/inputs/{question['id']}/answer", {"value": False})
+    assert status == 200 and body["answer"].startswith("Done. no refund: a person declined quote")
+    assert _refund_steps(tally)[3:] == [("quote", "carol")]  # a "no": no refund
+
+
 # -- real servers ----------------------------------------------------------------------
 
 

@@ -16,6 +16,9 @@ must be able to count on, and these tests count:
 - GET /chat/<cid> shows the same conversation from any worker;
 - in the store, every turn once and contiguous: each user message followed by its
   answer, nothing interleaved, no event twice, seq numbers 1..n.
+
+The Flask example also runs the ask-a-human flow under ``gunicorn -w 2``: a tool that asks
+a person mid-call, answered through either worker, runs its side effect once.
 """
 
 from __future__ import annotations
@@ -265,3 +268,78 @@ def test_two_hosts_sharing_only_a_postgres_database(framework, tmp_path, pg_clus
     with PostgresEventStore(pg_cluster.conninfo, schema=schema, connect_timeout=5) as store:
         _check_store(store, run, notes)
     _assert_clean(run)
+
+
+def _refund_steps(tally: Path) -> list[dict]:
+    """Every refund step that ran (the tool writes a line to ``$CHAT_REFUNDS_FILE`` each time)."""
+    return [json.loads(line) for line in tally.read_text().splitlines()] if tally.exists() else []
+
+
+def test_a_tool_asks_a_person_under_two_flask_workers(tmp_path):
+    """docs/web.md's ask-a-human walk-through under ``gunicorn -w 2`` on one store
+    directory, every request on a new connection: the question is listed by whichever
+    worker answers, a wrong-type answer is a 422 and leaves it pending, the right one
+    resumes the call (the quote before the question ran once, the refund once); of two
+    answers to one question sent at once, one answers 200 with the final answer and the
+    other 409, and the refund ran once."""
+    tally = tmp_path / "refunds.jsonl"
+    server = _MultiProcessServer("flask", tmp_path / "host",
+                                 {"CHAT_STORE_DIR": str(tmp_path / "store"), "CHAT_REFUNDS_FILE": str(tally)})
+    client = _Run([server])
+
+    def ask_refund(cid: str, to: str) -> str:
+        status, body = client.post(f"/chat/{cid}", {"message": f"refund: 25 to {to}"})
+        assert (status, body) == (200, {"answer": "", "finish_reason": "input-required"})
+        for _ in range(3):  # whichever worker answers, right away
+            status, body = client.get(f"/chat/{cid}/inputs")
+            assert status == 200 and [q["question"] for q in body["pending"]] == [f"Refund 25 to {to}?"], body
+        return str(body["pending"][0]["id"])
+
+    try:
+        rid = ask_refund("r1", "alice")
+        status, body = client.post(f"/chat/r1/inputs/{rid}/answer", {"value": "yes"})
+        assert status == 422 and "does not match its schema" in body["error"], body
+        for _ in range(2):
+            assert [q["id"] for q in client.get("/chat/r1/inputs")[1]["pending"]] == [rid]  # still pending
+        status, body = client.post(f"/chat/r1/inputs/{rid}/answer", {"value": True})
+        assert (status, body) == (200, {"answer": "Done. refunded 25 to alice", "finish_reason": "stop"})
+        assert client.get("/chat/r1/inputs") == (200, {"pending": []})
+        assert client.get("/chat/r1")[1]["messages"][-1] == {"role": "assistant", "text": "Done. refunded 25 to alice"}
+
+        # two answers "yes" at once, each on its own connection (two in flight): at least
+        # three rounds, more until a question asked in one worker was answered in the other
+        # (the refund ran in another process than the quote), at most twenty (the worker
+        # that asked often wins the race, its session being current: it can take a few)
+        races = []
+        for i in range(20):
+            if i >= 3 and _crossed(_refund_steps(tally)):
+                break
+            cid = f"race-{i}"
+            rid = ask_refund(cid, cid)
+            start = threading.Barrier(2)
+
+            def answer(_: int, cid: str = cid, rid: str = rid, start: threading.Barrier = start) -> tuple:
+                start.wait(30)
+                return client.post(f"/chat/{cid}/inputs/{rid}/answer", {"value": True})
+
+            with ThreadPoolExecutor(2) as ex:
+                both = sorted(ex.map(answer, range(2)), key=lambda b: b[0])
+            assert [status for status, _ in both] == [200, 409], both
+            assert both[0][1]["answer"] == f"Done. refunded 25 to {cid}", both
+            assert "already answered" in both[1][1]["error"], both
+            races.append(cid)
+    finally:
+        server.stop()
+
+    lines = _refund_steps(tally)
+    assert _crossed(lines), f"no question was answered in another worker than the one that asked it: {lines}"
+    steps = Counter((line["session_id"], line["step"]) for line in lines)
+    assert steps == Counter({(cid, step): 1 for cid in ["r1", *races] for step in ("quote", "pay")})
+
+
+def _crossed(lines: list[dict]) -> bool:
+    """True when some call's refund ran in another process than its quote."""
+    pids: dict[str, dict[str, int]] = {}
+    for line in lines:
+        pids.setdefault(line["tool_call_id"], {})[line["step"]] = line["pid"]
+    return any(len(set(steps.values())) == 2 for steps in pids.values())

@@ -7,6 +7,8 @@
     agentkit events support-42 --store ./sessions      # JSON lines, one event each
     agentkit inputs support-42 --store ./sessions      # questions tools asked, JSON lines
     agentkit answer support-42 REQUEST_ID true --store ./sessions
+    agentkit serve-mcp myapp:agent [--http 8765]           # an Agent as an MCP server
+    agentkit replay support-42 --store ./sessions --model openai:gpt-4.1-mini --json
     agentkit fork support-42 --at EVENT_ID --as support-42-b --store ./sessions
 
 ``chat`` is an interactive REPL (:mod:`agentkit.cli._repl`); docs/cli.md describes it.
@@ -23,7 +25,7 @@ from typing import Any
 
 from ..errors import AgentkitError, ConfigurationError
 from ..models.registry import _SPEC_FORMS
-from . import _inputs
+from . import _inputs, _replay
 from ._fork import add_fork_command
 
 __all__ = ["main"]
@@ -58,7 +60,6 @@ def _write(text: str) -> None:
 def _load_tools(specs: Sequence[str]) -> list[Any]:
     """The tools named by ``--tools`` options: ``json`` (the built-in JSON tools) or
     ``module:attribute`` (a tool, a list of tools, or a function returning them)."""
-    import importlib
     import inspect
 
     from ..tools.base import Tool
@@ -70,19 +71,43 @@ def _load_tools(specs: Sequence[str]) -> list[Any]:
 
             tools.extend(json_tools())
             continue
-        module_name, _, attr = spec.partition(":")
-        if not module_name or not attr:
-            raise ConfigurationError(f"--tools {spec!r}: write 'json' or 'module:attribute' (e.g. mytools:TOOLS)")
-        if os.getcwd() not in sys.path:  # as `python -m` does: modules next to the user
-            sys.path.insert(0, os.getcwd())
-        try:
-            obj = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigurationError(f"--tools {spec!r}: cannot load it: {exc}") from None
+        obj = _import_object(spec, "--tools", "write 'json' or 'module:attribute' (e.g. mytools:TOOLS)")
         if inspect.isfunction(obj) and not isinstance(obj, Tool):  # a factory: tools = make_tools()
             obj = obj()
         tools.extend(obj if isinstance(obj, (list, tuple)) else [obj])
     return tools
+
+
+def _import_object(spec: str, flag: str, form: str) -> Any:
+    """The object ``module:attribute`` names (the current directory importable, as
+    ``python -m`` makes it); a ConfigurationError naming ``flag`` otherwise."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(f"{flag} {spec!r}: {form}")
+    if os.getcwd() not in sys.path:  # as `python -m` does: modules next to the user
+        sys.path.insert(0, os.getcwd())
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"{flag} {spec!r}: cannot load it: {exc}") from None
+
+
+def _cmd_serve_mcp(args: argparse.Namespace) -> int:
+    from ..agent import Agent
+
+    agent = _import_object(args.agent, "serve-mcp", "write 'module:attribute' naming an Agent (e.g. myapp:agent)")
+    if not isinstance(agent, Agent):
+        raise ConfigurationError(f"serve-mcp {args.agent!r}: that is a {type(agent).__name__}, not an agentkit Agent")
+    server = agent.as_mcp_server(args.name)
+    if args.http is None:
+        server.run()
+    else:
+        print(f"agentkit: serving {args.agent} over MCP Streamable HTTP on http://127.0.0.1:{args.http}/mcp",
+              file=sys.stderr, flush=True)
+        server.run("streamable-http", host="127.0.0.1", port=args.http)
+    return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -206,6 +231,11 @@ def _parser() -> argparse.ArgumentParser:
     events.add_argument("session_id")
     events.add_argument("--store", required=True)
     events.set_defaults(fn=_cmd_events)
+    serve = sub.add_parser("serve-mcp", help="serve an Agent as an MCP server (stdio, or Streamable HTTP with --http)")
+    serve.add_argument("agent", metavar="MODULE:ATTR", help="the Agent to serve, e.g. myapp:agent")
+    serve.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on 127.0.0.1:PORT/mcp")
+    serve.add_argument("--name", help="the server's name (default: agentkit-agent); the tool is named after it")
+    serve.set_defaults(fn=_cmd_serve_mcp)
     inputs = sub.add_parser("inputs", help="list the questions a session's tools asked a person (JSON lines)")
     inputs.add_argument("session_id")
     inputs.add_argument("--store", required=True)
@@ -217,6 +247,8 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--cancel", metavar="REASON", help="close the question unanswered; the model reads REASON")
     answer.add_argument("--store", required=True)
     answer.set_defaults(fn=lambda a: _inputs.cmd_answer(a, _existing_store(a.store)))
+    _replay.add_parser(sub, _MODEL_HELP).set_defaults(fn=lambda a: _replay.cmd_replay(
+        a, _existing_store(a.store), _model_spec(a), _load_tools(a.live_tools or ())))
     add_fork_command(sub, _existing_store)
     return p
 

@@ -71,6 +71,7 @@ class CallJournal:
         self._intent = intent_id
         self._input = recorded_input
         self._asked = 0  # the ordinal of this run's next question
+        self._turn = host.turn  # the generation's turn: a commit after it ended is refused
 
     def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """``ctx.step``: the recorded result, or ``fn()``'s, recorded before it is returned."""
@@ -85,7 +86,7 @@ class CallJournal:
             return [ControlEvent(action=STEP, data={"key": self._key, "tool_call_id": self._call,
                                                     "name": name, "result": value})]
 
-        self._host.decide_in_turn(decide)
+        self._host.decide_in_turn(decide, turn=self._turn)
         return self._host.ledger.journal.step(self._key, name)[1]
 
     def ask_human(self, question: str, schema: Mapping[str, Any] | None, timeout: float | None) -> Any:
@@ -112,7 +113,7 @@ class CallJournal:
             "tool_name": self._tool, "intent_id": self._intent, "input": self._input,
             "question": question, "schema": plain_schema,
             "expires_at": None if timeout is None else now + float(timeout),
-        })])
+        })], turn=self._turn)
         raise InputRequired(rid)
 
 

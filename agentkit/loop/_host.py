@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from ..approvals._policy import ApprovalState
 from ..events import Event
 from ..messages import Message
+from ..stores.base import TurnLease
 from ..transactions._ledger import TransactionLedger
 
 __all__ = ["LoopHost"]
@@ -43,9 +44,16 @@ class LoopHost(Protocol):
         the caught-up state when another process wrote first."""
         ...
 
-    def decide_in_turn(self, decide: Callable[[], Sequence[Event]]) -> list[Event]:
+    def decide_in_turn(self, decide: Callable[[], Sequence[Event]], *,
+                       turn: TurnLease | None = None) -> list[Event]:
         """:meth:`decide`, fenced by the generation's turn from any thread (a tool's
-        journaled steps and questions, committed on its worker thread)."""
+        journaled steps and questions, committed on its worker thread); ``turn``: the
+        lease to fence with (:attr:`turn` when the call started)."""
+        ...
+
+    @property
+    def turn(self) -> TurnLease | None:
+        """The turn lock lease the generation holds now, or None."""
         ...
 
     def projection_of(self, events: Sequence[Event]) -> list[Message]:

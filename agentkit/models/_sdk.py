@@ -49,8 +49,7 @@ class SDKModel(ProviderModel):
         cancel = request.cancel
 
         def attempt() -> Iterator[StreamEvent]:
-            call_kwargs = kwargs if self._api_key is None else self._with_key(kwargs)
-            response = _call_until_cancelled(create, call_kwargs, cancel)
+            response = self._open(create, kwargs, cancel)
             forget = cancel._on_cancel(_Interrupter(response))
             try:
                 yield from self._events(response, kwargs, cancel)
@@ -58,6 +57,12 @@ class SDKModel(ProviderModel):
                 forget()
 
         return attempt
+
+    def _open(self, create: Callable[..., Any], kwargs: dict[str, Any], cancel: CancelToken) -> Any:
+        """Send one request (with the key the ``api_key`` callable gives now): the SDK's
+        response, or its stream once the server answered."""
+        call_kwargs = kwargs if self._api_key is None else self._with_key(kwargs)
+        return _call_until_cancelled(create, call_kwargs, cancel)
 
     def _with_key(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """``kwargs`` with the auth header of the key the ``api_key`` callable gives now."""

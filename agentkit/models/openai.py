@@ -118,20 +118,7 @@ class OpenAIChatModel(SDKModel):
         self.output_mode = output_mode
         self.model_name = model
         self._api_key = api_key if callable(api_key) else None
-        server = str(client.base_url) if client is not None and base_url is None else base_url
-        official = server is None or urlsplit(server).hostname == "api.openai.com"
-        self._client = make_client(
-            _openai.OpenAI,
-            client,
-            api_key=api_key,
-            env_key="OPENAI_API_KEY",
-            base_url=base_url,
-            timeout=timeout,
-            default_headers=default_headers,
-            label="OpenAI",
-            read_env=official,  # OPENAI_API_KEY is not sent to other servers
-            organization=organization,
-        )
+        self._client, official = _openai_client(client, api_key, base_url, timeout, default_headers, organization)
         self._max_tokens_param = max_tokens_param or ("max_completion_tokens" if official else "max_tokens")
         self._stream = stream
         self.retry = retry or RetryPolicy()
@@ -319,6 +306,19 @@ class _StreamState:
                 provider="openai",
             )
         yield FinishEvent(_finish(self.finish_reason, bool(self.calls)), self.finish_reason)
+
+
+def _openai_client(client: Any, api_key: str | Callable[[], str] | None, base_url: str | None,
+                  timeout: float | None, default_headers: Mapping[str, str] | None,
+                  organization: str | None) -> tuple[Any, bool]:
+    """An ``openai.OpenAI`` for an adapter (:func:`make_client`), and whether it talks to
+    OpenAI's own API: ``OPENAI_API_KEY`` is read only then, never sent to another server."""
+    server = str(client.base_url) if client is not None and base_url is None else base_url
+    official = server is None or urlsplit(server).hostname == "api.openai.com"
+    made = make_client(_openai.OpenAI, client, api_key=api_key, env_key="OPENAI_API_KEY", base_url=base_url,
+                       timeout=timeout, default_headers=default_headers, label="OpenAI", read_env=official,
+                       organization=organization)
+    return made, official
 
 
 def _response_format(output: OutputSpec) -> dict[str, Any]:

@@ -150,7 +150,7 @@ class RunTrace:
             yield span
         except BaseException as exc:
             if getattr(exc, "pauses_call", False):  # ctx.ask_human: the call waits for a person, no error
-                span.set_attribute("agentkit.tool.input_request_id", str(getattr(exc, "request_id", "")))
+                span.set_attribute("tool.input_request_id", str(getattr(exc, "request_id", "")))
             else:
                 _fail(span, exc)
             raise

@@ -154,12 +154,20 @@ class EventLog(FoldedLog):
         head moved, catch up and ask it again. Returns the committed events."""
         return self.fenced(lambda: self._commit_locked(decide()))
 
-    def decide_in_turn(self, decide: Callable[[], Sequence[Event]]) -> list[Event]:
+    def decide_in_turn(self, decide: Callable[[], Sequence[Event]], *,
+                       turn: TurnLease | None = None) -> list[Event]:
         """:meth:`decide`, with the appends fenced by the turn lock this log holds from
         whichever thread commits: a tool's journaled step or question, decided on a
         worker thread while the generation holds the turn, is refused once the turn was
-        lost to another process."""
-        return self.fenced(lambda: self._commit_locked(decide(), in_turn=True))
+        lost to another process. ``turn``: the lease to fence with (:attr:`turn` when
+        the call started), so a call still running after its generation ended (a
+        cancelled parallel call) is refused too, not committed outside its turn."""
+        return self.fenced(lambda: self._commit_locked(decide(), in_turn=True, turn=turn))
+
+    @property
+    def turn(self) -> TurnLease | None:
+        """The turn lock lease held now (by the thread that runs the generation), or None."""
+        return self._lease
 
     def fenced(self, attempt: Callable[[], _T]) -> _T:
         """Run ``attempt()`` (a decision and its compare-and-swap write) under the lock
@@ -180,12 +188,13 @@ class EventLog(FoldedLog):
                         raise  # refused on current state
                 attempts += 1
 
-    def _commit_locked(self, events: Sequence[Event], *, in_turn: bool = False) -> list[Event]:
+    def _commit_locked(self, events: Sequence[Event], *, in_turn: bool = False,
+                       turn: TurnLease | None = None) -> list[Event]:
         if not events:
             return []
         committed = self._numbered(events)
         if self._store is not None:
-            self._append(committed, in_turn=in_turn)
+            self._append(committed, in_turn=in_turn, turn=turn)
         self._events.extend(committed)
         self._ids.update(e.id for e in committed)
         self._seq = committed[-1].seq
@@ -238,10 +247,10 @@ class EventLog(FoldedLog):
         """True on the thread that holds this session's turn lock."""
         return self._lease is not None and self._lease_thread == threading.get_ident()
 
-    def _append(self, committed: list[Event], *, in_turn: bool = False) -> None:
+    def _append(self, committed: list[Event], *, in_turn: bool = False, turn: TurnLease | None = None) -> None:
         assert self._store is not None
         held = self.turn_held_here or (in_turn and self._lease is not None)
-        fenced: dict[str, Any] = {"lease": self._lease} if held else {}
+        fenced: dict[str, Any] = {"lease": turn} if turn is not None else {"lease": self._lease} if held else {}
         try:
             self._revision = self._store.append(
                 self.session_id,  # type: ignore[arg-type]

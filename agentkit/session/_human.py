@@ -6,6 +6,7 @@ concept (``approvals/_decisions``, ``transactions/_inputs``).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ..approvals import _decisions as _approvals
@@ -18,7 +19,7 @@ from ..transactions._journal import InputRequest
 if TYPE_CHECKING:
     from ._eventlog import EventLog
 
-__all__ = ["HumanDecisions"]
+__all__ = ["HumanDecisions", "warn_waiting"]
 
 
 class HumanDecisions:
@@ -73,3 +74,25 @@ class HumanDecisions:
         model reads (``reason`` is part of it) and the next :meth:`generate` goes on
         without it. Raises :class:`~agentkit.errors.InputError` as :meth:`answer_input`."""
         _inputs.cancel(self._log, request_id, reason)
+
+
+def warn_waiting(caller: str, session: HumanDecisions, reason: str) -> None:
+    """Say why a one-shot run ended with no answer: its tool calls wait for approval, or
+    for a person's answer to a tool's question."""
+    if reason == "input-required":
+        asked = ", ".join(f"{r.tool_name!r} ({r.question!r})" for r in session.pending_inputs())
+        logging.getLogger("agentkit.session").warning(
+            "%s() stopped with finish_reason 'input-required': tool call(s) %s asked a person "
+            "(ctx.ask_human) and a one-shot run cannot be resumed, so there is no answer. Run the "
+            "conversation in a Session (with a store to resume in another process), answer "
+            "session.pending_inputs() with answer_input(), then generate() again.", caller, asked or "(none)",
+        )
+        return
+    calls = ", ".join(repr(r.tool_name) for r in session.pending_approvals())
+    logging.getLogger("agentkit.session").warning(
+        "%s() stopped with finish_reason 'approval-required': tool call(s) %s wait for a "
+        "person's decision and no approver= answered them, so there is no answer. Pass "
+        "approver= to decide in-process, or run the conversation in a Session and answer "
+        "session.pending_approvals() with approve()/deny(), then generate() again.",
+        caller, calls or "(none)",
+    )

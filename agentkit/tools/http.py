@@ -12,7 +12,11 @@ every URL the tool reaches is checked and asked for the same way (a redirect can
 smuggle a request to a host the policy or the permission handler would refuse), and
 credentials are not carried to another host. A status of 400 or more is an error result.
 The values of ``Authorization``, ``Proxy-Authorization``, ``Cookie`` and ``X-Api-Key``
-request headers are sent but never recorded (``Tool.redact_input``).
+request headers are sent but never recorded (``Tool.redact_input``). POST, PUT, PATCH and
+DELETE requests carry ``Idempotency-Key: <ctx.idempotency_key>`` (the same for one call
+in every retry, resume and process), replacing one the model put in ``headers``; a lent
+``session`` whose headers name ``Idempotency-Key`` (a value, or None for none) is the
+user's own choice and is sent instead.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from .base import Tool, ToolContext
 _SHOWN_HEADERS = ("content-type", "content-length", "location", "retry-after")
 _CREDENTIALS = ("authorization", "proxy-authorization", "cookie")
 _SECRET_HEADERS = frozenset((*_CREDENTIALS, "x-api-key"))
+_IDEMPOTENCY_KEY = "Idempotency-Key"
+_UNSAFE_METHODS = frozenset(("POST", "PUT", "PATCH", "DELETE"))
 
 
 def _hide_secret_headers(data: Any) -> Any:
@@ -95,10 +101,15 @@ class _Http:
         self.max_lines = max_lines
         self.max_bytes = max_bytes
 
-    def request(self, adapter: GuardedAdapter, method: str, url: str, **kwargs: Any) -> requests.Response:
+    def request(self, adapter: GuardedAdapter, method: str, url: str, key: str | None,
+                **kwargs: Any) -> requests.Response:
         """One request, prepared with the lent ``session``'s settings when given and sent directly
-        (no proxy) through the address-checked ``adapter``."""
+        (no proxy) through the address-checked ``adapter``; a POST, PUT, PATCH or DELETE carries
+        the call's idempotency ``key`` unless the lent session sets that header itself."""
         headers = requests.structures.CaseInsensitiveDict(kwargs.pop("headers", None) or {})
+        if key is not None and method in _UNSAFE_METHODS and (
+                self.session is None or _IDEMPOTENCY_KEY not in self.session.headers):
+            headers[_IDEMPOTENCY_KEY] = key
         req = requests.Request(method, url, headers=headers, **kwargs)
         if self.session is None:
             req.headers = requests.utils.default_headers()
@@ -129,7 +140,7 @@ class _Http:
                 ask(self.context, ctx, f"http-{method.lower()}", url)
             ctx.cancel.raise_if_cancelled()
             try:
-                resp = self.request(adapter, method, url, **kwargs)
+                resp = self.request(adapter, method, url, ctx.idempotency_key, **kwargs)
             except AddressRefused as exc:
                 return ToolOutput.error(f"{method} {url} refused: {exc}")
             except requests.Timeout:
@@ -207,6 +218,12 @@ def http_tools(
     with ``:port``) limits the tools to those hosts. ``session`` lends its headers,
     cookies, auth and ``verify``/``cert`` settings; the connection itself is always the
     tools' own, direct (never through a proxy) and address-checked.
+
+    A POST (and a PUT, PATCH or DELETE) sends ``Idempotency-Key: <ctx.idempotency_key>``
+    when the call has one (every call of a generation does), so a server that honours it
+    does a resent request's work once; the key replaces an ``Idempotency-Key`` the model
+    put in ``headers``, and is left out when the lent ``session``'s headers name that
+    header (their value, or None for no header, is the user's choice).
     """
     if timeout <= 0:
         raise ConfigurationError("timeout must be positive")

@@ -40,7 +40,7 @@ def answer(log: EventLog, request_id: str, value: Any) -> Event:
         request = log.ledger.journal.check_settleable(request_id)
         if request.expired(time.time()):
             raise InputError(f"input request {request_id!r} expired unanswered; it takes no answer "
-                             f"(the next generate() closes it)", request_id=request_id)
+                             f"(the next generate() closes it)", request_id=request_id, kind="expired")
         recorded = check_answer(request, value)
         return [ControlEvent(action=INPUT_ANSWERED, data={"request_id": request_id, "value": recorded})]
 

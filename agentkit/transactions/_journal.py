@@ -59,6 +59,11 @@ class InputRequest:
         """True once ``expires_at`` has passed."""
         return self.expires_at is not None and now >= self.expires_at
 
+    def to_dict(self) -> dict[str, Any]:
+        """The request as plain JSON (what a web endpoint returns)."""
+        return {"id": self.id, "question": self.question, "schema": self.schema, "tool_call_id": self.tool_call_id,
+                "tool_name": self.tool_name, "requested_at": self.requested_at, "expires_at": self.expires_at}
+
 
 @dataclass
 class _Entry:
@@ -171,14 +176,15 @@ class Journal:
         entry = self._entries.get(request_id) if isinstance(request_id, str) else None
         if entry is None:
             raise InputError(f"no input request {request_id!r} in this session; take the ids from "
-                             f"pending_inputs()", request_id=request_id)
+                             f"pending_inputs()", request_id=request_id, kind="unknown")
         if entry.state == "answered":
             raise InputError(f"input request {request_id!r} was already answered; an answer cannot be "
-                             f"changed", request_id=request_id)
+                             f"changed", request_id=request_id, kind="answered")
         if entry.state == "closed":
             raise InputError(f"input request {request_id!r} is closed ({entry.reason}); it takes no "
-                             f"answer", request_id=request_id)
+                             f"answer", request_id=request_id,
+                             kind="expired" if entry.reason == "expired" else "closed")
         if not entry.open_call:
             raise InputError(f"input request {request_id!r}: its tool call was closed meanwhile; it "
-                             f"takes no answer", request_id=request_id)
+                             f"takes no answer", request_id=request_id, kind="closed")
         return entry.request

@@ -20,7 +20,7 @@ from ..errors import ConfigurationError, SessionError, StoreError, TransactionEr
 from ..events import ControlEvent, Event, RuntimeEvent, ToolResultEvent, UserMessageEvent, new_id
 from ..messages import Message, Prompt, ToolOutput, _output_from_dict, _output_to_dict, normalize_prompt
 from ..session._eventlog import EventLog
-from ..stores.base import EventStore
+from ..stores.base import EventStore, TurnLease
 from ..tools.base import to_tool_output
 from ._ledger import (
     ACTION_OF,
@@ -96,8 +96,13 @@ class TaggedLog:
 
         return self._log.decide(tagged)
 
-    def decide_in_turn(self, decide: Callable[[], Sequence[Event]]) -> list[Event]:
-        return self._log.decide_in_turn(lambda: [_tag(ev, self.generation_id) for ev in decide()])
+    def decide_in_turn(self, decide: Callable[[], Sequence[Event]], *,
+                       turn: TurnLease | None = None) -> list[Event]:
+        return self._log.decide_in_turn(lambda: [_tag(ev, self.generation_id) for ev in decide()], turn=turn)
+
+    @property
+    def turn(self) -> TurnLease | None:
+        return self._log.turn
 
     def _check_running(self, then: str) -> None:
         state = self._log.ledger.state(self.generation_id)

@@ -1,8 +1,8 @@
 """Responders that answer any request plausibly, for examples written against a real provider.
 
 The documentation's examples say ``run_agent("openai:gpt-4.1-mini", ...)`` or
-``"anthropic:claude-sonnet-4-5"``; tests/test_docs.py points the official SDKs at a
-:class:`~tests.fakes.server.FakeServer` with one of these responders. They speak the real
+``"anthropic:claude-sonnet-4-5"`` (or ``"openai-responses:gpt-5-mini"``); tests/test_docs.py
+points the official SDKs at a :class:`~tests.fakes.server.FakeServer` with one of these responders. They speak the real
 wire formats (streamed or not) and behave like a cooperative model:
 
 * when tools are offered and the last message is not a tool result, call one tool: the
@@ -28,10 +28,10 @@ import json
 import re
 from typing import Any
 
-from . import anthropic_wire, openai_wire
+from . import anthropic_wire, openai_responses_wire, openai_wire
 from .server import Recorded, Reply
 
-__all__ = ["anthropic_responder", "openai_responder"]
+__all__ = ["anthropic_responder", "openai_responder", "responses_responder"]
 
 _IDS = itertools.count(1)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -132,7 +132,10 @@ def _reply_text(prompt: str, results: list[str]) -> str:
 
 
 def openai_responder(rec: Recorded) -> Reply:
-    """Answer a Chat Completions request (``stream`` true or false)."""
+    """Answer a Chat Completions request (``stream`` true or false), or a Responses API
+    one (``POST /v1/responses``) with :func:`responses_responder`."""
+    if rec.path.endswith("/responses"):
+        return responses_responder(rec)
     rejected = openai_wire.validate(rec)
     if rejected is not None:
         return rejected
@@ -162,6 +165,42 @@ def openai_responder(rec: Recorded) -> Reply:
     if stream:
         return openai_wire.text_stream(*(text[i : i + 16] for i in range(0, len(text), 16)))
     return openai_wire.completion(text)
+
+
+# -- OpenAI Responses --------------------------------------------------------------------
+
+_RESPONSES = openai_responses_wire.ResponsesAPI()
+
+
+def responses_responder(rec: Recorded) -> Reply:
+    """Answer a Responses API request (streamed or not; with ``previous_response_id``
+    the stored conversation counts), reasoning first when reasoning is asked for."""
+    rejected = _RESPONSES.validate(rec)
+    if rejected is not None:
+        return rejected
+    body = rec.body or {}
+    raw = body.get("input")
+    items = [{"role": "user", "content": raw}] if isinstance(raw, str) else list(raw or [])
+    conversation = [*_RESPONSES.stored.get(body.get("previous_response_id") or "", []), *items]
+    prompt = next((_text_of(i.get("content")) for i in reversed(conversation) if i.get("role") == "user"), "")
+    results: list[str] = []
+    for item in reversed(conversation):
+        if item.get("type") != "function_call_output":
+            break
+        results.insert(0, str(item.get("output")))
+    tools = [(t["name"], t.get("parameters") or {}) for t in body.get("tools") or [] if t.get("type") == "function"]
+    choice = body.get("tool_choice")
+    forced = choice.get("name") if isinstance(choice, dict) else None
+    w = openai_responses_wire
+    lead = [w.reasoning("Working out what to do.")] if body.get("reasoning") else []
+    if tools and ((not results and choice != "none") or forced):
+        name, schema = _pick_tool(tools, prompt, forced)
+        return _RESPONSES.answer(*lead, w.call(f"call_docs_{next(_IDS)}", name, _arguments(schema, prompt)))(rec)
+    text = _reply_text(prompt, results)
+    fmt = (body.get("text") or {}).get("format") or {}
+    if fmt.get("type") == "json_schema":  # structured output: an object of that schema
+        text = json.dumps(_arguments(fmt.get("schema") or {}, prompt))
+    return _RESPONSES.answer(*lead, w.text(*(text[i : i + 16] for i in range(0, len(text), 16))))(rec)
 
 
 # -- Anthropic Messages ------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...errors import ConfigurationError
 from ...messages import ContentPart, FilePart, ImagePart, ReasoningPart, TextPart
+from ...models._responses_items import decode_token
 
 _DATA_URL = re.compile(r"^data:(?P<mime>[^;,]*)(?P<params>(?:;[^;,]*)*);base64,(?P<data>.*)$", re.S)
 
@@ -49,10 +50,11 @@ def _reasoning_block(part: ReasoningPart) -> dict[str, Any]:
     """Signed or redacted reasoning (Anthropic extended thinking) as Anthropic's own
     ``thinking`` / ``redacted_thinking`` blocks: ChatAnthropic sends them back as the API
     requires, and ChatOpenAI leaves ``thinking`` out. Other reasoning is a standard
-    ``reasoning`` block, which integrations do not send to their API."""
+    ``reasoning`` block, which integrations do not send to their API (also reasoning
+    signed by the OpenAI Responses adapter, which Anthropic would refuse)."""
     if part.redacted_data and not part.text and not part.signature:
         return {"type": "redacted_thinking", "data": part.redacted_data}
-    if part.signature and not part.redacted_data:
+    if part.signature and not part.redacted_data and decode_token(part.signature) is None:
         return {"type": "thinking", "thinking": part.text, "signature": part.signature}
     block: dict[str, Any] = {"type": "reasoning", "reasoning": part.text}
     extras = {k: v for k, v in (("signature", part.signature), ("redacted_data", part.redacted_data)) if v}
