@@ -10,6 +10,7 @@
     agentkit serve-mcp myapp:agent [--http 8765]           # an Agent as an MCP server
     agentkit replay support-42 --store ./sessions --model openai:gpt-4.1-mini --json
     agentkit eval --store ./sessions --model openai:gpt-4.1-mini [--json]  # pydantic-evals report
+    agentkit fork support-42 --at EVENT_ID --as support-42-b --store ./sessions
 
 ``chat`` is an interactive REPL (:mod:`agentkit.cli._repl`); docs/cli.md describes it.
 """
@@ -26,6 +27,7 @@ from typing import Any
 from ..errors import AgentkitError, ConfigurationError
 from ..models.registry import _SPEC_FORMS
 from . import _eval, _inputs, _replay
+from ._fork import add_fork_command
 
 __all__ = ["main"]
 
@@ -250,6 +252,7 @@ def _parser() -> argparse.ArgumentParser:
         a, _existing_store(a.store), _model_spec(a), _load_tools(a.live_tools or ())))
     _eval.add_parser(sub, _MODEL_HELP).set_defaults(
         fn=lambda a: _eval.cmd_eval(a, _existing_store(a.store), _model_spec(a), _load_tools(a.tools or ())))
+    add_fork_command(sub, _existing_store)
     return p
 
 

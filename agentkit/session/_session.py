@@ -36,7 +36,7 @@ from ..streaming._stream import AgentStream
 from ..tools.base import ToolRegistry
 from ..transactions import _session as _transact
 from ..transactions._ledger import GenerationTransaction, UncertainExecution, reserved_problem
-from . import _generation, _lifecycle
+from . import _fork, _generation, _lifecycle
 from ._eventlog import EventLog
 from ._gate import GenerationGate
 from ._generation import prompt_event
@@ -186,6 +186,17 @@ class Session(HumanDecisions, Generic[DepsT, OutputT]):
     @property
     def _projector(self) -> Projector:
         return self._log.projector
+
+    def fork(self, *, at: str, session_id: str | None = None) -> Session[DepsT, OutputT]:
+        """A new session whose log is this one's up to and including event ``at``, stored
+        in this session's store (an in-memory session gives an in-memory fork), with this
+        session's model, tools and options; this session is unchanged. ``session_id``
+        names it (a new id when None). Work open at ``at`` is not carried over: an open
+        tool call gets an error result saying so (which settles its approval or input
+        request and its execution intent), and an unfinished transactional generation is
+        interrupted. An unknown event, a used session id or a closed session raise before
+        anything is written. See docs/sessions.md ("Fork")."""
+        return _fork.fork(self, at, session_id)
 
     # -- pushing -----------------------------------------------------------------------
 

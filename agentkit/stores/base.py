@@ -97,6 +97,14 @@ class EventStore(Protocol):
     ``seq`` in the log and in archives: ``Session.history()`` orders and de-duplicates by
     it, following the chain of archives from the first compaction event of the active
     log. ``load`` returns only the active log.
+
+    Optional: ``copy_prefix(session_id, new_session_id, *, count, first_event_id,
+    last_event_id, events=()) -> int`` starts a new session with the first ``count``
+    events of ``session_id``'s active log followed by ``events``, in one write, returning
+    its revision (``count + len(events)``); StoreConflictError, nothing written, when
+    ``new_session_id`` exists or the log no longer begins with those events.
+    ``Session.fork`` uses it when a store has it (``FileEventStore`` and
+    ``PostgresEventStore`` do, without re-sending the copied events), else one ``append``.
     """
 
     def load(self, session_id: str) -> StoredSession | None:

@@ -40,6 +40,7 @@ from ._checks import (
     compact_too_far,
     conflict,
 )
+from ._file_fork import copy_prefix
 from ._fsio import atomic_write, fsync_dir, make_dir, make_dirs, os_error, sync_file, write_all
 from ._locks import locked
 from ._logfile import catch_up, new_header, scan_fd, stamp_or_none, starts_with
@@ -248,13 +249,14 @@ class FileEventStore:
 
     # -- appending ---------------------------------------------------------------------
 
-    def _create_log(self, session_id: str, batch: list[Event], line: bytes) -> int:
-        """Under the write lock: start the log of a new session with its first record,
-        in one atomic write, so a failure (a full disk) leaves no session behind."""
+    def _create_log(self, session_id: str, revision: int, body: bytes, records: int) -> int:
+        """Under the write lock: start the log of a new session with its first records
+        (``body``: ``records`` lines bringing it to ``revision``), in one atomic write, so a
+        failure (a full disk) leaves no session behind."""
         path = self._log_path(session_id)
         sdir = self._session_dir(session_id)
         header = new_header(session_id)
-        data = header + line if batch else header
+        data = header + body
         created = False
         try:
             created = make_dir(sdir, sync=self.fsync)
@@ -271,9 +273,8 @@ class FileEventStore:
                     except OSError:
                         pass
             raise os_error(f"cannot create the log of session {session_id!r} at {path}", exc, tail=tail) from exc
-        lines = 2 if batch else 1
-        self._views.put(session_id, View(st.st_dev, st.st_ino, header, len(data), len(batch), lines))
-        return len(batch)
+        self._views.put(session_id, View(st.st_dev, st.st_ino, header, len(data), revision, 1 + records))
+        return revision
 
     def append(
         self, session_id: str, events: Sequence[Event], *, expected_revision: int, lease: TurnLease | None = None
@@ -296,7 +297,7 @@ class FileEventStore:
             except FileNotFoundError:
                 if expected != 0:
                     raise conflict(session_id, expected, 0) from None
-                return self._create_log(session_id, batch, line)
+                return self._create_log(session_id, len(batch), line if batch else b"", 1 if batch else 0)
             except OSError as exc:
                 raise os_error(f"cannot open {path} for appending", exc, tail="Nothing was written") from exc
             try:
@@ -348,6 +349,8 @@ class FileEventStore:
                      stamp_or_none(fd))
         self._views.put(session_id, after)
         return expected + len(batch)
+
+    copy_prefix = copy_prefix  # a new session from a prefix of one, its records copied as they are (Session.fork)
 
     # -- archives ----------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from ._checks import archive_conflict, check_count, check_events, check_revision
 from ._pg import DEFAULT_TIMEOUT, Pg, psycopg
 from ._pg import schema_sql as _schema_sql
 from ._pg_codec import decode_archive, decode_bodies, encode_bodies
+from ._pg_fork import copy_prefix
 from ._pg_jobs import PostgresJobStore
 from ._pg_turns import PgTurnLease, TurnLocks
 from ._pg_watch import check_watch, follow_session, notes
@@ -434,6 +435,8 @@ class PostgresEventStore:
             "",
         )
         return bool(row and row[0])
+
+    copy_prefix = copy_prefix  # a new session from a prefix of one, copied inside the server (Session.fork)
 
     # -- following other hosts -----------------------------------------------------------
 
