@@ -155,6 +155,9 @@ PUBLIC_NAMESPACES = {
     'agentkit.models.anthropic': [
         'AnthropicModel',
     ],
+    'agentkit.models.bedrock': [
+        'BedrockModel',
+    ],
     'agentkit.models.openai': [
         'OpenAIChatModel',
     ],
