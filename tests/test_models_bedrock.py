@@ -510,3 +510,16 @@ def test_importing_agentkit_does_not_import_boto3():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_provider_options_reach_converse_and_unknown_ones_are_refused_first(server):
+    server.add(w.stream(w.text("ok")))
+    guardrail = {"guardrailIdentifier": "gr1", "guardrailVersion": "1"}
+    extra = {"top_k": 20}
+    list(model(server).stream(req(provider_options={"guardrailConfig": guardrail,
+                                                    "additionalModelRequestFields": extra})))
+    assert server.bodies[0]["guardrailConfig"] == guardrail
+    assert server.bodies[0]["additionalModelRequestFields"] == extra
+    with pytest.raises(ConfigurationError, match=r"'top_k': not a field of the Converse API"):
+        model(server).stream(req(provider_options={"top_k": 20}))
+    assert len(server.requests) == 1

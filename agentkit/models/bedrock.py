@@ -179,8 +179,19 @@ class BedrockModel(ProviderModel):
             raise ConfigurationError(
                 "BedrockModel: choose streaming with BedrockModel(..., stream=True/False), not provider_options"
             )
+        unknown = sorted(set(options) - self._converse_fields())
+        if unknown:
+            raise ConfigurationError(
+                f"provider_options {', '.join(map(repr, unknown))}: not a field of the Converse API "
+                f"(it takes {', '.join(sorted(self._converse_fields()))}); a model's own fields, such as "
+                f"top_k, go in provider_options={{'additionalModelRequestFields': {{...}}}}"
+            )
         params.update(options)
         return params
+
+    def _converse_fields(self) -> set[str]:
+        operation = "ConverseStream" if self._stream else "Converse"
+        return set(self._client.meta.service_model.operation_model(operation).input_shape.members)
 
     def _inference(self, request: ModelRequest) -> dict[str, Any]:
         s = request.settings
