@@ -444,6 +444,28 @@ def test_cancelling_ends_a_stream_blocked_on_a_silent_server(server):
         timer.join()
 
 
+def test_cancelling_ends_the_wait_for_a_server_that_sends_no_headers(server):
+    release, answered = threading.Event(), threading.Event()
+
+    def late(rec):
+        release.wait(30)
+        answered.set()
+        return w.stream(w.text("too late"))
+
+    server.add(late)
+    cancel = CancelToken()
+    stream = model(server, timeout=120).stream(req(cancel=cancel))
+    timer = threading.Thread(target=lambda: (server.wait_for_requests(1), cancel.cancel("stop")))
+    timer.start()
+    try:
+        with pytest.raises(CancelledError):
+            next(stream)
+        assert not answered.is_set()  # the call ended while the server still held its answer back
+    finally:
+        release.set()
+        timer.join()
+
+
 # -- configuration -----------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from .._threads import run_and_wait
 from ..errors import (
     AuthenticationError,
     ConfigurationError,
@@ -26,7 +27,6 @@ from ._bedrock_stream import StreamInterrupter, converse_events, stream_events
 from ._common import check_tool_choice
 from ._errors import _is_overflow, connection_failure, invalid_payload
 from ._retry import RetryInfo, RetryPolicy, TranslatedError, parse_retry_after
-from ._sdk import _call_until_cancelled
 from .adapter import ProviderModel
 from .base import ModelRequest, OutputMode, StreamEvent
 
@@ -135,7 +135,10 @@ class BedrockModel(ProviderModel):
         cancel = request.cancel
 
         def attempt() -> Iterator[StreamEvent]:
-            response = _call_until_cancelled(call, params, cancel)
+            # on a helper thread, so a cancel ends the wait for the response headers too;
+            # a call left behind closes its stream when it returns
+            response = run_and_wait(lambda: call(**params), cancel=cancel, name="agentkit-model-call",
+                                    abandoned=_close_stream)
             if not self._stream:
                 yield from converse_events(response)
                 return
@@ -221,6 +224,12 @@ class BedrockModel(ProviderModel):
         if s.reasoning_effort is not None:
             extra["outputConfig"] = {"effort": s.reasoning_effort}
         return extra
+
+
+def _close_stream(response: Any) -> None:
+    stream = response.get("stream") if isinstance(response, Mapping) else None
+    if stream is not None:
+        stream.close()
 
 
 def _make_client(region: str | None, endpoint_url: str | None, profile: str | None, timeout: float | None) -> Any:
