@@ -34,7 +34,16 @@ from agentkit import (
     get_model,
     run_agent,
 )
-from agentkit.messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolOutput, ToolResultPart
+from agentkit.messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolOutput,
+    ToolResultPart,
+)
 from agentkit.models import (
     FinishEvent,
     ModelRequest,
@@ -323,6 +332,21 @@ def test_images_go_as_bytes_and_urls_are_refused_before_sending(server):
     assert len(server.requests) == 1
 
 
+def test_documents_go_as_bytes_and_text_files_as_text(server):
+    server.add(w.stream(w.text("read")))
+    parts = [FilePart(data=b"%PDF-1.4 fake", media_type="application/pdf", filename="Q3 report.pdf"),
+             FilePart(data=b"a: 1", media_type="application/x-yaml", filename="conf.yaml"),
+             TextPart(text="summarise")]
+    list(model(server).stream(req(Message.user(parts))))
+    document, yaml_text, _ = server.bodies[0]["messages"][0]["content"]
+    assert document == {"document": {"format": "pdf", "name": "Q3 report",
+                                     "source": {"bytes": "JVBERi0xLjQgZmFrZQ=="}}}
+    assert yaml_text["text"].startswith('<file name="conf.yaml">') and "a: 1" in yaml_text["text"]
+    with pytest.raises(ConfigurationError, match="not 'application/zip'"):
+        model(server).stream(req(Message.user([FilePart(data=b"PK", media_type="application/zip")])))
+    assert len(server.requests) == 1
+
+
 # -- errors and retries ------------------------------------------------------------------
 
 
@@ -474,6 +498,14 @@ def test_spec_string_reaches_bedrock_through_the_registry(server):
     m = get_model(f"bedrock:{w.MODEL}", endpoint_url=server.url, retry=FAST)
     assert isinstance(m, BedrockModel) and m.model_name == w.MODEL
     assert run_agent(m, "hello").text == "hi there"
+
+
+def test_unsigned_requests_are_refused_by_the_fake(server):
+    """The fake checks the signature header, so the SigV4 assertions above could fail."""
+    import requests
+
+    answer = requests.post(f"{server.url}/model/{w.MODEL}/converse-stream", json={"messages": []}, timeout=30)
+    assert answer.status_code == 403 and "MissingAuthenticationToken" in answer.headers["x-amzn-ErrorType"]
 
 
 def test_bad_configuration_is_refused_before_any_request(server, monkeypatch):

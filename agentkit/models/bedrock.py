@@ -60,10 +60,10 @@ class BedrockModel(ProviderModel):
     ARN) finds credentials and region the way boto3 does; ``region=`` and ``profile=``
     choose them, ``endpoint_url=`` sends the requests to another endpoint (a VPC endpoint,
     a test server). Pass ``client=`` to reuse a configured ``bedrock-runtime`` client
-    (configure its retries with ``botocore.config.Config(retries={"max_attempts": 1})``:
-    agentkit's ``retry`` loop is the one that should retry). The client agentkit builds has
-    botocore's own retries off (one attempt), so throttling is retried once, by ``retry``
-    (a :class:`RetryPolicy`).
+    (give it ``botocore.config.Config(retries={"total_max_attempts": 1})``: botocore's
+    ``max_attempts`` counts retries, not attempts). The client agentkit builds makes one
+    attempt per call, so throttling and server faults are retried by ``retry`` (a
+    :class:`RetryPolicy`) alone, never by both.
 
     ``stream=False`` calls ``Converse`` instead of ``ConverseStream``. ``max_tokens`` is
     sent as ``inferenceConfig.maxTokens`` when ``ModelSettings.max_tokens`` is not set

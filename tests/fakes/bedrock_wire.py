@@ -213,7 +213,7 @@ def validate(rec: Recorded) -> Reply | None:
     auth = rec.headers.get("authorization", "")
     if not auth.startswith("AWS4-HMAC-SHA256 Credential=") or "x-amz-date" not in rec.headers:
         return error(403, "MissingAuthenticationTokenException", "Missing Authentication Token")
-    if "/bedrock/aws4_request" not in auth:
+    elif "/bedrock/aws4_request" not in auth:
         return error(403, "InvalidSignatureException", "Credential should be scoped to correct service: 'bedrock'.")
     if not unquote(match.group("model")):
         return _bad("1 validation error detected: Value at 'modelId' failed to satisfy constraint")
