@@ -130,6 +130,33 @@ def test_the_same_request_without_streaming_uses_converse(server):
     assert server.requests[0].path.endswith("/converse")
 
 
+def test_converse_answers_carry_reasoning_too(server):
+    server.add(w.converse(w.reasoning("Thinking.", "sig-9"), w.redacted(b"opaque"), w.text("42")))
+    events = list(model(server, stream=False).stream(req()))
+    assert events[:4] == [
+        ReasoningDelta("Thinking."),
+        ReasoningDone(ReasoningPart(text="Thinking.", signature="sig-9")),
+        ReasoningDone(ReasoningPart(text="", redacted_data="b3BhcXVl")),
+        TextDelta("42"),
+    ]
+
+
+def test_an_empty_stream_is_retried(server):
+    server.add(w.stream_reply([]), w.stream(w.text("ok", pieces=1)))
+    assert list(model(server).stream(req()))[0] == TextDelta("ok")
+    assert len(server.requests) == 2
+
+
+def test_a_read_timeout_inside_the_stream_is_a_transient_fault(server):
+    gate = threading.Event()
+    server.add(w.stream_reply([w.event("messageStart", {"role": "assistant"}), gate]))
+    try:
+        with pytest.raises(ProviderUnavailableError, match="stream broke off"):
+            list(model(server, timeout=1, retry=RetryPolicy(max_retries=0)).stream(req()))
+    finally:
+        gate.set()
+
+
 # -- tools -------------------------------------------------------------------------------
 
 
@@ -272,6 +299,16 @@ def test_structured_output_with_user_tools_requires_any_tool(server):
     result = run_agent(model(server), "go", tools=[add], output_type=City)
     assert result.output == City(name="Three", population=3)
     assert [b["toolConfig"]["toolChoice"] for b in server.bodies] == [{"any": {}}, {"any": {}}]
+
+
+def test_structured_output_for_models_without_forced_tool_choice(server):
+    server.add(
+        w.stream(w.text("It is Bern with 3 people.")),  # answers in text: sent back to call the tool
+        w.stream(w.tool_use("tooluse_1", "final_answer", ['{"name": "Bern", "population": 3}'])),
+    )
+    result = run_agent(model(server, force_output_tool=False), "go", output_type=City)
+    assert result.output == City(name="Bern", population=3)
+    assert all("toolChoice" not in b["toolConfig"] for b in server.bodies)
 
 
 # -- reasoning, caching, images ----------------------------------------------------------

@@ -77,7 +77,9 @@ class BedrockModel(ProviderModel):
 
     A structured output (``output_type=``) is the input of a tool the model is made to
     call (``toolChoice`` names it, or ``any`` when the model has other tools to call
-    first): Converse has no JSON mode every model supports.
+    first): Converse has no JSON mode every model supports. Models that take no forced
+    ``toolChoice`` (Meta Llama, Cohere Command R) need ``force_output_tool=False``: the
+    choice then stays ``auto``, and agentkit sends the model back if it answers in text.
     """
 
     provider = "bedrock"
@@ -97,6 +99,7 @@ class BedrockModel(ProviderModel):
         retry: RetryPolicy | None = None,
         on_retry: Callable[[RetryInfo], Any] | None = None,
         cache: bool = False,
+        force_output_tool: bool = True,
     ) -> None:
         if _boto3 is None:
             raise MissingDependencyError("boto3", "bedrock", "BedrockModel")
@@ -123,6 +126,7 @@ class BedrockModel(ProviderModel):
         self.retry = retry or RetryPolicy()
         self.on_retry = on_retry
         self._cache = cache
+        self._force_output_tool = force_output_tool
 
     def __repr__(self) -> str:
         return f"BedrockModel({self.model_name!r}, region={self._client.meta.region_name!r})"
@@ -173,7 +177,7 @@ class BedrockModel(ProviderModel):
             _place_cache_points(system, tools, params["messages"])
         if system:
             params["system"] = system
-        tool_config = _tool_config(request, tools, params["messages"])
+        tool_config = _tool_config(request, tools, params["messages"], force_output=self._force_output_tool)
         if tool_config is not None:
             params["toolConfig"] = tool_config
         params.update(self._inference(request))
@@ -255,7 +259,7 @@ def _make_client(region: str | None, endpoint_url: str | None, profile: str | No
 
 
 def _tool_config(
-    request: ModelRequest, tools: list[dict[str, Any]], messages: list[dict[str, Any]]
+    request: ModelRequest, tools: list[dict[str, Any]], messages: list[dict[str, Any]], *, force_output: bool
 ) -> dict[str, Any] | None:
     """``toolConfig``: the tools and the tool choice. Converse has no ``none`` choice:
     then the tools are left out, unless the history holds tool blocks (the service wants
@@ -272,7 +276,7 @@ def _tool_config(
         config["toolChoice"] = {"any": {}}
     elif choice != "auto":
         config["toolChoice"] = {"tool": {"name": choice}}
-    elif request.output is not None and request.settings.reasoning_budget is None:
+    elif request.output is not None and force_output and request.settings.reasoning_budget is None:
         # the structured output is a tool the model must call (Claude refuses forced tool
         # use with extended thinking: then agentkit sends it back if it answers in text)
         only = len(specs) == 1 and specs[0]["toolSpec"]["name"] == request.output.name
