@@ -419,8 +419,11 @@ def test_botocore_does_not_retry_underneath(server):
         (400, "ValidationException", "Input is too long for requested model.", ContextOverflowError, False),
         (400, "ValidationException", "prompt is too long: 210000 tokens > 200000 maximum",
          ContextOverflowError, False),
+        (400, "ValidationException", "Too many input tokens. Max input tokens: 8192, request input token count: 9000",
+         ContextOverflowError, False),
         (400, "ValidationException", "The model returned the following errors: bad field", ProviderError, False),
         (404, "ResourceNotFoundException", "Model not found", ProviderError, False),
+        (424, "ModelErrorException", "The model returned an error", ProviderError, False),
         (400, "ServiceQuotaExceededException", "Quota exceeded", RateLimitError, False),
     ],
 )

@@ -50,6 +50,8 @@ _TRANSIENT = frozenset({
     "modeltimeoutexception", "modelstreamerrorexception",
 })
 _CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
+# what Bedrock's models say about a prompt over their window, besides the shared markers
+_OVERFLOW = ("too many input tokens", "input token count exceeds", "exceeds the maximum number of input tokens")
 
 
 class BedrockModel(ProviderModel):
@@ -349,7 +351,8 @@ def _service_error(exc: Any) -> TranslatedError:
         return TranslatedError(error=AuthenticationError(
             f"{text}; check the AWS credentials (and that the account has access to this model in "
             f"the region)", **fields))
-    if key == "validationexception" and _is_overflow(400, message, None, None):
+    if key == "validationexception" and (_is_overflow(400, message, None, None)
+                                         or any(m in message.lower() for m in _OVERFLOW)):
         return TranslatedError(error=ContextOverflowError(text, **fields))
     if key == "throttlingexception" or (status == 429 and key not in _TRANSIENT):
         return TranslatedError(error=RateLimitError(text, **fields), retryable=True, retry_after=retry_after)
