@@ -61,6 +61,7 @@ def _finish(stop_reason: str | None) -> FinishEvent:
 
 
 def converse_events(response: Mapping[str, Any]) -> Iterator[StreamEvent]:
+    """A whole ``Converse`` answer as the events a stream of it would have given."""
     message = (response.get("output") or {}).get("message") or {}
     for block in message.get("content") or []:
         if "text" in block:
@@ -101,6 +102,9 @@ class _Block:
 
 
 def stream_events(stream: Any, cancel: CancelToken) -> Iterator[StreamEvent]:
+    """The events of a ``ConverseStream`` answer (botocore's ``EventStream``): text and
+    reasoning as they come, a tool call or a reasoning block when its block stops, then
+    usage (from ``metadata``) and the finish (from ``messageStop``, which must come)."""
     blocks: dict[int, _Block] = {}
     stop_reason: str | None = None
     usage: Usage | None = None
