@@ -223,6 +223,19 @@ def anthropic_server():
         yield server
 
 
+@pytest.fixture
+def bedrock_server(monkeypatch):
+    """A FakeServer (tests/fakes/server.py) that speaks Bedrock's Converse wire format and
+    rejects what the Converse API rejects; boto3's credential chain finds dummy keys and a
+    region in the environment (and no profile or config file of the machine's)."""
+    from fakes import bedrock_wire
+    from fakes.server import FakeServer
+
+    bedrock_wire.fake_credentials(monkeypatch)
+    with FakeServer(check=bedrock_wire.validate) as server:
+        yield server
+
+
 # -- Chromium: the browser the browser tests drive ---------------------------------------
 
 

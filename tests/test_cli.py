@@ -149,7 +149,8 @@ def test_python_dash_m_agentkit_is_the_agentkit_command(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage: agentkit ")
     commands = out.stdout.split("{", 1)[1].split("}", 1)[0].split(",")
-    assert {"run", "chat", "sessions", "events", "serve-mcp", "inputs", "answer", "replay", "eval", "fork"} <= set(commands)
+    assert {"run", "chat", "sessions", "events", "serve-mcp", "inputs", "answer", "replay", "eval",
+            "fork"} <= set(commands)
     out = subprocess.run([sys.executable, "-m", "agentkit", "run", "hello", "--model", "echo"], capture_output=True,
                          text=True, timeout=120, env=env)
     assert (out.returncode, out.stdout.strip()) == (0, "echo: hello"), out.stderr

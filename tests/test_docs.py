@@ -21,6 +21,8 @@ The rules (CONTRIBUTING.md, "Documentation examples", says the same to writers):
   the line right before its opening fence (an HTML comment, invisible on the rendered
   page). Install commands are the usual case. A python block may not carry it: make the
   block run instead.
+* A page that names ``bedrock`` reaches a loopback Bedrock Runtime fake through boto3's own
+  ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``, with dummy AWS keys and a region in the environment.
 * A page that reads ``DATABASE_URL`` gets the URL of the tests' throwaway PostgreSQL
   server (tests/_pg.py) in it.
 * A page that reads ``REDIS_URL`` gets the URL of a throwaway redis-server (tests/_celery.py).
@@ -57,7 +59,7 @@ if sys.version_info >= (3, 11):
 else:  # pytest depends on tomli before 3.11
     import tomli as tomllib
 
-from fakes.plausible import anthropic_responder, openai_responder
+from fakes.plausible import anthropic_responder, bedrock_responder, openai_responder
 from fakes.server import FakeServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -262,6 +264,18 @@ def providers(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeServer, Fak
         yield openai, anthropic
 
 
+@pytest.fixture
+def bedrock_provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
+    """A loopback Bedrock Runtime fake, reached through boto3's own endpoint and credential
+    environment variables."""
+    from fakes import bedrock_wire
+
+    with FakeServer(bedrock_responder) as server:
+        bedrock_wire.fake_credentials(monkeypatch)
+        monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", server.url)
+        yield server
+
+
 @pytest.mark.filterwarnings("ignore:`langchain-community` is being sunset:DeprecationWarning")
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_every_block_of_the_page_runs(
@@ -275,6 +289,8 @@ def test_every_block_of_the_page_runs(
         monkeypatch.setenv("DATABASE_URL", request.getfixturevalue("pg_cluster").url)
     if "REDIS_URL" in page.read_text(encoding="utf-8"):  # a page about Celery (agentkit.celery)
         monkeypatch.setenv("REDIS_URL", request.getfixturevalue("redis_server").url)
+    if "bedrock" in page.read_text(encoding="utf-8"):  # a page using AWS Bedrock
+        request.getfixturevalue("bedrock_provider")
     if "ChromiumBrowser(" in page.read_text(encoding="utf-8"):  # a page driving a browser
         request.getfixturevalue("chromium")  # skips without one; fails in CI
     shutil.copytree(ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("__pycache__"))

@@ -160,6 +160,9 @@ PUBLIC_NAMESPACES = {
     'agentkit.models.anthropic': [
         'AnthropicModel',
     ],
+    'agentkit.models.bedrock': [
+        'BedrockModel',
+    ],
     'agentkit.models.openai': [
         'OpenAIChatModel',
     ],

@@ -1,6 +1,6 @@
 """Model adapters behind the :class:`ChatModel` port, and :func:`get_model`.
 
-The provider adapters ``OpenAIChatModel`` and ``AnthropicModel`` are importable from
+The provider adapters ``OpenAIChatModel``, ``AnthropicModel`` and ``BedrockModel`` are importable from
 here but load lazily (they import their SDKs), so they are not in ``__all__``; the
 provider table in :mod:`agentkit.models.registry` says where each lives. ``EchoModel``
 (spec ``"echo"``) is the offline demo model the ``agentkit chat`` docs use. A new adapter

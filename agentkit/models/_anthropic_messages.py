@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -21,12 +22,34 @@ def to_anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]
     messages merge), the first turn is a user turn, tool results become ``tool_result``
     blocks at the start of a user turn, and any user text that followed them (runtime
     events) comes after them."""
+    return merge_turns(
+        messages,
+        assistant_blocks=_assistant_blocks,
+        user_blocks=_user_blocks,
+        is_result=lambda b: b["type"] == "tool_result",
+        opening={"type": "text", "text": _OPENING},
+    )
+
+
+def merge_turns(
+    messages: tuple[Message, ...],
+    *,
+    assistant_blocks: Callable[[Message], list[dict[str, Any]]],
+    user_blocks: Callable[[Message], list[dict[str, Any]]],
+    is_result: Callable[[dict[str, Any]], bool],
+    opening: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """``{"role", "content"}`` turns under the rules the Messages API and Bedrock's
+    Converse share: consecutive same-role messages merge, tool results (``is_result``)
+    lead their user turn, and a history that opens with the assistant gets a minimal user
+    turn (``opening``) before it. System messages are left out (they go to the system
+    prompt)."""
     turns: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "system":
             continue  # goes into the system prompt
         role = "assistant" if m.role == "assistant" else "user"
-        blocks = _assistant_blocks(m) if role == "assistant" else _user_blocks(m)
+        blocks = assistant_blocks(m) if role == "assistant" else user_blocks(m)
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:
@@ -36,13 +59,13 @@ def to_anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]
     for turn in turns:
         if turn["role"] == "user":
             content = turn["content"]
-            results = [b for b in content if b["type"] == "tool_result"]
+            results = [b for b in content if is_result(b)]
             if results and content[: len(results)] != results:
-                turn["content"] = results + [b for b in content if b["type"] != "tool_result"]
+                turn["content"] = results + [b for b in content if not is_result(b)]
     if turns and turns[0]["role"] == "assistant":
         # the API wants the user role first (a history that opens with a greeting, or
         # one shortened after a context overflow): a minimal user turn goes before it
-        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": _OPENING}]})
+        turns.insert(0, {"role": "user", "content": [dict(opening)]})
     return turns
 
 

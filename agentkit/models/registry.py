@@ -18,6 +18,7 @@ _PROVIDERS: dict[str, tuple[str, str, str, str]] = {
     "openai-compatible": ("agentkit.models.openai", "OpenAIChatModel", "openai", "openai"),
     "anthropic": ("agentkit.models.anthropic", "AnthropicModel", "anthropic", "anthropic"),
     "openai-responses": ("agentkit.models.openai_responses", "OpenAIResponsesModel", "openai", "openai"),
+    "bedrock": ("agentkit.models.bedrock", "BedrockModel", "boto3", "bedrock"),
     # the offline demo model: no SDK (its "package" is agentkit itself), no extra
     "echo": ("agentkit.models.echo", "EchoModel", "agentkit", ""),
 }
@@ -26,6 +27,8 @@ _SPEC_FORMS = (
     ("openai:<model>", "OpenAI, e.g. openai:gpt-4.1-mini (needs OPENAI_API_KEY)"),
     ("anthropic:<model>", "Anthropic, e.g. anthropic:claude-sonnet-4-5 (needs ANTHROPIC_API_KEY)"),
     ("openai-responses:<model>", "OpenAI's Responses API, e.g. openai-responses:gpt-5-mini (needs OPENAI_API_KEY)"),
+    ("bedrock:<model-id>", "AWS Bedrock (Converse API), e.g. bedrock:us.amazon.nova-lite-v1:0 "
+     "(AWS credentials and region from boto3's usual chain)"),
     ("openai-compatible:<model>@<url>",
      "any OpenAI-compatible server, e.g. openai-compatible:llama3@http://127.0.0.1:11434/v1"),
     ("echo", "the offline demo model: echoes, calls tools on 'call <tool> {json}', counts on 'count <n>'"),

@@ -28,10 +28,10 @@ import json
 import re
 from typing import Any
 
-from . import anthropic_wire, openai_responses_wire, openai_wire
+from . import anthropic_wire, bedrock_wire, openai_responses_wire, openai_wire
 from .server import Recorded, Reply
 
-__all__ = ["anthropic_responder", "openai_responder", "responses_responder"]
+__all__ = ["anthropic_responder", "bedrock_responder", "openai_responder", "responses_responder"]
 
 _IDS = itertools.count(1)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -238,3 +238,36 @@ def anthropic_responder(rec: Recorded) -> Reply:
         args = json.dumps(_arguments(schema, prompt))
         return anthropic_wire.stream(*lead, anthropic_wire.tool_use(f"toolu_docs_{next(_IDS)}", name, [args]))
     return anthropic_wire.stream(*lead, anthropic_wire.text(_reply_text(prompt, results)))
+
+
+# -- AWS Bedrock Converse ----------------------------------------------------------------
+
+
+def _converse_text(content: Any) -> str:
+    return " ".join(b["text"] for b in content or [] if isinstance(b, dict) and isinstance(b.get("text"), str))
+
+
+def bedrock_responder(rec: Recorded) -> Reply:
+    """Answer a Converse or ConverseStream request (the path says which)."""
+    rejected = bedrock_wire.validate(rec)
+    if rejected is not None:
+        return rejected
+    body = rec.body or {}
+    messages = body.get("messages") or []
+    last = messages[-1]["content"] if messages else []
+    results = [_converse_text(b["toolResult"].get("content")) for b in last if "toolResult" in b]
+    prompt = next((t for m in reversed(messages) if m["role"] == "user" and (t := _converse_text(m["content"]))), "")
+    config = body.get("toolConfig") or {}
+    tools = [(t["toolSpec"]["name"], t["toolSpec"]["inputSchema"].get("json") or {})
+             for t in config.get("tools") or [] if "toolSpec" in t]
+    choice = config.get("toolChoice") or {}
+    forced = (choice.get("tool") or {}).get("name")
+    if "any" in choice and results and tools:  # a tool call is required: finish with the answer tool
+        names = [n for n, _ in tools]
+        forced = "final_answer" if "final_answer" in names else names[0]
+    answer = bedrock_wire.stream if rec.path.endswith("/converse-stream") else bedrock_wire.converse
+    if tools and (not results or forced):
+        name, schema = _pick_tool(tools, prompt, forced)
+        args = json.dumps(_arguments(schema, prompt))
+        return answer(bedrock_wire.tool_use(f"tooluse_docs_{next(_IDS)}", name, [args]))
+    return answer(bedrock_wire.text(_reply_text(prompt, results)))

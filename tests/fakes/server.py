@@ -46,7 +46,9 @@ class Reply:
 
     ``json`` sends a JSON body; ``events`` sends a ``text/event-stream`` of
     ``(event_name_or_None, data)`` pairs (``data`` is a str, or JSON-encoded); ``raw``
-    sends bytes as they are. ``hang`` keeps the connection open this many seconds
+    sends bytes as they are; ``chunks`` streams bytes as they are, one HTTP chunk each,
+    under ``headers``' content type (binary streams such as AWS event streams; gates and
+    ``DROP`` work there as in ``events``). ``hang`` keeps the connection open this many seconds
     before the body. A ``threading.Event`` in ``events`` pauses the stream until it is set;
     ``DROP`` cuts the connection there.
     """
@@ -55,6 +57,7 @@ class Reply:
     json: Any = None
     events: Sequence[tuple[str | None, Any]] | None = None
     raw: bytes | None = None
+    chunks: Sequence[Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     hang: float = 0.0
     gates_passed: list[bool] = field(default_factory=list)
@@ -176,23 +179,26 @@ class FakeServer:
                 self.send_response(reply.status)
                 for k, v in reply.headers.items():
                     self.send_header(k, v)
+                if reply.chunks is not None:
+                    self.send_header("transfer-encoding", "chunked")
+                    self.end_headers()
+                    for data in reply.chunks:
+                        if not self._stream_item(reply, data):
+                            return
+                        if isinstance(data, bytes):
+                            self._chunk(data)
+                    self._chunk(b"")
+                    return
                 if reply.events is not None:
                     self.send_header("content-type", "text/event-stream")
                     self.send_header("cache-control", "no-cache")
                     self.send_header("transfer-encoding", "chunked")
                     self.end_headers()
                     for name, data in reply.events:
-                        if isinstance(data, threading.Event):  # a gate: pause the stream here
-                            reply.gates_passed.append(data.wait(30.0))
-                            continue
-                        if isinstance(data, Trickle):
-                            if not self._trickle(data):
-                                return
-                            continue
-                        if data is DROP:
-                            self.close_connection = True
-                            self.connection.shutdown(socket.SHUT_RDWR)
+                        if not self._stream_item(reply, data):
                             return
+                        if isinstance(data, (threading.Event, Trickle)):
+                            continue
                         text = data if isinstance(data, str) else json.dumps(data)
                         frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
                         self._chunk(frame.encode("utf-8"))
@@ -210,6 +216,19 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(payload)
                 self.wfile.flush()
+
+            def _stream_item(self, reply: Reply, data: Any) -> bool:
+                """Pass a gate or a trickle, or cut the connection at ``DROP``; False
+                when the stream ends here."""
+                if isinstance(data, threading.Event):  # a gate: pause the stream here
+                    reply.gates_passed.append(data.wait(30.0))
+                elif isinstance(data, Trickle):
+                    return self._trickle(data)
+                elif data is DROP:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return False
+                return True
 
             def _trickle(self, trickle: Trickle) -> bool:
                 deadline = time.monotonic() + trickle.limit
