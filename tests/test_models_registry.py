@@ -104,7 +104,7 @@ def test_the_distribution_name_is_not_the_unrelated_agentkit_on_the_index():
     dist = _distribution_name()
     assert dist != "agentkit"
     text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
-    assert f'all = ["{dist}[openai,anthropic,mcp,langchain,postgres,otel,celery]"]' in text  # the extras name it
+    assert f'all = ["{dist}[openai,anthropic,gemini,mcp,langchain,postgres,otel,celery]"]' in text  # the extras name it
     assert f'"{dist}[all]",' in text
 
 

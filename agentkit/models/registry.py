@@ -17,6 +17,7 @@ _PROVIDERS: dict[str, tuple[str, str, str, str]] = {
     "openai": ("agentkit.models.openai", "OpenAIChatModel", "openai", "openai"),
     "openai-compatible": ("agentkit.models.openai", "OpenAIChatModel", "openai", "openai"),
     "anthropic": ("agentkit.models.anthropic", "AnthropicModel", "anthropic", "anthropic"),
+    "google": ("agentkit.models.gemini", "GeminiModel", "google.genai", "gemini"),
     # the offline demo model: no SDK (its "package" is agentkit itself), no extra
     "echo": ("agentkit.models.echo", "EchoModel", "agentkit", ""),
 }
@@ -24,6 +25,7 @@ _PROVIDERS: dict[str, tuple[str, str, str, str]] = {
 _SPEC_FORMS = (
     ("openai:<model>", "OpenAI, e.g. openai:gpt-4.1-mini (needs OPENAI_API_KEY)"),
     ("anthropic:<model>", "Anthropic, e.g. anthropic:claude-sonnet-4-5 (needs ANTHROPIC_API_KEY)"),
+    ("google:<model>", "Google Gemini, e.g. google:gemini-2.5-flash (needs GOOGLE_API_KEY or GEMINI_API_KEY)"),
     ("openai-compatible:<model>@<url>",
      "any OpenAI-compatible server, e.g. openai-compatible:llama3@http://127.0.0.1:11434/v1"),
     ("echo", "the offline demo model: echoes, calls tools on 'call <tool> {json}', counts on 'count <n>'"),
@@ -47,6 +49,7 @@ def _adapter_class(class_name: str, feature: str | None = None) -> Any:
 _KNOWN_PREFIXES = (
     (re.compile(r"^(gpt-|chatgpt-|o[1-9](-|$)|text-embedding-)"), "openai"),
     (re.compile(r"^claude-"), "anthropic"),
+    (re.compile(r"^gemini-"), "google"),
 )
 
 
@@ -64,7 +67,8 @@ def _did_you_mean(spec: object) -> str:
 def get_model(spec: str, **kwargs: Any) -> ChatModel:
     """Build a model from ``"<provider>:<model>"``.
 
-    Providers: ``openai`` (``OPENAI_API_KEY``), ``anthropic`` (``ANTHROPIC_API_KEY``) and
+    Providers: ``openai`` (``OPENAI_API_KEY``), ``anthropic`` (``ANTHROPIC_API_KEY``),
+    ``google`` (Gemini; ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY``) and
     ``openai-compatible`` (any OpenAI-compatible server; pass ``base_url=`` or write
     ``"openai-compatible:<model>@<base_url>"``). ``echo`` (or ``echo:<name>``) is the
     offline demo model :class:`~agentkit.models.echo.EchoModel`. ``scripted`` gives an
