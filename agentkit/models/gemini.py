@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._threads import run_and_wait
+from ..cancel import CancelToken
 from ..errors import (
     AuthenticationError,
     ConfigurationError,
@@ -177,30 +178,32 @@ class GeminiModel(ProviderModel):
 
         def attempt() -> Iterator[StreamEvent]:
             config = self._with_key(params["config"])
-            exchange = _Exchange()
-            if not self._stream:
-                response = run_and_wait(lambda: exchange.run(
-                    lambda: models.generate_content(model=params["model"], contents=params["contents"],
-                                                    config=config)),
-                    cancel=cancel, name="agentkit-model-call")
-                yield from gemini_events(iter([response]), cancel)
-                return
-            chunks = models.generate_content_stream(model=params["model"], contents=params["contents"],
-                                                    config=config)
+            exchange = _Exchange(cancel)
             try:
-                # the request goes out with the first read: a cancel meanwhile leaves it behind
-                first = run_and_wait(lambda: exchange.run(lambda: next(chunks, None)), cancel=cancel,
-                                     name="agentkit-model-call", abandoned=lambda _: chunks.close())
-            except BaseException:
-                if not cancel.cancelled:
+                if not self._stream:
+                    response = run_and_wait(lambda: exchange.run(
+                        lambda: models.generate_content(model=params["model"], contents=params["contents"],
+                                                        config=config)),
+                        cancel=cancel, name="agentkit-model-call")
+                    yield from gemini_events(iter([response]), cancel)
+                    return
+                chunks = models.generate_content_stream(model=params["model"], contents=params["contents"],
+                                                        config=config)
+                try:
+                    # the request goes out with the first read, on a helper thread: a cancel
+                    # meanwhile returns at once, and shuts the connection once it is open
+                    first = run_and_wait(lambda: exchange.run(lambda: next(chunks, None)), cancel=cancel,
+                                         name="agentkit-model-call", abandoned=lambda _: chunks.close())
+                except BaseException:
+                    if not cancel.cancelled:
+                        chunks.close()
+                    raise
+                try:
+                    yield from gemini_events(_chain(first, chunks), cancel)
+                finally:
                     chunks.close()
-                raise
-            forget = cancel._on_cancel(_Interrupter(exchange))
-            try:
-                yield from gemini_events(_chain(first, chunks), cancel)
             finally:
-                forget()
-                chunks.close()
+                exchange.forget()
 
         return attempt
 
@@ -288,12 +291,16 @@ class GeminiModel(ProviderModel):
 
 
 class _Exchange:
-    """Holds the HTTP response of the request its thread sends (set by the client's
-    response hook), so a cancel can shut its socket down (``_Interrupter`` reads
-    ``.response``)."""
+    """One attempt's HTTP response, handed over by the client's response hook on the
+    thread that sends the request: from then until the attempt ends, cancelling the
+    token shuts its connection down (``_Interrupter`` reads ``.response``), so a read
+    blocked on a silent server ends, also on a helper thread a cancel left behind."""
 
-    def __init__(self) -> None:
+    def __init__(self, cancel: CancelToken) -> None:
+        self.cancel = cancel
         self.response: Any = None
+        self._forget: Callable[[], None] | None = None
+        self._lock = threading.Lock()
 
     def run(self, fn: Callable[[], Any]) -> Any:
         _local.exchange = self
@@ -302,11 +309,25 @@ class _Exchange:
         finally:
             _local.exchange = None
 
+    def attach(self, response: Any) -> None:
+        with self._lock:
+            self.response = response
+            if self._forget is not None:
+                self._forget()
+            # at once when the token is already cancelled
+            self._forget = self.cancel._on_cancel(_Interrupter(self))
+
+    def forget(self) -> None:
+        with self._lock:
+            if self._forget is not None:
+                self._forget()
+                self._forget = None
+
 
 def _on_response(response: Any) -> None:
     exchange = getattr(_local, "exchange", None)
     if exchange is not None:
-        exchange.response = response
+        exchange.attach(response)
 
 
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
