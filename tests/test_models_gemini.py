@@ -294,6 +294,25 @@ def test_the_thinking_fake_rejects_a_function_call_without_its_signature(thinkin
         events(model(thinking_server), request(*history))
 
 
+def test_a_signature_after_the_last_part_goes_back_on_an_empty_text_part(server):
+    signature = "gemini:" + w.signature_for("text", None)  # as the adapter stores Gemini's base64
+    history = (Message.user("go"), Message(role="assistant", content=(
+        TextPart(text="Hello."), ReasoningPart(text="", signature=signature))), Message.user("more"))
+    server.add(w.stream(w.text("ok")))
+    events(model(server), request(*history))  # the fake checks the signature
+    assert server.bodies[0]["contents"][1]["parts"] == [
+        {"text": "Hello."}, {"text": "", "thoughtSignature": w.signature_for("text", None)}]
+
+
+def test_a_result_whose_call_is_not_in_the_turn_before_is_sent_as_text(server):
+    history = (Message.user("go"), Message(role="tool", content=(
+        ToolResultPart(tool_call_id="gone", tool_name="add", output=ToolOutput.text("5")),)))
+    server.add(w.stream(w.text("ok")))
+    events(model(server), request(*history))
+    assert server.bodies[0]["contents"] == [{"role": "user", "parts": [
+        {"text": "go"}, {"text": "[result of the earlier tool call add]: 5"}]}]
+
+
 def test_reasoning_of_other_providers_is_not_sent(server):
     history = (Message.user("go"), Message(role="assistant", content=(
         ReasoningPart(text="anthropic thinking", signature="sig-anthropic"), TextPart(text="hello"))),
@@ -446,7 +465,17 @@ def test_rate_limit_exhausts_into_rate_limit_error(server):
     assert info.value.status_code == 429 and info.value.provider == "google"
 
 
-@pytest.mark.parametrize(("code", "status"), [(500, "INTERNAL"), (503, "UNAVAILABLE")])
+def test_a_daily_quota_used_up_is_not_retried(server):
+    quota = [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+        {"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+         "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}]
+    server.add(w.error(429, "RESOURCE_EXHAUSTED", "You exceeded your current quota", details=quota))
+    with pytest.raises(RateLimitError, match="current quota"):
+        events(model(server), request())
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(("code", "status"), [(500, "INTERNAL"), (503, "UNAVAILABLE"), (504, "DEADLINE_EXCEEDED")])
 def test_server_errors_are_retried_as_provider_unavailable(server, code, status):
     server.add(w.error(code, status, "The model is overloaded."), w.stream(w.text("ok")))
     assert events(model(server), request())[-1] == FinishEvent("stop", "STOP")

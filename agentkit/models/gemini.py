@@ -362,7 +362,10 @@ def _api_failure(exc: Any) -> TranslatedError:
     if retry_after is None:
         retry_after = parse_retry_after(getattr(response, "headers", None))
     if code == 429 or status == "RESOURCE_EXHAUSTED":
-        return TranslatedError(error=RateLimitError(text, **fields), retryable=True, retry_after=retry_after)
+        # a daily quota used up is not transient: retrying within minutes cannot help
+        daily = any("PerDay" in str(v.get("quotaId", "")) for d in details
+                    for v in d.get("violations") or [] if isinstance(v, dict))
+        return TranslatedError(error=RateLimitError(text, **fields), retryable=not daily, retry_after=retry_after)
     if code is not None and (code >= 500 or code == 408) or status in ("UNAVAILABLE", "INTERNAL",
                                                                        "DEADLINE_EXCEEDED"):
         return TranslatedError(error=ProviderUnavailableError(text, **fields), retryable=True,
