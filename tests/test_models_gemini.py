@@ -28,6 +28,7 @@ from agentkit import (
     CancelToken,
     ConfigurationError,
     ContextOverflowError,
+    MissingDependencyError,
     ProviderError,
     ProviderUnavailableError,
     RateLimitError,
@@ -322,6 +323,22 @@ def test_reasoning_of_other_providers_is_not_sent(server):
     assert server.bodies[0]["contents"][1] == {"role": "model", "parts": [{"text": "hello"}]}
 
 
+def test_gemini_signatures_are_not_sent_to_anthropic(anthropic_server):
+    """A session that moves from Gemini to Claude: Gemini's signed reasoning stays out of
+    the Anthropic request (Anthropic would refuse a signature it did not make)."""
+    from fakes import anthropic_wire as aw
+
+    from agentkit.models.anthropic import AnthropicModel
+
+    signed = ReasoningPart(text="thinking", signature="gemini:" + w.signature_for("thought", "thinking"))
+    history = (Message.user("go"), Message(role="assistant", content=(signed, TextPart(text="Hello."))),
+               Message.user("more"))
+    anthropic_server.add(aw.stream(aw.text("ok")))
+    claude = AnthropicModel(aw.MODEL, api_key="k", base_url=anthropic_server.url, retry=FAST)
+    list(claude.stream(ModelRequest(messages=history)))
+    assert anthropic_server.bodies[0]["messages"][1]["content"] == [{"type": "text", "text": "Hello."}]
+
+
 # -- system instruction, media ----------------------------------------------------------
 
 
@@ -443,6 +460,14 @@ def test_get_model_reaches_the_adapter(server):
     assert isinstance(m, GeminiModel) and m.model_name == w.MODEL
     with pytest.raises(ConfigurationError, match="google:gemini-2.5-flash"):
         get_model("gemini-2.5-flash")
+
+
+def test_without_google_genai_the_error_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "google.genai", None)  # makes `import google.genai` fail
+    with pytest.raises(MissingDependencyError, match=r"\[gemini\]"):
+        get_model(f"google:{w.MODEL}", api_key=KEY)
 
 
 # -- errors and retries -------------------------------------------------------------------

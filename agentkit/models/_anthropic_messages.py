@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import ConfigurationError
 from ..messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from ._common import b64, is_text_media, text_of_file
+from ._gemini_messages import SIGNATURE_PREFIX as _GEMINI_SIGNATURE
 
 _TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _OPENING = "(conversation continues)"
@@ -51,9 +52,9 @@ def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
         if isinstance(p, ReasoningPart):
             if p.redacted_data is not None:
                 blocks.append({"type": "redacted_thinking", "data": p.redacted_data})
-            elif p.signature:
+            elif p.signature and not p.signature.startswith(_GEMINI_SIGNATURE):
                 blocks.append({"type": "thinking", "thinking": p.text, "signature": p.signature})
-            # reasoning without a signature (another provider's) cannot be sent back
+            # reasoning without a signature, or signed by Gemini, cannot be sent back
         elif isinstance(p, TextPart):
             # whitespace the model wrote around its tool calls ("\n\n") is rejected by
             # the API when sent back on its own
