@@ -564,6 +564,21 @@ def test_a_dropped_connection_mid_stream_is_an_error(server):
         list(model(server, retry=RetryPolicy(max_retries=0)).stream(request()))
 
 
+def test_a_server_slower_than_the_timeout_is_provider_unavailable(server):
+    slow = w.stream(w.text("too late"))
+    slow.hang = 30.0  # no headers before the client's timeout
+    server.add(slow)
+    with pytest.raises(ProviderUnavailableError, match="timed out"):
+        events(model(server, timeout=0.5, retry=RetryPolicy(max_retries=0)), request())
+
+
+def test_default_headers_reach_the_server(server):
+    server.add(w.stream(w.text("ok")))
+    events(model(server, default_headers={"x-team": "search"}), request())
+    assert server.requests[0].headers["x-team"] == "search"
+    assert server.requests[0].headers["x-goog-api-key"] == KEY
+
+
 def test_an_unreachable_server_names_it():
     with FakeServer() as s:
         url = s.url

@@ -165,9 +165,9 @@ class GeminiModel(ProviderModel):
             )
         names = {c.__name__ for c in type(exc).__mro__}
         if type(exc).__module__.split(".")[0] in ("httpx", "httpx2") and (
-            "ConnectError" in names or "ConnectTimeout" in names
-        ):
-            return connection_failure(exc, "google", "Gemini", timed_out="ConnectTimeout" in names,
+            "ConnectError" in names or "TimeoutException" in names
+        ):  # not reached, or no answer within the timeout
+            return connection_failure(exc, "google", "Gemini", timed_out="TimeoutException" in names,
                                       server=self._server())
         return transport_failure(exc, "google", "Gemini")
 
