@@ -430,6 +430,18 @@ def test_missing_api_key_is_a_configuration_error(monkeypatch):
         GeminiModel(w.MODEL)
 
 
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"base_url": "127.0.0.1:8080"}, "http\\(s\\) URL of the host root"),
+    ({"api_key": 42}, "api_key must be a str or a callable"),
+    ({"timeout": 0}, "timeout must be a positive number"),
+    ({"output_mode": "text"}, "output_mode must be"),
+])
+def test_bad_constructor_arguments_say_what_to_pass(kw, message):
+    kw.setdefault("api_key", KEY)
+    with pytest.raises(ConfigurationError, match=message):
+        GeminiModel(w.MODEL, **kw)
+
+
 def test_the_key_comes_from_the_environment(server, monkeypatch):
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     monkeypatch.setenv("GEMINI_API_KEY", KEY)

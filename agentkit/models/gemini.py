@@ -109,6 +109,11 @@ class GeminiModel(ProviderModel):
                 f"GeminiModel: api_key must be a str or a callable returning one (asked before every "
                 f"request), not {type(api_key).__name__}"
             )
+        if base_url is not None and (not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))):
+            raise ConfigurationError(
+                f"base_url must be an http(s) URL of the host root, e.g. 'https://generativelanguage.googleapis.com', "
+                f"got {base_url!r}"
+            )
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
             raise ConfigurationError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self.model_name = model
@@ -129,7 +134,8 @@ class GeminiModel(ProviderModel):
                 )
             key = "not-needed"  # a gateway or local server; a callable key replaces it per request
         options: dict[str, Any] = {
-            # the SDK reads one chunk's socket through this hook, so a cancel can end a read
+            # each response is handed to the attempt that sent it, so a cancel can shut its
+            # connection down (see _Exchange)
             "client_args": {"event_hooks": {"response": [_on_response]}},
         }
         if base_url is not None:
@@ -147,7 +153,9 @@ class GeminiModel(ProviderModel):
         return f"GeminiModel({self.model_name!r}, base_url={self._server()!r})"
 
     def _server(self) -> str:
-        return str(self._client._api_client._http_options.base_url or "")
+        """The host the client talks to (for messages)."""
+        options = getattr(getattr(self._client, "_api_client", None), "_http_options", None)
+        return str(getattr(options, "base_url", None) or "")
 
     # -- the port ----------------------------------------------------------------------
 
