@@ -286,6 +286,28 @@ def test_thought_signatures_go_back_on_their_parts_across_turns(thinking_server)
     assert last_model[-1]["thoughtSignature"] == w.signature_for("text", None)
 
 
+def test_signatures_survive_the_file_store_into_the_next_turn(thinking_server, tmp_path):
+    """The signed call is stored with the session's events on disk; a Session opened
+    afresh from the store sends it back signed."""
+    from agentkit import FileEventStore, Session
+
+    thinking_server.add(
+        w.stream(w.thought("Adding."), w.call("add", {"a": 20, "b": 22}, signed=True)),
+        w.stream(w.signed_text("42"), pieces=1),
+        w.stream(w.text("yes, 42")),
+    )
+    store = FileEventStore(tmp_path)
+    with Session.open("g", store=store, model=model(thinking_server, include_thoughts=True), tools=[add]) as s:
+        assert s.ask("20 + 22?").text == "42"
+    with Session.open("g", store=store, model=model(thinking_server, include_thoughts=True), tools=[add]) as s:
+        assert s.ask("sure?").text == "yes, 42"
+    contents = thinking_server.bodies[2]["contents"]
+    assert [c["role"] for c in contents] == ["user", "model", "user", "model", "user"]
+    assert contents[1]["parts"][0]["thoughtSignature"] == w.signature_for("call", {"name": "add",
+                                                                                   "args": {"a": 20, "b": 22}})
+    assert contents[3]["parts"][-1] == {"text": "42", "thoughtSignature": w.signature_for("text", None)}
+
+
 def test_the_thinking_fake_rejects_a_function_call_without_its_signature(thinking_server):
     history = (Message.user("go"), Message(role="assistant", content=(
         ToolCallPart(tool_call_id="gemini-call-x", tool_name="add", input={"a": 1, "b": 2}),)),
