@@ -393,6 +393,27 @@ def test_images_and_files_become_inline_data_and_file_data(server):
     assert parts[5]["text"].startswith('<file name="t.csv">')
 
 
+def test_a_tool_result_with_an_image_sends_it_after_the_responses(server):
+    png = b"\x89PNG\r\n\x1a\nshot"
+    history = (
+        Message.user("take a screenshot"),
+        Message(role="assistant", content=(ToolCallPart(tool_call_id="gemini-call-1", tool_name="shot", input={}),)),
+        Message(role="tool", content=(ToolResultPart(tool_call_id="gemini-call-1", tool_name="shot", output=ToolOutput(
+            kind="content", value=(TextPart(text="here it is"), ImagePart(data=png, media_type="image/png")))),)),
+    )
+    server.add(w.stream(w.text("a window")))
+    events(model(server), request(*history))
+    parts = server.bodies[0]["contents"][2]["parts"]
+    assert parts[0] == {"functionResponse": {"name": "shot", "response": {"output": "here it is"}}}
+    assert parts[1] == {"inlineData": {"mime_type": "image/png", "data": base64.b64encode(png).decode()}}
+
+
+def test_a_user_message_of_only_whitespace_is_rejected_before_any_request(server):
+    with pytest.raises(ConfigurationError, match="whitespace"):
+        model(server).stream(request(Message(role="user", content=(TextPart(text="  \n"),))))
+    assert server.requests == []
+
+
 def test_a_history_opening_with_the_model_gets_a_user_turn_first(server):
     server.add(w.stream(w.text("ok")))
     events(model(server), request(Message.assistant("Welcome!"), Message.user("hi")))
@@ -590,6 +611,19 @@ def test_a_stream_cut_before_the_finish_is_retried_then_an_error(server):
     server.add(*[w.stream(w.text("partial"), finish=None) for _ in range(3)])
     with pytest.raises(ProviderUnavailableError, match="finishReason"):
         list(model(server).stream(request()))
+
+
+def test_an_empty_stream_is_retried_then_provider_unavailable(server):
+    server.add(*[Reply(events=[]) for _ in range(3)])
+    with pytest.raises(ProviderUnavailableError, match="without any chunk"):
+        events(model(server), request())
+    assert len(server.requests) == 3
+
+
+def test_a_chunk_that_is_not_json_is_retried(server):
+    server.add(Reply(events=[(None, "{not json")]), w.stream(w.text("ok")))
+    assert events(model(server), request())[-1] == FinishEvent("stop", "STOP")
+    assert len(server.requests) == 2
 
 
 def test_a_dropped_connection_mid_stream_is_an_error(server):
