@@ -180,6 +180,16 @@ def test_calls_without_ids_get_stable_ids_and_results_go_back_by_name_and_order(
     assert responses[1]["name"] == "add" and "error" in responses[1]["response"]  # b was missing
 
 
+def test_made_up_ids_stay_unique_when_the_server_repeats_its_response_id(server):
+    # every answer of the fake has responseId "resp-fake-1", as a proxy or cache may give
+    server.add(w.stream(w.call("add", {"a": 1, "b": 1})), w.stream(w.call("add", {"a": 2, "b": 2})),
+               w.stream(w.text("2 and 4")))
+    result = run_agent(model(server), "1+1, then 2+2", tools=[add])
+    assert result.text == "2 and 4"
+    responses = [p["functionResponse"]["response"] for b in server.bodies[1:] for p in b["contents"][-1]["parts"]]
+    assert responses[-2:] == [{"output": 2}, {"output": 4}]  # both calls ran
+
+
 def test_call_ids_given_by_gemini_are_sent_back_on_call_and_response(server):
     server.add(w.stream(w.call("add", {"a": 1, "b": 1}, call_id="fc-7")), w.stream(w.text("2")))
     result = run_agent(model(server), "1+1", tools=[add])
@@ -437,6 +447,24 @@ def test_structured_output_uses_response_json_schema(server):
     assert config["responseMimeType"] == "application/json"
     assert config["responseJsonSchema"]["properties"]["population"]["type"] == "integer"
     assert "tools" not in server.bodies[0]
+
+
+def test_gemini_3_combines_the_response_schema_with_function_calling(server):
+    server.add(w.stream(w.call("add", {"a": 1, "b": 2})), w.stream(w.text('{"name": "Sum", "population": 3}')))
+    m = GeminiModel("gemini-3-pro-preview", api_key=KEY, base_url=server.url, retry=FAST)
+    result = run_agent(m, "add 1 and 2", tools=[add], output_type=City)
+    assert result.output == City(name="Sum", population=3)
+    assert all(b["generationConfig"]["responseMimeType"] == "application/json" for b in server.bodies)
+
+
+def test_before_gemini_3_a_response_schema_with_tools_is_refused_before_any_request(server):
+    with pytest.raises(ConfigurationError, match="output_mode='tool'"):
+        run_agent(model(server), "add 1 and 2", tools=[add], output_type=City)
+    assert server.requests == []
+    server.add(w.stream(w.call("add", {"a": 1, "b": 2})),
+               w.stream(w.call("final_answer", {"name": "S", "population": 3})))
+    result = run_agent(model(server, output_mode="tool"), "add 1 and 2", tools=[add], output_type=City)
+    assert result.output == City(name="S", population=3)
 
 
 def test_output_mode_tool_gets_the_output_through_a_function_call(server):

@@ -59,11 +59,9 @@ class _StreamState:
         self.finish_reason: str | None = None
         self.blocked: str | None = None
         self.usage: Any = None
-        self.response_id = ""
 
     def feed(self, chunk: Any) -> Iterator[StreamEvent]:
         self.chunks += 1
-        self.response_id = getattr(chunk, "response_id", None) or self.response_id
         if getattr(chunk, "usage_metadata", None) is not None:
             self.usage = chunk.usage_metadata  # cumulative within one response: keep the last
         feedback = getattr(chunk, "prompt_feedback", None)
@@ -99,7 +97,9 @@ class _StreamState:
         if call is not None:
             self.calls += 1
             args = call.args if isinstance(call.args, dict) else {}
-            call_id = call.id or f"{GENERATED_ID_PREFIX}{self.response_id or uuid.uuid4().hex[:16]}-{self.calls}"
+            # made up once and stored with the call: unique in the session, whatever the
+            # server's responseId (a proxy or cache may repeat one)
+            call_id = call.id or f"{GENERATED_ID_PREFIX}{uuid.uuid4().hex[:24]}"
             yield ToolCallEvent(tool_call_id=call_id, tool_name=call.name or "", input=args)
         elif text:
             yield TextDelta(text)

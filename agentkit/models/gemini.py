@@ -11,6 +11,7 @@ translated here.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -49,6 +50,7 @@ _MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 _OVERFLOW = ("input token count", "exceeds the maximum number of tokens", "exceeds the maximum input")
 _AUTH_REASONS = ("API_KEY_INVALID", "API_KEY_SERVICE_BLOCKED", "API_KEY_HTTP_REFERRER_BLOCKED")
 _ENV_KEYS = ("GOOGLE_API_KEY", "GEMINI_API_KEY")  # the SDK's own order
+_BEFORE_3 = re.compile(r"^(models/)?gemini-[12](\.|-)")  # no response schema together with function calling
 _local = threading.local()  # the exchange whose request the current thread sends
 
 
@@ -265,6 +267,12 @@ class GeminiModel(ProviderModel):
             config["thinking_config"] = thinking
         output = request.output
         if output is not None and output.mode == "json-schema":
+            if request.tools and _BEFORE_3.match(self.model_name):
+                raise ConfigurationError(
+                    f"{self.model_name} cannot combine a response schema (output_type=) with function calling "
+                    f"(Gemini 3 can); use GeminiModel({self.model_name!r}, output_mode='tool') to get the output "
+                    f"through a final-answer function call"
+                )
             config["response_mime_type"] = "application/json"
             config["response_json_schema"] = dict(output.schema)
         config.update(request.provider_options)

@@ -9,8 +9,9 @@ real API enforces: the ``x-goog-api-key`` header, roles ``user`` / ``model`` tha
 alternate starting with ``user``, one data field per part, function responses that
 answer the function calls of the model turn right before them (as many, same names,
 same order, same ids where the calls had ids), thought signatures sent back on the part
-they came on, and (for a thinking model, ``require_signatures=True``) the signature of
-the first function call of each model step of the current turn. The SDK writes some
+they came on, no JSON response schema together with function calling before Gemini 3,
+and (for a thinking model, ``require_signatures=True``) the signature of the first
+function call of each model step of the current turn. The SDK writes some
 fields in snake_case (``thought_signature``, ``mime_type``): the real API takes both
 spellings, and so does this fake.
 """
@@ -194,8 +195,12 @@ def validate(rec: Recorded, *, key: str | None = None, require_signatures: bool 
             {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID",
              "domain": "googleapis.com"}])
     req = rec.body if isinstance(rec.body, dict) else {}
+    config = req.get("generationConfig") or {}
+    if (re.match(r"gemini-[12][.-]", match.group(2)) and req.get("tools")
+            and _get(config, "responseMimeType") == "application/json"):
+        return _bad("Function calling with a response mime type: 'application/json' is unsupported")
     return (_check_contents(req.get("contents"), require_signatures) or _check_tools(req)
-            or _check_config(req.get("generationConfig") or {}) or _check_system(req))
+            or _check_config(config) or _check_system(req))
 
 
 def _check_system(req: dict[str, Any]) -> Reply | None:
