@@ -224,6 +224,17 @@ def anthropic_server():
         yield server
 
 
+@pytest.fixture
+def gemini_server():
+    """A FakeServer (tests/fakes/server.py) that rejects what the Gemini API rejects
+    (tests/fakes/gemini_wire.py), accepting the API key ``gemini-test-key``."""
+    from fakes import gemini_wire
+    from fakes.server import FakeServer
+
+    with FakeServer(check=gemini_wire.validator(key="gemini-test-key")) as server:
+        yield server
+
+
 # -- Chromium: the browser the browser tests drive ---------------------------------------
 
 

@@ -63,9 +63,8 @@ KEY = "gemini-test-key"
 
 
 @pytest.fixture
-def server():
-    with FakeServer(check=w.validator(key=KEY)) as s:
-        yield s
+def server(gemini_server):
+    return gemini_server  # tests/conftest.py: accepts KEY
 
 
 @pytest.fixture
