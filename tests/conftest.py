@@ -78,13 +78,14 @@ def pytest_collection_modifyitems(config, items):
             continue
         has_endpoint = any(
             os.environ.get(k)
-            for k in ("AGENTKIT_LIVE_OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+            for k in ("AGENTKIT_LIVE_OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY",
+                      "GOOGLE_API_KEY")
         )
         if not has_endpoint:
             item.add_marker(
                 pytest.mark.skip(
-                    reason="live test: set AGENTKIT_LIVE_OPENAI_BASE_URL, OPENAI_API_KEY or "
-                    "ANTHROPIC_API_KEY to run it against a real model endpoint"
+                    reason="live test: set AGENTKIT_LIVE_OPENAI_BASE_URL, OPENAI_API_KEY, "
+                    "ANTHROPIC_API_KEY or GEMINI_API_KEY to run it against a real model endpoint"
                 )
             )
 
@@ -233,6 +234,17 @@ def bedrock_server(monkeypatch):
 
     bedrock_wire.fake_credentials(monkeypatch)
     with FakeServer(check=bedrock_wire.validate) as server:
+        yield server
+
+
+@pytest.fixture
+def gemini_server():
+    """A FakeServer (tests/fakes/server.py) that rejects what the Gemini API rejects
+    (tests/fakes/gemini_wire.py), accepting the API key ``gemini-test-key``."""
+    from fakes import gemini_wire
+    from fakes.server import FakeServer
+
+    with FakeServer(check=gemini_wire.validator(key="gemini-test-key")) as server:
         yield server
 
 

@@ -8,7 +8,7 @@ The rules (CONTRIBUTING.md, "Documentation examples", says the same to writers):
   That directory holds a copy of the repository's ``examples/`` folder, so a page may
   start ``examples/mcp_server_demo.py`` as it would from a checkout.
 * Provider spec strings and SDK clients reach loopback fakes: ``OPENAI_BASE_URL`` /
-  ``ANTHROPIC_BASE_URL`` point at servers from ``tests/fakes`` speaking the real wire
+  ``ANTHROPIC_BASE_URL`` / ``GOOGLE_GEMINI_BASE_URL`` point at servers from ``tests/fakes`` speaking the real wire
   formats, with ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` set to dummy keys. The fakes
   answer like a cooperative model (``tests/fakes/plausible.py``: they call a tool when
   tools are offered, then answer), so the official SDKs' code paths really run.
@@ -59,7 +59,7 @@ if sys.version_info >= (3, 11):
 else:  # pytest depends on tomli before 3.11
     import tomli as tomllib
 
-from fakes.plausible import anthropic_responder, bedrock_responder, openai_responder
+from fakes.plausible import anthropic_responder, bedrock_responder, gemini_responder, openai_responder
 from fakes.server import FakeServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -276,6 +276,17 @@ def bedrock_provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
         yield server
 
 
+@pytest.fixture(autouse=True)
+def gemini_fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
+    """A loopback Gemini fake, wired in through the google-genai SDK's own
+    ``GOOGLE_GEMINI_BASE_URL``, with ``GEMINI_API_KEY`` set to a dummy key."""
+    with FakeServer(gemini_responder) as gemini:
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", gemini.url)
+        monkeypatch.setenv("GEMINI_API_KEY", "gemini-docs-test")
+        monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+        yield gemini
+
+
 @pytest.mark.filterwarnings("ignore:`langchain-community` is being sunset:DeprecationWarning")
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_every_block_of_the_page_runs(
@@ -328,6 +339,26 @@ def test_provider_specs_on_a_page_reach_the_loopback_fakes(
     headers = openai.requests[0].headers
     assert headers.get("authorization") == "Bearer sk-docs-test"
     assert anthropic.requests == []  # the README names Anthropic but does not switch to it
+
+
+def test_the_gemini_section_reaches_the_gemini_fake_through_the_sdk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, providers: tuple[FakeServer, FakeServer],
+    gemini_fake: FakeServer,
+) -> None:
+    """docs/providers.md, "Google Gemini": the blocks reach the Gemini fake (through
+    ``GOOGLE_GEMINI_BASE_URL``), the thinking model's signed function call goes back with
+    its signature, and the structured output asks for ``responseJsonSchema``."""
+    monkeypatch.chdir(tmp_path)
+    run_page(ROOT / "docs" / "providers.md")
+    paths = {r.path for r in gemini_fake.requests}
+    assert paths == {"/v1/models/gemini-2.5-flash:streamGenerateContent?alt=sse"}
+    first, second = gemini_fake.bodies[:2]
+    assert first["generationConfig"]["thinkingConfig"] == {"thinking_budget": 1024, "include_thoughts": True}
+    call = next(p for p in second["contents"][1]["parts"] if "functionCall" in p)
+    assert call["functionCall"]["name"] == "add" and "thoughtSignature" in call
+    assert second["contents"][2]["parts"][0]["functionResponse"]["response"] == {"output": 42}
+    assert any("responseJsonSchema" in b.get("generationConfig", {}) for b in gemini_fake.bodies)
+    assert {r.headers["x-goog-api-key"] for r in gemini_fake.requests} == {"gemini-docs-test"}
 
 
 def test_the_readmes_first_agent_runs_without_a_provider_extra_or_a_key(

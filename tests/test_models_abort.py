@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pytest
 from fakes import anthropic_wire as aw
+from fakes import gemini_wire as gw
 from fakes import openai_wire as ow
 from fakes.server import FakeServer, Trickle
 
@@ -21,9 +22,12 @@ from agentkit import CancelledError, CancelToken, Session
 from agentkit.messages import Message
 from agentkit.models import ModelRequest, RetryPolicy, TextDelta
 from agentkit.models.anthropic import AnthropicModel
+from agentkit.models.gemini import GeminiModel
 from agentkit.models.openai import OpenAIChatModel
 
-KEEPALIVE = {"openai": b": keepalive\n\n", "anthropic": b'event: ping\ndata: {"type": "ping"}\n\n'}
+# Gemini sends no SSE comments (the google-genai SDK would read one as a broken chunk):
+# blank lines, which the SDK skips, are its keep-alives here
+KEEPALIVE = {"openai": b": keepalive\n\n", "anthropic": b'event: ping\ndata: {"type": "ping"}\n\n', "gemini": b"\n"}
 
 
 def _model(provider: str, server: FakeServer):
@@ -31,19 +35,27 @@ def _model(provider: str, server: FakeServer):
     retry = RetryPolicy(max_retries=2, initial_delay=0.001)
     if provider == "openai":
         return OpenAIChatModel("gpt-4.1-mini", base_url=server.url + "/v1", timeout=120, retry=retry)
+    if provider == "gemini":
+        return GeminiModel(gw.MODEL, base_url=server.url, api_key="k", timeout=120, retry=retry)
     return AnthropicModel("claude-fake-1", base_url=server.url, api_key="k", timeout=120, retry=retry)
 
 
 def _idle_reply(provider: str, idle: str):
     """A stream that, after its headers, only sends keep-alives or nothing (or that sends
     not even its headers), then answers if anyone is still listening after 30 s."""
-    reply = ow.text_stream("too late") if provider == "openai" else aw.stream(aw.text("too late", pieces=1))
+    reply = _answer(provider, "too late")
     if idle == "no headers":
         reply.hang = 30.0
         return reply, None
     pause: object = Trickle(KEEPALIVE[provider]) if idle == "keep-alives" else threading.Event()
     reply.events = [(None, pause), *reply.events]
     return reply, pause
+
+
+def _answer(provider: str, text: str):
+    if provider == "gemini":
+        return gw.stream(gw.text(text), pieces=1)
+    return ow.text_stream(text) if provider == "openai" else aw.stream(aw.text(text, pieces=1))
 
 
 def _release(pause: object) -> None:
@@ -87,7 +99,7 @@ def _stream_on_a_thread(provider: str, server: FakeServer):
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("idle", ["keep-alives", "nothing", "no headers"])
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_cancel_ends_a_model_call_on_an_idle_stream(provider, idle):
     reply, pause = _idle_reply(provider, idle)
     with FakeServer() as server:
@@ -129,7 +141,7 @@ def test_cancel_ends_a_plain_completion_the_server_never_answers():
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("how", ["abort_current_generation", "close"])
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_session_abort_and_close_end_generate_during_keep_alives(provider, how):
     reply, pause = _idle_reply(provider, "keep-alives")
     with FakeServer() as server:
@@ -149,13 +161,13 @@ def test_session_abort_and_close_end_generate_during_keep_alives(provider, how):
     assert isinstance(outcome.get("error"), CancelledError), outcome
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_a_finished_call_leaves_no_cancel_hook_behind(provider):
     # the hook that shuts the connection down is dropped once the attempt ends, so a
     # token reused for many calls does not collect them
     with FakeServer() as server:
         for _ in range(3):
-            server.add(ow.text_stream("ok") if provider == "openai" else aw.stream(aw.text("ok", pieces=1)))
+            server.add(_answer(provider, "ok"))
         cancel = CancelToken()
         model = _model(provider, server)
         for _ in range(3):
@@ -179,7 +191,7 @@ def _two_calls(provider: str, *, fire_late_hooks: bool) -> int:
     """Two calls on one model; returns how many connections the server saw."""
     with FakeServer() as server:
         for _ in range(2):
-            server.add(ow.text_stream("ok") if provider == "openai" else aw.stream(aw.text("ok", pieces=1)))
+            server.add(_answer(provider, "ok"))
         model = _model(provider, server)
         cancel = _HookRecordingToken()
         list(model.stream(ModelRequest(messages=(Message.user("hi"),), cancel=cancel)))
@@ -192,7 +204,7 @@ def _two_calls(provider: str, *, fire_late_hooks: bool) -> int:
     return server.connections
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_a_late_cancel_spares_the_connection_back_in_the_pool(provider):
     # the generation ended and its connection went back to the client's pool (the
     # anthropic SDK reads its stream to the end, so it reuses connections): a cancel hook
@@ -204,7 +216,7 @@ def test_a_late_cancel_spares_the_connection_back_in_the_pool(provider):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_a_call_left_behind_by_a_cancel_is_closed_when_the_server_answers(provider):
     # cancelled before the headers came: once they come, the connection is let go at once,
     # not held open while the server streams keep-alives

@@ -107,7 +107,7 @@ def test_the_distribution_name_is_not_the_unrelated_agentkit_on_the_index():
     everything = re.search(rf'^all = \["{re.escape(dist)}\[([a-z,-]+)\]"\]$', text, re.M)  # the extras name it
     assert everything is not None
     named = set(everything.group(1).split(","))
-    assert {"openai", "anthropic", "bedrock", "mcp", "langchain", "postgres", "otel", "celery"} <= named
+    assert {"openai", "anthropic", "bedrock", "gemini", "mcp", "langchain", "postgres", "otel", "celery"} <= named
     assert f'"{dist}[all]",' in text
 
 

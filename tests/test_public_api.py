@@ -48,7 +48,8 @@ def test_importing_agentkit_imports_no_optional_sdk():
     code = NO_REDIS + (
         "import sys, agentkit, agentkit.models, agentkit.tools, agentkit.stores;"
         "import agentkit.observability;"
-        "bad = [m for m in ('openai', 'anthropic', 'mcp', 'langchain_core', 'requests', 'opentelemetry')"
+        "bad = [m for m in ('openai', 'anthropic', 'google.genai', 'mcp', 'langchain_core', 'requests',"
+        " 'opentelemetry')"
         " if m in sys.modules];"
         "print(','.join(bad))"
     )
@@ -162,6 +163,9 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.models.bedrock': [
         'BedrockModel',
+    ],
+    'agentkit.models.gemini': [
+        'GeminiModel',
     ],
     'agentkit.models.openai': [
         'OpenAIChatModel',

@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import ConfigurationError
 from ..messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from ._common import b64, is_text_media, text_of_file
+from ._gemini_messages import SIGNATURE_PREFIX as _GEMINI_SIGNATURE
 from ._responses_items import decode_token
 
 _TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -75,10 +76,10 @@ def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
         if isinstance(p, ReasoningPart):
             if p.redacted_data is not None:
                 blocks.append({"type": "redacted_thinking", "data": p.redacted_data})
-            elif p.signature and decode_token(p.signature) is None:
+            elif p.signature and decode_token(p.signature) is None and not p.signature.startswith(_GEMINI_SIGNATURE):
                 blocks.append({"type": "thinking", "thinking": p.text, "signature": p.signature})
-            # reasoning without a signature, or with the OpenAI Responses adapter's
-            # (another provider's), cannot be sent back
+            # reasoning without a signature, or with another provider's (the OpenAI Responses
+            # adapter's token, a Gemini thought signature), cannot be sent back
         elif isinstance(p, TextPart):
             # whitespace the model wrote around its tool calls ("\n\n") is rejected by
             # the API when sent back on its own

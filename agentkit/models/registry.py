@@ -19,6 +19,7 @@ _PROVIDERS: dict[str, tuple[str, str, str, str]] = {
     "anthropic": ("agentkit.models.anthropic", "AnthropicModel", "anthropic", "anthropic"),
     "openai-responses": ("agentkit.models.openai_responses", "OpenAIResponsesModel", "openai", "openai"),
     "bedrock": ("agentkit.models.bedrock", "BedrockModel", "boto3", "bedrock"),
+    "google": ("agentkit.models.gemini", "GeminiModel", "google.genai", "gemini"),
     # the offline demo model: no SDK (its "package" is agentkit itself), no extra
     "echo": ("agentkit.models.echo", "EchoModel", "agentkit", ""),
 }
@@ -29,6 +30,7 @@ _SPEC_FORMS = (
     ("openai-responses:<model>", "OpenAI's Responses API, e.g. openai-responses:gpt-5-mini (needs OPENAI_API_KEY)"),
     ("bedrock:<model-id>", "AWS Bedrock (Converse API), e.g. bedrock:us.amazon.nova-lite-v1:0 "
      "(AWS credentials and region from boto3's usual chain)"),
+    ("google:<model>", "Google Gemini, e.g. google:gemini-2.5-flash (needs GOOGLE_API_KEY or GEMINI_API_KEY)"),
     ("openai-compatible:<model>@<url>",
      "any OpenAI-compatible server, e.g. openai-compatible:llama3@http://127.0.0.1:11434/v1"),
     ("echo", "the offline demo model: echoes, calls tools on 'call <tool> {json}', counts on 'count <n>'"),
@@ -52,6 +54,7 @@ def _adapter_class(class_name: str, feature: str | None = None) -> Any:
 _KNOWN_PREFIXES = (
     (re.compile(r"^(gpt-|chatgpt-|o[1-9](-|$)|text-embedding-)"), "openai"),
     (re.compile(r"^claude-"), "anthropic"),
+    (re.compile(r"^gemini-"), "google"),
 )
 
 
@@ -71,7 +74,7 @@ def get_model(spec: str, **kwargs: Any) -> ChatModel:
 
     Providers: ``openai`` (``OPENAI_API_KEY``), ``openai-responses`` (OpenAI's Responses
     API, :class:`~agentkit.models.openai_responses.OpenAIResponsesModel`), ``anthropic``
-    (``ANTHROPIC_API_KEY``) and
+    (``ANTHROPIC_API_KEY``), ``google`` (Gemini; ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY``) and
     ``openai-compatible`` (any OpenAI-compatible server; pass ``base_url=`` or write
     ``"openai-compatible:<model>@<base_url>"``). ``echo`` (or ``echo:<name>``) is the
     offline demo model :class:`~agentkit.models.echo.EchoModel`. ``scripted`` gives an

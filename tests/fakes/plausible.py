@@ -28,10 +28,10 @@ import json
 import re
 from typing import Any
 
-from . import anthropic_wire, bedrock_wire, openai_responses_wire, openai_wire
+from . import anthropic_wire, bedrock_wire, gemini_wire, openai_responses_wire, openai_wire
 from .server import Recorded, Reply
 
-__all__ = ["anthropic_responder", "bedrock_responder", "openai_responder", "responses_responder"]
+__all__ = ["anthropic_responder", "bedrock_responder", "gemini_responder", "openai_responder", "responses_responder"]
 
 _IDS = itertools.count(1)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -271,3 +271,49 @@ def bedrock_responder(rec: Recorded) -> Reply:
         args = json.dumps(_arguments(schema, prompt))
         return answer(bedrock_wire.tool_use(f"tooluse_docs_{next(_IDS)}", name, [args]))
     return answer(bedrock_wire.text(_reply_text(prompt, results)))
+
+
+# -- Gemini generateContent ----------------------------------------------------------------
+
+
+def _gemini_text(parts: list[Any]) -> str:
+    return " ".join(p["text"] for p in parts if isinstance(p.get("text"), str) and not p.get("thought"))
+
+
+def gemini_responder(rec: Recorded) -> Reply:
+    """Answer a Gemini ``generateContent`` or ``streamGenerateContent`` request. With a
+    ``thinkingConfig`` the answer starts with a thought summary and its function call is
+    signed, as a thinking model's are."""
+    rejected = gemini_wire.validate(rec)
+    if rejected is not None:
+        return rejected
+    body = rec.body or {}
+    contents = body.get("contents") or []
+    last_parts = (contents[-1].get("parts") or []) if contents else []
+    results = []
+    for p in last_parts:
+        response = gemini_wire._get(p, "functionResponse")
+        if response is not None:
+            value = (response.get("response") or {}).get("output", response.get("response"))
+            results.append(value if isinstance(value, str) else json.dumps(value))
+    prompt = next((t for c in reversed(contents) if c.get("role") == "user"
+                   for t in [_gemini_text(c.get("parts") or [])] if t.strip()), "")
+    tools = [(d["name"], gemini_wire._get(d, "parametersJsonSchema") or d.get("parameters") or {})
+             for t in body.get("tools") or [] for d in gemini_wire._get(t, "functionDeclarations") or []]
+    calling = gemini_wire._get(gemini_wire._get(body, "toolConfig") or {}, "functionCallingConfig") or {}
+    allowed = gemini_wire._get(calling, "allowedFunctionNames") or []
+    forced = allowed[0] if len(allowed) == 1 else None
+    config = body.get("generationConfig") or {}
+    thinking = gemini_wire._get(config, "thinkingConfig") is not None
+    lead = [gemini_wire.thought("Working out what to do.")] if thinking else []
+    usage = gemini_wire.usage(thoughts=6 if thinking else None)
+    answer = gemini_wire.stream if ":streamGenerateContent" in rec.path else gemini_wire.response
+    if tools and ((not results and calling.get("mode") != "NONE") or forced):
+        name, schema = _pick_tool(tools, prompt, forced)
+        return answer(*lead, gemini_wire.call(name, _arguments(schema, prompt), signed=thinking),
+                      usage_metadata=usage)
+    text = _reply_text(prompt, results)
+    schema = gemini_wire._get(config, "responseJsonSchema")
+    if schema is not None:  # structured output: an object of that schema
+        text = json.dumps(_arguments(schema, prompt))
+    return answer(*lead, gemini_wire.text(text), usage_metadata=usage)
