@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CHILD = Path(__file__).resolve().parent / "_approval_child.py"
 
 
@@ -41,3 +43,6 @@ def test_approve_in_another_process_then_deny_in_a_third_run(tmp_path):
     assert d["finish_reason"] == "stop"
     assert d["text"] == "the tool said: denied: ask me tomorrow"
     assert notes.read_text() == "buy milk\n"  # the denied call never ran
+
+
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313

@@ -14,7 +14,7 @@ from _procs import alive
 from agentkit import ConfigurationError, Session
 from agentkit.execution import LocalExecutionContext
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.processes]  # processes: see tox.ini
 
 
 def _session(tasks, store, session_id):

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 NEEDS_POSTGRES = "tests/test_store_postgres.py::test_a_store_whose_schema_was_not_migrated_says_what_to_do"
 
@@ -52,3 +54,6 @@ def test_in_ci_such_a_test_fails_and_the_floor_still_holds(tmp_path):
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "AGENTKIT_CI=1: CI must run these tests" in proc.stdout
     assert "Coverage failure: total of" in proc.stdout and "coverage floor not applied" not in proc.stdout
+
+
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313

@@ -199,3 +199,6 @@ def test_a_process_killed_inside_its_turn_releases_the_turn_lock(tmp_path):
     with Session.open("c", store=FileEventStore(store), model=FunctionModel(lambda r: "after the crash")) as session:
         assert session.ask("second").text == "after the crash"
     assert _prompts(store, "c") == ["first", "second"]
+
+
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313

@@ -177,3 +177,6 @@ def test_kill_loop_on_postgres(tmp_path, pg_cluster, retention):
         store.close()
     kill_loop({"kind": "postgres", "conninfo": pg_cluster.conninfo, "schema": schema, "retention": retention},
               tmp_path)
+
+
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313

@@ -285,3 +285,6 @@ def test_a_step_that_finishes_after_its_process_lost_the_turn_is_refused_and_the
         assert [e.data["resolution"] for e in controls(after.events, "tool-execution-reconciled")] == ["not-executed"]
         assert after.uncertain_tool_executions() == []
     store.close()
+
+
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313

@@ -375,3 +375,6 @@ def test_one_transaction_claimed_by_two_workers_at_once_runs_once_and_awaits_its
     assert sorted(a.get("text", a.get("error")) for a in answers) == ["TransactionError", "answer: the prompt"]
     assert "already claimed" in next(a["message"] for a in answers if "error" in a)
     assert len(marker.read_text().splitlines()) == 1  # one model call in all
+
+
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313

@@ -209,3 +209,6 @@ def test_a_store_object_with_a_cached_view_stays_correct_across_killed_writers_a
         assert texts(loaded) == [f"e{i}" for i in range(1, revision + 1)], kill
     assert torn_seen >= 4
     print(f"\n{kill} killed writers, {torn_seen} torn tails repaired by writer processes or by this one")
+
+
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313

@@ -143,3 +143,6 @@ def test_the_types_user_code_asserts_are_the_values_at_run_time():
     with Session(ScriptedModel([answer(), "plain"])) as session:
         assert isinstance(session.ask("hi", output_type=City).output, City)
         assert session.ask("again").output is None
+
+
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313

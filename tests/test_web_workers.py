@@ -343,3 +343,6 @@ def _crossed(lines: list[dict]) -> bool:
     for line in lines:
         pids.setdefault(line["tool_call_id"], {})[line["step"]] = line["pid"]
     return any(len(set(steps.values())) == 2 for steps in pids.values())
+
+
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313
