@@ -343,7 +343,7 @@ def test_provider_specs_on_a_page_reach_the_loopback_fakes(
 
 def test_the_gemini_section_reaches_the_gemini_fake_through_the_sdk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, providers: tuple[FakeServer, FakeServer],
-    gemini_fake: FakeServer,
+    gemini_fake: FakeServer, bedrock_provider: FakeServer,
 ) -> None:
     """docs/providers.md, "Google Gemini": the blocks reach the Gemini fake (through
     ``GOOGLE_GEMINI_BASE_URL``), the thinking model's signed function call goes back with
