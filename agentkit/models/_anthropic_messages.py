@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-from ._common import b64, is_text_media, text_of_file
+from ._common import b64, is_text_media, text_of_file, user_blocks
 from ._gemini_messages import SIGNATURE_PREFIX as _GEMINI_SIGNATURE
 from ._responses_items import decode_token
 
@@ -102,20 +102,7 @@ def _tool_id(call_id: str) -> str:
 
 
 def _user_blocks(m: Message) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    for p in m.content:
-        if isinstance(p, ToolResultPart):
-            blocks.append(_tool_result(p))
-        else:
-            block = _content_block(p)
-            if block is not None:
-                blocks.append(block)
-    if not blocks and m.role == "user" and m.content:
-        raise ConfigurationError(
-            "a user message holds only empty or whitespace text, which the Anthropic API "
-            "rejects; send some text (or leave the message out)"
-        )
-    return blocks
+    return user_blocks(m, tool_result=_tool_result, content_block=_content_block, api='the Anthropic API')
 
 
 def _tool_result(p: ToolResultPart) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from ..errors import ConfigurationError
 from ..messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from ._anthropic_messages import _tool_id as _anthropic_tool_id
 from ._anthropic_messages import merge_turns
-from ._common import is_text_media, text_of_file
+from ._common import is_text_media, text_of_file, user_blocks
 
 _OPENING = "(conversation continues)"
 _MAX_ID = 64
@@ -83,20 +83,7 @@ def _unbase64(data: str) -> bytes:
 
 
 def _user_blocks(m: Message) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    for p in m.content:
-        if isinstance(p, ToolResultPart):
-            blocks.append(_tool_result(p))
-        else:
-            block = _content_block(p)
-            if block is not None:
-                blocks.append(block)
-    if not blocks and m.role == "user" and m.content:
-        raise ConfigurationError(
-            "a user message holds only empty or whitespace text, which Bedrock's Converse API "
-            "rejects; send some text (or leave the message out)"
-        )
-    return blocks
+    return user_blocks(m, tool_result=_tool_result, content_block=_content_block, api="Bedrock's Converse API")
 
 
 def _tool_result(p: ToolResultPart) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._json import json_problem, loads
 from ..errors import ConfigurationError
-from ..messages import ToolOutput
+from ..messages import Message, ToolOutput, ToolResultPart
 from .base import ModelRequest, ToolSpec, tool_choice_problem
 
 _SIGNATURES: dict[Any, frozenset[str]] = {}
@@ -173,3 +173,24 @@ def make_client(
     if default_headers:
         options["default_headers"] = dict(default_headers)
     return sdk_class(**options)
+
+
+def user_blocks(m: Message, *, tool_result: Callable[[ToolResultPart], dict[str, Any]],
+                content_block: Callable[[Any], dict[str, Any] | None], api: str) -> list[dict[str, Any]]:
+    """A user (or tool) message's content blocks for an API of content blocks (Anthropic
+    Messages, Bedrock Converse): tool results and other parts, each in order; a user
+    message of only empty text is refused, since ``api`` rejects it."""
+    blocks: list[dict[str, Any]] = []
+    for p in m.content:
+        if isinstance(p, ToolResultPart):
+            blocks.append(tool_result(p))
+        else:
+            block = content_block(p)
+            if block is not None:
+                blocks.append(block)
+    if not blocks and m.role == "user" and m.content:
+        raise ConfigurationError(
+            f"a user message holds only empty or whitespace text, which {api} rejects; send some "
+            f"text (or leave the message out)"
+        )
+    return blocks
