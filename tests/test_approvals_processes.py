@@ -45,4 +45,4 @@ def test_approve_in_another_process_then_deny_in_a_third_run(tmp_path):
     assert notes.read_text() == "buy milk\n"  # the denied call never ran
 
 
-pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311

@@ -498,4 +498,4 @@ def test_a_turn_whose_worker_died_is_settled_as_lost_on_another_worker_not_run_t
         store.close()
 
 
-pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311

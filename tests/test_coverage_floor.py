@@ -56,4 +56,4 @@ def test_in_ci_such_a_test_fails_and_the_floor_still_holds(tmp_path):
     assert "Coverage failure: total of" in proc.stdout and "coverage floor not applied" not in proc.stdout
 
 
-pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311

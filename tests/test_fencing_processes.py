@@ -201,4 +201,4 @@ def test_a_process_killed_inside_its_turn_releases_the_turn_lock(tmp_path):
     assert _prompts(store, "c") == ["first", "second"]
 
 
-pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311

@@ -179,4 +179,4 @@ def test_kill_loop_on_postgres(tmp_path, pg_cluster, retention):
               tmp_path)
 
 
-pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311

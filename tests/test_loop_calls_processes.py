@@ -287,4 +287,4 @@ def test_a_step_that_finishes_after_its_process_lost_the_turn_is_refused_and_the
     store.close()
 
 
-pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311

@@ -377,4 +377,4 @@ def test_one_transaction_claimed_by_two_workers_at_once_runs_once_and_awaits_its
     assert len(marker.read_text().splitlines()) == 1  # one model call in all
 
 
-pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311

@@ -211,4 +211,4 @@ def test_a_store_object_with_a_cached_view_stays_correct_across_killed_writers_a
     print(f"\n{kill} killed writers, {torn_seen} torn tails repaired by writer processes or by this one")
 
 
-pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311

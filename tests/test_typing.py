@@ -145,4 +145,4 @@ def test_the_types_user_code_asserts_are_the_values_at_run_time():
         assert session.ask("again").output is None
 
 
-pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311

@@ -345,4 +345,4 @@ def _crossed(lines: list[dict]) -> bool:
     return any(len(set(steps.values())) == 2 for steps in pids.values())
 
 
-pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311 and py313
+pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311
