@@ -194,15 +194,21 @@ class FakeServer:
                     self.send_header("cache-control", "no-cache")
                     self.send_header("transfer-encoding", "chunked")
                     self.end_headers()
-                    for name, data in reply.events:
-                        if not self._stream_item(reply, data):
-                            return
-                        if isinstance(data, (threading.Event, Trickle)):
-                            continue
-                        text = data if isinstance(data, str) else json.dumps(data)
-                        frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
-                        self._chunk(frame.encode("utf-8"))
-                    self._chunk(b"")
+                    try:
+                        for name, data in reply.events:
+                            if not self._stream_item(reply, data):
+                                return
+                            if isinstance(data, (threading.Event, Trickle)):
+                                continue
+                            text = data if isinstance(data, str) else json.dumps(data)
+                            frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
+                            self._chunk(frame.encode("utf-8"))
+                        self._chunk(b"")
+                    except OSError:  # the client hung up before a trickle began: it left all the same
+                        for data in reply.events:
+                            if isinstance(data[1], Trickle):
+                                data[1].client_left.set()
+                        self.close_connection = True
                     return
                 if reply.raw is not None:
                     payload = reply.raw
