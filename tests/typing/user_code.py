@@ -60,6 +60,24 @@ def untyped_context(ctx: ToolContext) -> str:
     return str(ctx.deps)
 
 
+@tool
+def add(a: int, b: int = 0) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(read_only=True)
+def shout(text: str) -> str:
+    """Shout."""
+    return text.upper()
+
+
+# -- a tool is called as its function (users unit-test tools this way) -------------------
+assert_type(add(1) + add(1, 2) + add(a=1, b=2), int)
+assert_type(shout("a"), str)
+add("one")  # type: ignore[arg-type]
+lost: str = add(1)  # type: ignore[assignment]
+
 model = ScriptedModel(["Paris"])
 deps = Deps(db=Db({"Paris": "France"}), user="ada")
 
