@@ -102,9 +102,11 @@ def generate(
     log.check_usable()
     if transaction is not None:
         _transact.check_claim(log, transaction)  # before waiting in the queue
+    slot = contextlib.ExitStack()  # a slot of the session's max_concurrent_runs, then the gate
     try:
-        ticket, token = session._gate.enter(cancel)
+        ticket, token = session._gate.enter(slot.enter_context(session._runs.slot(cancel)))
     except BaseException as exc:
+        slot.close()
         if transaction is not None:  # cancelled or refused before it could run
             _transact.interrupt(log, transaction.generation_id, _transact.closed_reason(exc))
         raise
@@ -146,6 +148,7 @@ def generate(
         held.close()
         GENERATING.reset(generating)
         session._gate.leave(ticket)
+        slot.close()
 
 
 def _run(session: Session[Any, Any], opts: LoopOptions, token: CancelToken,

@@ -30,6 +30,7 @@ from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
 from ._generation import interrupt_unfinished, loop_options
 from ._redaction import redactor_of
+from ._runs import drain, session_limiter
 from ._scheduling import GenerationScheduler
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ def setup(
     retention: Retention | None = None,
     deps: Any = None,
     deps_type: Any = None,
+    max_concurrent_runs: int | None = None,
+    queue_timeout: float | None = None,
     _seed_if_new: bool = False,
     _options: GenerationOptions | None = None,
     **options: Any,
@@ -67,6 +70,7 @@ def setup(
     check_arguments(session_id=session_id, store=store, max_tool_workers=max_tool_workers,
                     listener_queue_size=listener_queue_size, listener_timeout=listener_timeout, retention=retention)
     session._retention = retention
+    session._runs = session_limiter(max_concurrent_runs, queue_timeout)
     check_deps_type(deps_type)
     session._deps_type = deps_type
     session._deps = deps
@@ -192,8 +196,10 @@ def tell_tools(session: Session[Any, Any], tools: Iterable[Tool]) -> None:
                                                   exc_info=True)
 
 
-def close(session: Session[Any, Any]) -> None:
-    """:meth:`Session.close`: interrupt what was begun here, then stop the parts."""
+def close(session: Session[Any, Any], timeout: float = 0.0) -> None:
+    """:meth:`Session.close`: drain (within ``timeout``), interrupt what was begun here,
+    then stop the parts."""
+    drain(session, timeout)
     log = session._log
     with log.lock:
         if not log.closed and log.failed is None:
