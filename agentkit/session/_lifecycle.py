@@ -25,6 +25,7 @@ from ..models.base import ChatModel
 from ..options import GenerationOptions, check_deps, check_deps_type
 from ..stores.base import EventStore, StoredSession, validate_session_id
 from ..tools.base import Tool, ToolRegistry
+from ._config import setup as setup_configuration
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
@@ -107,6 +108,7 @@ def setup(
         session._log.load_committed(list(stored.events), revision=stored.revision)
     elif initial:
         session._log.commit(initial)
+    setup_configuration(session)  # what configure() recorded: a reopened session is as it was left
     # nobody holds the claim token of a transaction left open (by a crash, or in the
     # events= given): interrupt it for good, never resume its work
     interrupt_unfinished(session, "the session was reopened while this generation was unfinished")

@@ -12,10 +12,14 @@ them ``active_runs`` and a close that drains, over a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._threads._limiter import RunLimiter
 from ..errors import AgentClosedError, SessionClosedError
+from ..events import Event
+from ..options import NOT_GIVEN
+from ._config import Configuration, configure
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -66,7 +70,7 @@ class AgentRuns:
 
 
 class SessionRuns:
-    """A Session's bounded generations and live configuration (the Session's mixin).
+    """A Session's bounded generations and its live configuration (the Session's mixin).
 
     ``Session(..., max_concurrent_runs=N, queue_timeout=seconds)``: a generation
     (``generate``, ``ask``, ``stream``...) holds a slot from before it queues at the
@@ -76,12 +80,25 @@ class SessionRuns:
     """
 
     _runs: RunLimiter
+    _config: Configuration  # the models and tools it was given, the records applied
 
     @property
     def active_runs(self) -> int:
         """How many generations hold a slot of this session object now: the running one
         and those queued at its gate behind it (not those waiting for a slot)."""
         return self._runs.active
+
+    def configure(self, *, model: Any = NOT_GIVEN, system: str | None = NOT_GIVEN,
+                  tools: Iterable[Any] = NOT_GIVEN) -> Event:
+        """Change this session's model, system prompt or tools for its later turns (a
+        generation running now finishes with what it started with). Commits one
+        ``session-configured`` control event holding what changed, so every process
+        sharing the session's store, and the session reopened later, use the same
+        configuration (see docs/sessions.md, "Changing a live session"). ``model``: a
+        ChatModel or a spec string; ``system``: a text, or None for none; ``tools``: the
+        full new list. Bad values raise :class:`~agentkit.errors.ConfigurationError`
+        before anything is committed. Returns the committed event."""
+        return configure(self, model=model, system=system, tools=tools)  # type: ignore[arg-type]
 
 
 def session_limiter(max_concurrent_runs: int | None, queue_timeout: float | None) -> RunLimiter:
