@@ -254,3 +254,16 @@ def test_two_processes_configuring_at_once_agree_on_the_configuration(store_spec
         assert child.exitcode == 0
         last = configured(session)[-1]["system"]
     assert here == there == f"system={last} tools=alpha,beta,gamma"
+
+
+def test_a_tool_configured_in_learns_its_session_as_a_tool_given_at_construction_does() -> None:
+    from dataclasses import replace
+
+    told: list[tuple[str, Any]] = []
+    watching = replace(gamma, on_session=lambda s: told.append(("gamma", s)))
+    session = Session(model(), tools=[alpha])
+    session.configure(tools=[alpha, watching])
+    assert told == [("gamma", session)]
+    session.configure(system="again")  # nothing new: told once
+    assert told == [("gamma", session)]
+    session.close()

@@ -364,3 +364,27 @@ def test_a_session_generation_that_raises_gives_its_slot_back() -> None:
     assert session.active_runs == 0
     assert session.ask("b").text == "fine"
     session.close()
+
+
+def test_session_close_refuses_a_generation_waiting_for_a_slot() -> None:
+    gauge = Gauge()
+    session = Session(gauge.model(), max_concurrent_runs=1)
+    running, running_out = start(session.ask, "running")
+    gauge.wait(lambda: gauge.current == 1, "the generation inside the model")
+    waiting, waiting_out = start(session.ask, "waiting")
+    wait_for(lambda: session._runs.waiting == 1, what="a generation waiting for the one slot")
+    closer, _ = start(lambda: session.close(timeout=60))
+    joined(waiting)
+    assert isinstance(waiting_out["error"], SessionClosedError)
+    gauge.release()
+    joined(closer)
+    joined(running)
+    assert running_out["result"].text == "done"
+
+
+def test_an_agents_session_takes_its_own_max_concurrent_runs() -> None:
+    agent = Agent(FunctionModel(lambda r: "x"), max_concurrent_runs=5)
+    with agent.session(max_concurrent_runs=1, queue_timeout=3) as session:
+        assert session._runs.limit == 1
+        assert session.ask("q").text == "x"
+        assert session.active_runs == 0 and agent.active_runs == 0  # a session's generations are its own

@@ -24,6 +24,7 @@ keeps what it started with; the next one uses the new configuration.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,7 @@ from ._foreign import model_from, tools_from
 if TYPE_CHECKING:
     from ._session import Session
 
-__all__ = ["CONFIGURED", "Configuration", "apply_recorded", "configure", "model_label", "setup"]
+__all__ = ["CONFIGURED", "Configuration", "apply_recorded", "configure", "model_label", "setup", "tell_tools"]
 
 CONFIGURED = "session-configured"
 """The control action of a configuration record."""
@@ -105,8 +106,10 @@ def configure(session: Session[Any, Any], *, model: Any = NOT_GIVEN, system: Any
                        execution_context=session.execution_context).check()
     session._log.check_usable()
     event = session._log.commit([ControlEvent(action=CONFIGURED, data=data)])[0]
+    new = [t for t in new_tools.values() if t.name not in session._config.tools] if new_tools else []
     session._config.know(new_model if "model" in data else None, new_tools.values() if new_tools else ())
     apply_recorded(session)
+    tell_tools(session, new)  # tools this session object had not been given learn their session
     return event
 
 
@@ -173,3 +176,19 @@ def _recorded_tools(session: Session[Any, Any], names: Any, event: Event) -> Too
             f"opening the session"
         )
     return ToolRegistry([config.tools[n] for n in names])
+
+
+def tell_tools(session: Session[Any, Any], tools: Iterable[Tool]) -> None:
+    """Give each distinct ``Tool.on_session`` the session (a failure is logged: the tools
+    stay usable, only what they would have learned from the session is missing)."""
+    seen: set[int] = set()
+    for tool in tools:
+        hook = tool.on_session
+        if hook is None or id(hook) in seen:
+            continue
+        seen.add(id(hook))
+        try:
+            hook(session)
+        except Exception:  # noqa: BLE001 - reported, not fatal
+            logging.getLogger("agentkit").warning("tool %r could not bind to the session", tool.name,
+                                                  exc_info=True)

@@ -9,7 +9,6 @@ transactions begun here, stop the parts and release the worker threads.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -24,8 +23,9 @@ from ..jobs._bridge import abort_running, bridge_job_events, jobs_of
 from ..models.base import ChatModel
 from ..options import GenerationOptions, check_deps, check_deps_type
 from ..stores.base import EventStore, StoredSession, validate_session_id
-from ..tools.base import Tool, ToolRegistry
+from ..tools.base import ToolRegistry
 from ._config import setup as setup_configuration
+from ._config import tell_tools
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
@@ -37,7 +37,7 @@ from ._scheduling import GenerationScheduler
 if TYPE_CHECKING:
     from ._session import Session
 
-__all__ = ["abort", "check_arguments", "close", "event_list", "setup", "stored_session", "tell_tools"]
+__all__ = ["abort", "check_arguments", "close", "event_list", "setup", "stored_session"]
 
 _LISTENER_JOIN_SECONDS = 5.0
 """How long close() waits, in all, for listeners to take what is queued for them."""
@@ -116,7 +116,7 @@ def setup(
         finish_interrupted_retention(session._log)
     session._scheduler = GenerationScheduler(session.generate)
     session._stop_job_events = bridge_job_events(session, execution_context)
-    tell_tools(session, session._registry.values())
+    tell_tools(session, session._config.tools.values())  # every tool it was given, offered now or not
 
 
 
@@ -180,22 +180,6 @@ class NoModel:
 
     def stream(self, request: Any) -> Any:  # pragma: no cover - never called
         raise ConfigurationError("this session has no model")
-
-
-def tell_tools(session: Session[Any, Any], tools: Iterable[Tool]) -> None:
-    """Give each distinct ``Tool.on_session`` the session (a failure is logged: the tools
-    stay usable, only what they would have learned from the session is missing)."""
-    seen: set[int] = set()
-    for tool in tools:
-        hook = tool.on_session
-        if hook is None or id(hook) in seen:
-            continue
-        seen.add(id(hook))
-        try:
-            hook(session)
-        except Exception:  # noqa: BLE001 - reported, not fatal
-            logging.getLogger("agentkit").warning("tool %r could not bind to the session", tool.name,
-                                                  exc_info=True)
 
 
 def close(session: Session[Any, Any], timeout: float = 0.0) -> None:
