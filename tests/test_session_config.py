@@ -267,3 +267,22 @@ def test_a_tool_configured_in_learns_its_session_as_a_tool_given_at_construction
     session.configure(system="again")  # nothing new: told once
     assert told == [("gamma", session)]
     session.close()
+
+
+def test_the_configuration_survives_retention_removing_its_records(tmp_path: Any) -> None:
+    from agentkit import Retention
+
+    def summary(messages: Any, *, reason: str, cancel: Any) -> str:
+        return f"summary of {len(messages)} messages"
+
+    spec = f"file:{tmp_path}"
+    with open_session(spec, "r", compactor=summary, retention=Retention(max_events=8, keep_last=2)) as session:
+        first = session.configure(system="kept", tools=[gamma])
+        second = session.configure(system="the latest")  # the tools' latest value stays in the first record
+        for turn in range(12):
+            session.ask(f"turn {turn}")
+        active = {e.id for e in session.events}
+        assert first.id not in active and second.id not in active  # retention removed both records
+        assert any(e.type == "compaction" for e in session.events)
+    with open_session(spec, "r") as reopened:
+        assert reopened.ask("again").text == "system=the latest tools=gamma"

@@ -39,7 +39,8 @@ from ._foreign import model_from, tools_from
 if TYPE_CHECKING:
     from ._session import Session
 
-__all__ = ["CONFIGURED", "Configuration", "apply_recorded", "configure", "model_label", "setup", "tell_tools"]
+__all__ = ["CONFIGURED", "Configuration", "apply_recorded", "carried_configuration", "configure", "model_label",
+           "setup", "tell_tools"]
 
 CONFIGURED = "session-configured"
 """The control action of a configuration record."""
@@ -124,14 +125,7 @@ def apply_recorded(session: Session[Any, Any]) -> int:
     with log.lock:  # one applier at a time, and no commit between the scan and the change
         events = log._events
         top = events[-1].seq if events else 0
-        latest: dict[str, tuple[Any, Event]] = {}
-        for event in reversed(events):  # the newest first: the first value of a field wins
-            if event.seq <= config.seen or len(latest) == len(_FIELDS):
-                break
-            if isinstance(event, ControlEvent) and event.action == CONFIGURED:
-                for name in _FIELDS:
-                    if name in event.data and name not in latest:
-                        latest[name] = (event.data[name], event)
+        latest = _latest(events, above=config.seen)
         changes: dict[str, Any] = {}
         if "model" in latest:
             changes["_model"] = _recorded_model(session, *latest["model"])
@@ -144,6 +138,29 @@ def apply_recorded(session: Session[Any, Any]) -> int:
         config.seen = max(config.seen, top)
         config.version += bool(changes)
         return config.version
+
+
+def _latest(events: list[Event], *, above: int) -> dict[str, tuple[Any, Event]]:
+    """The latest recorded value of each field among ``events`` after seq ``above``, with
+    the record holding it (a scan from the newest that stops once every field is found)."""
+    latest: dict[str, tuple[Any, Event]] = {}
+    for event in reversed(events):  # the newest first: the first value of a field wins
+        if event.seq <= above or len(latest) == len(_FIELDS):
+            break
+        if isinstance(event, ControlEvent) and event.action == CONFIGURED:
+            for name in _FIELDS:
+                if name in event.data and name not in latest:
+                    latest[name] = (event.data[name], event)
+    return latest
+
+
+def carried_configuration(events: list[Event], through: int) -> list[Event]:
+    """What a compaction covering ``events`` up to seq ``through`` commits with it so the
+    configuration stays in the active log once retention removes what it covers: one
+    record holding every field whose latest value only a covered record holds (or
+    nothing). A session reopened after retention is configured as it was left."""
+    moved = {name: value for name, (value, event) in _latest(events, above=0).items() if event.seq <= through}
+    return [ControlEvent(action=CONFIGURED, data=moved)] if moved else []
 
 
 def _recorded_model(session: Session[Any, Any], record: Any, event: Event) -> ChatModel:
