@@ -286,3 +286,17 @@ def test_the_configuration_survives_retention_removing_its_records(tmp_path: Any
         assert any(e.type == "compaction" for e in session.events)
     with open_session(spec, "r") as reopened:
         assert reopened.ask("again").text == "system=the latest tools=gamma"
+
+
+def test_a_fork_is_configured_as_its_source_was_at_the_fork_point(tmp_path: Any) -> None:
+    spec = f"file:{tmp_path}"
+    with open_session(spec, "source") as session:
+        session.configure(system="at the fork", tools=[alpha, beta])
+        point = session.ask("one")
+        session.configure(system="after the fork", tools=[gamma])
+        assert session.ask("two").text == "system=after the fork tools=gamma"
+        forked = session.fork(at=point.events[-1].id, session_id="forked")
+        assert forked.ask("in the fork").text == "system=at the fork tools=alpha,beta"
+        forked.close()
+    with open_session(spec, "forked") as reopened:
+        assert reopened.ask("reopened").text == "system=at the fork tools=alpha,beta"

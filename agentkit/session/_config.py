@@ -39,8 +39,10 @@ from ._foreign import model_from, tools_from
 if TYPE_CHECKING:
     from ._session import Session
 
-__all__ = ["CONFIGURED", "Configuration", "apply_recorded", "carried_configuration", "configure", "model_label",
-           "setup", "tell_tools"]
+__all__ = [
+    "CONFIGURED", "Configuration", "adopt_configuration", "apply_recorded", "carried_configuration", "configure",
+    "model_label", "setup", "tell_tools",
+]
 
 CONFIGURED = "session-configured"
 """The control action of a configuration record."""
@@ -78,6 +80,15 @@ def setup(session: Session[Any, Any]) -> None:
     session._config = Configuration()
     session._config.know(session._model, session._registry.values())
     apply_recorded(session)
+
+
+def adopt_configuration(forked: Session[Any, Any], source: Session[Any, Any]) -> None:
+    """A fork's configuration: what the records in its copied prefix say, applied from
+    every model and tool its source was given (without a record: the source's current
+    configuration, which the fork was built with)."""
+    forked._config.models.update(source._config.models)
+    forked._config.tools.update(source._config.tools)
+    apply_recorded(forked)
 
 
 def configure(session: Session[Any, Any], *, model: Any = NOT_GIVEN, system: Any = NOT_GIVEN,
