@@ -26,6 +26,7 @@ from agentkit import (
     run_agent_stream,
     tool,
 )
+from agentkit.events import Event
 
 
 class City(BaseModel):
@@ -159,3 +160,17 @@ Session(model, _seed_if_new=True)  # type: ignore[call-arg]
 async def asking(s: Session[Deps, City]) -> None:
     assert_type(await s.ask_async("hi"), GenerateResult[City])
     assert_type((await s.ask_async("hi", output_type=int)).output, int)
+
+
+# -- bounded runs and a live configuration (issue #30) ---------------------------------
+capped = Agent(model, max_concurrent_runs=2, queue_timeout=5.0)
+assert_type(capped.active_runs, int)
+assert_type(capped.max_concurrent_runs, int | None)
+assert_type(capped.close(timeout=1.0), int)
+assert_type(capped.with_options(system="x").active_runs, int)
+Agent(model, max_concurrent_runs="2")  # type: ignore[arg-type]
+live = Session(model, max_concurrent_runs=1, queue_timeout=5.0)
+assert_type(live.active_runs, int)
+assert_type(live.configure(system="shorter", tools=[country_of]), Event)
+live.configure(system=3)  # type: ignore[arg-type]
+live.close(timeout=1.0)
