@@ -62,6 +62,8 @@ class Resume:
     """Every open call, in model order (approved and denied ones pass the gate)."""
     answered: dict[str, ToolOutput]
     """Results for open calls no request covers (interrupted)."""
+    decided: set[str] = field(default_factory=set)
+    """The requests a host had decided before this generation (their decisions are in the log)."""
 
 
 class ApprovalGate:
@@ -182,6 +184,7 @@ class ApprovalGate:
         if all(e is None for e in entries.values()):
             return None
         undecided = [e[0] for e in entries.values() if e is not None and e[1] is None]
+        decided = {e[0].id for e in entries.values() if e is not None and e[1] is not None}
         if undecided and self._approver is None:
             raise WaitingForApproval
         for asked in undecided:  # asked before and not answered: the approver answers now
@@ -199,7 +202,7 @@ class ApprovalGate:
             calls.append(ToolCallPart(tool_call_id=cid, tool_name=name, input=request.input))
             if not decision.approved:
                 self._deny(cid, decision)
-        return Resume(calls=calls, answered=answered)
+        return Resume(calls=calls, answered=answered, decided=decided)
 
 
 class WaitingForApproval(Exception):  # noqa: N818 - a signal, not an error

@@ -22,6 +22,7 @@ from ..messages import ToolCallPart, ToolOutput
 from ..observability._tracing import RunTrace
 from ..options import LoopOptions
 from ..results import ToolCallRecord
+from ..streaming._control import announce_decisions
 from ..streaming._events import Emit, ToolEndEvent, ToolStartEvent, ToolUpdateEvent
 from ..tools.base import ToolContext, ToolDecision
 from ..tools.runner import Gate, decision_gate, run_tool_call
@@ -130,6 +131,8 @@ class ToolDispatch:
         if resume is None:
             close_orphans(self.host, pending)
             return
+        if self.emit is not None and resume.decided:  # a host's decisions, announced as the calls go on
+            announce_decisions(self.host.events, resume.decided, self.emit)
         started = self.host.ledger.started
         for call in resume.calls:
             if started(call.tool_call_id) is not None:
