@@ -143,3 +143,17 @@ def test_a_resumed_planning_stream_announces_the_saved_plan(tmp_path):
     created = events[1]
     assert isinstance(created, PlanCreatedEvent) and created.resumed and created.run_id == "r1"
     assert stream.result.output.resumed
+
+
+def test_a_planning_stream_goes_out_as_server_sent_events(tmp_path):
+    from agentkit.web import sse
+
+    agent = PlanningAgent(executor(), tools=[work_tool(tmp_path / "m")], planner=planner(["collect alpha"]),
+                          synthesizer=synthesizer())
+    records = [json.loads(item[len("data: "):]) for item in sse(agent.stream(GOAL), heartbeat=None)
+               if item.startswith("data: ")]
+    assert [r["type"] for r in records][:2] == ["generation-start", "plan-stage-event"]
+    assert "plan-step-end" in [r["type"] for r in records]
+    end = records[-1]
+    assert end["type"] == "generation-end" and end["result"]["text"] == "Report: collect alpha"
+    assert end["result"]["output"]["steps"][0]["description"] == "collect alpha"

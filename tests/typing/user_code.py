@@ -18,6 +18,8 @@ from agentkit import (
     Agent,
     AgentStream,
     GenerateResult,
+    PlanningAgent,
+    PlanResult,
     RunResult,
     ScriptedModel,
     Session,
@@ -141,3 +143,12 @@ Session(model, _seed_if_new=True)  # type: ignore[call-arg]
 async def asking(s: Session[Deps, City]) -> None:
     assert_type(await s.ask_async("hi"), GenerateResult[City])
     assert_type((await s.ask_async("hi", output_type=int)).output, int)
+
+
+# -- PlanningAgent.stream: an AgentStream whose result holds the PlanResult ---------------
+
+planning = PlanningAgent(model)
+assert_type(planning.stream("a goal"), AgentStream[PlanResult])
+assert_type(planning.stream("a goal").result.output, PlanResult)
+assert_type(planning.stream("a goal").result.text, str)
+planning.stream("a goal", max_stepz=3)  # type: ignore[call-arg]
