@@ -112,6 +112,7 @@ class _Loop:
         self.emit = opts.event_sink()
         if self.emit is not None:  # what its commits mean (approvals, budgets, compaction), announced
             self.host = host = cast(LoopHost, AnnouncingHost(host, self.emit, approver=opts.approver is not None))
+        self.on_retry = retry_listener(self.emit)  # a model call's retries as events (None: no one listens)
         self.hooks = opts.hooks
         self.context = ContextShaper(opts)
         self.budget = Budget(opts.limits) if opts.limits is not None else None
@@ -210,7 +211,7 @@ class _Loop:
             session_id=self.host.session_id,
             cache=opts.cache,
             output=None if self.output is None else self.output.plan.spec,
-            on_retry=retry_listener(self.emit),
+            on_retry=self.on_retry,
         )
         if self.hooks.before_model_request:
             request = self.hooks.model_request(request)
