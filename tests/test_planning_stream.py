@@ -157,3 +157,35 @@ def test_a_planning_stream_goes_out_as_server_sent_events(tmp_path):
     end = records[-1]
     assert end["type"] == "generation-end" and end["result"]["text"] == "Report: collect alpha"
     assert end["result"]["output"]["steps"][0]["description"] == "collect alpha"
+
+
+
+def test_closing_a_planning_stream_cancels_the_run_and_a_later_run_resumes_it():
+    from agentkit import CancelledError, ToolContext, tool
+
+    ran: list[str] = []
+
+    @tool
+    def work(step: str, ctx: ToolContext) -> str:
+        """Do one piece of work (the first try of the second step runs until cancelled)."""
+        ran.append(step)
+        if ran == ["collect alpha", "collect beta"]:
+            ctx.cancel.wait(60)
+            return "stopped"
+        return f"result of {step}"
+
+    agent = PlanningAgent(executor(), tools=[work], planner=planner(["collect alpha", "collect beta"]),
+                          synthesizer=synthesizer())
+    with Session() as session:
+        stream = agent.stream(GOAL, session=session)
+        for event in stream:
+            if isinstance(event, PlanStageEvent) and event.index == 1 and event.event.type == "tool-start":
+                break  # the second step's tool is running
+        stream.close()
+        with pytest.raises(CancelledError):
+            _ = stream.result
+        kinds = [e.action for e in session.events if isinstance(e, ControlEvent) and e.action.startswith("plan-")]
+        assert kinds == ["plan-created", "plan-step-started", "plan-step-finished", "plan-step-started"]
+        result = agent.run(GOAL, session=session)
+    assert result.resumed and result.text == "Report: collect alpha; collect beta"
+    assert ran == ["collect alpha", "collect beta", "collect beta"]  # the finished step did not run again
