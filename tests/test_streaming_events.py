@@ -195,6 +195,23 @@ def test_a_deferred_approval_streams_the_request_then_the_hosts_decision_when_th
     assert "approval-decided" not in types(after)[2:]  # announced once
 
 
+def test_a_hosts_earlier_decision_is_announced_before_the_approver_answers_the_rest():
+    model = ScriptedModel([Turn(tool_calls=(ToolCall(name="write_note", input={"text": "a"}, id="c1"),
+                                            ToolCall(name="write_note", input={"text": "b"}, id="c2"))),
+                           "both written"])
+    with Session(model, tools=[write_note], approval=ApprovalPolicy(mode="ask-writes")) as s:
+        s.push_user_message("write two notes")
+        assert s.generate().finish_reason == "approval-required"
+        first = [r for r in s.pending_approvals() if r.tool_call_id == "c1"][0]
+        s.approve(first.id)
+        with s.stream(approver=lambda request: True) as stream:  # answers the one still open
+            events = list(stream)
+        assert stream.result.text == "both written"
+    decided = [(e.tool_call_id, e.source) for e in events if isinstance(e, ApprovalDecidedEvent)]
+    assert decided == [("c1", "host"), ("c2", "approver")]
+    assert types(events)[:4] == ["generation-start", "approval-decided", "approval-decided", "tool-start"]
+
+
 def test_a_deferred_denial_is_announced_before_the_error_result():
     model = ScriptedModel([ToolCall(name="write_note", input={"text": "hi"}, id="c1"), "ok, I will not"])
     with Session(model, tools=[write_note], approval=ApprovalPolicy(mode="ask-writes")) as s:

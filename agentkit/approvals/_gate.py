@@ -62,8 +62,6 @@ class Resume:
     """Every open call, in model order (approved and denied ones pass the gate)."""
     answered: dict[str, ToolOutput]
     """Results for open calls no request covers (interrupted)."""
-    decided: set[str] = field(default_factory=set)
-    """The requests a host had decided before this generation (their decisions are in the log)."""
 
 
 class ApprovalGate:
@@ -174,19 +172,22 @@ class ApprovalGate:
 
     # -- a stopped generation ----------------------------------------------------------
 
-    def resume(self, pending: dict[str, str], interrupted: Callable[[], ToolOutput]) -> Resume | None:
+    def resume(self, pending: dict[str, str], interrupted: Callable[[], ToolOutput],
+               decided: Callable[[set[str]], None] | None = None) -> Resume | None:
         """How to settle the open calls ``pending`` (id -> tool name, in model order), or
         None when no request covers any of them (the caller closes them as interrupted).
-        Undecided requests go to the approver, in order; without one, raises
+        ``decided`` gets the ids of the requests already decided in the log (a host's),
+        before the undecided ones go to the approver, in order; without one, raises
         :class:`WaitingForApproval`."""
         state = self._host.approval_state()
         entries = {cid: state.open_request(cid) for cid in pending}
         if all(e is None for e in entries.values()):
             return None
         undecided = [e[0] for e in entries.values() if e is not None and e[1] is None]
-        decided = {e[0].id for e in entries.values() if e is not None and e[1] is not None}
         if undecided and self._approver is None:
             raise WaitingForApproval
+        if decided is not None:
+            decided({e[0].id for e in entries.values() if e is not None and e[1] is not None})
         for asked in undecided:  # asked before and not answered: the approver answers now
             entries[asked.tool_call_id] = (asked, self._answer(asked))
         calls: list[ToolCallPart] = []
@@ -202,7 +203,7 @@ class ApprovalGate:
             calls.append(ToolCallPart(tool_call_id=cid, tool_name=name, input=request.input))
             if not decision.approved:
                 self._deny(cid, decision)
-        return Resume(calls=calls, answered=answered, decided=decided)
+        return Resume(calls=calls, answered=answered)
 
 
 class WaitingForApproval(Exception):  # noqa: N818 - a signal, not an error

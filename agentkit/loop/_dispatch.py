@@ -127,12 +127,12 @@ class ToolDispatch:
             raise WaitingForInput
 
     def _settle_rest(self, pending: dict[str, str]) -> None:
-        resume = self.approvals.resume(pending, interrupted)
+        emit = self.emit  # a host's decisions, announced as the calls go on
+        resume = self.approvals.resume(pending, interrupted, None if emit is None else (
+            lambda ids: announce_decisions(self.host.events, ids, emit)))
         if resume is None:
             close_orphans(self.host, pending)
             return
-        if self.emit is not None and resume.decided:  # a host's decisions, announced as the calls go on
-            announce_decisions(self.host.events, resume.decided, self.emit)
         started = self.host.ledger.started
         for call in resume.calls:
             if started(call.tool_call_id) is not None:

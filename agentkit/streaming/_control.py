@@ -59,6 +59,8 @@ def announced(event: Event, *, approver: bool = False) -> list[AgentEvent]:
 def announce_decisions(events: Iterable[Event], request_ids: set[str], emit: Emit) -> None:
     """Emit ``approval-decided`` for the decisions on ``request_ids`` already in the log
     (a host decided while no generation ran; the generation going on announces them)."""
+    if not request_ids:
+        return
     for event in events:
         if (isinstance(event, ControlEvent) and event.action == APPROVAL_DECIDED
                 and event.data.get("request_id") in request_ids):
