@@ -225,7 +225,7 @@ class PlanningAgent:
         ``plan-replanned``, ``budget-exceeded``, ``plan-synthesized``) and every stage
         generation's events wrapped in ``plan-stage-event``, between ``generation-start``
         and one ``generation-end``. ``.result`` is a :class:`~agentkit.RunResult` with the
-        answer as ``text`` and the :class:`PlanResult` as ``output``. See docs/planning.md."""
+        answer as ``text`` and the :class:`PlanResult` as ``output`` (docs/streaming.md)."""
         _check(goal, session)
         return plan_stream(lambda stages, progress, token: self._run(goal, session, token, deps, stages, progress),
                            goal, None if session is None else session.session_id, max_buffer=max_buffer,
