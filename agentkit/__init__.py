@@ -37,6 +37,7 @@ from .errors import (
     CompletionValidationError,
     ConfigurationError,
     ContextOverflowError,
+    GuardrailTripped,
     HookError,
     InputError,
     JobNotFoundError,
@@ -62,6 +63,7 @@ from .errors import (
     TurnLockLostError,
 )
 from .evals._replay import replay
+from .guardrails import input_guardrail, output_guardrail, tool_guardrail
 from .hooks import Hooks
 from .models.registry import get_model
 from .models.scripted import FunctionModel, ScriptedModel, ToolCall
@@ -186,4 +188,9 @@ __all__ = [
     "TurnLockLostError",
     # version
     "__version__",
+    # guardrails
+    "GuardrailTripped",
+    "input_guardrail",
+    "output_guardrail",
+    "tool_guardrail",
 ]

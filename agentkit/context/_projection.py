@@ -21,6 +21,8 @@ Rules:
   after that answer, not before it: the model did not see it. A follow-up
   (``Session.follow_up``) placed after the last answer is "waiting": the loop answers
   it before the generation ends.
+* a ``guardrail-tripped`` control event of an input guardrail takes the user messages
+  since the last answer out of the view: the model never sees refused input again.
 * a ``context-replaced`` event restarts the projection from the messages it carries.
 * a ``compaction`` event restarts it from its summary followed by the kept tail: the
   events after the one it covers through (they come before it in the log; when the
@@ -46,6 +48,7 @@ from ..events import (
     AssistantMessageEvent,
     CompactionEvent,
     ContextReplacedEvent,
+    ControlEvent,
     Event,
     RuntimeEvent,
     ToolResultEvent,
@@ -235,7 +238,21 @@ class Projector:
             self._reset(ev.summary)
             for old in kept:
                 self._apply(old, replay=True)
+        elif isinstance(ev, ControlEvent) and ev.action == "guardrail-tripped" and ev.data.get("kind") == "input":
+            self._withdraw_input()
         # control events and unknown kinds are not shown to the model
+
+    def _withdraw_input(self) -> None:
+        """An input guardrail tripped: the user messages since the last answer (what it
+        refused) are not shown again."""
+        recent = self._recent
+        users = {id(item[1]) for item in recent if item[1].role == "user"}
+        if not users:
+            return
+        tail = len(recent)
+        self._messages = self._messages[:-tail] + [m for m in self._messages[-tail:] if id(m) not in users]
+        self._recent = [item for item in recent if id(item[1]) not in users]
+        self._waiting = sum(item[2] for item in self._recent)
 
     def _kept_after(self, covered_through: str) -> list[Event]:
         since = self._since

@@ -12,6 +12,7 @@ Event types, in the order a generation produces them::
         tool-call                     the model asked for a call (complete input)
       tool-start, tool-update, tool-end   per call, results in model order
       step-end
+    guardrail-tripped                 a guardrail tripped (agentkit.guardrails)
     generation-end                    .result or .error
 """
 
@@ -36,6 +37,7 @@ __all__ = [
     "ToolEndEvent",
     "ToolStartEvent",
     "ToolUpdateEvent",
+    "GuardrailTrippedEvent",
 ]
 
 
@@ -232,3 +234,19 @@ class GenerationEndEvent(AgentEvent):
 
 Emit = Callable[[AgentEvent], None]
 """Where the loop sends agent events."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuardrailTrippedEvent(AgentEvent):
+    """A guardrail tripped (:mod:`agentkit.guardrails`): ``guardrail`` names it, ``kind``
+    is ``input``, ``output``, ``tool-input`` or ``tool-output`` and ``output`` is what its
+    function returned. An input or output trip (and a tool trip with ``action="raise"``)
+    ends the generation; a blocking tool trip answers the call with an error result."""
+
+    type: ClassVar[str] = "guardrail-tripped"
+    guardrail: str
+    kind: str
+    output: Any = None
+
+    def _payload(self) -> dict[str, Any]:
+        return {"guardrail": self.guardrail, "kind": self.kind, "output": _output_json(self.output)}
