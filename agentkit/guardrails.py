@@ -43,7 +43,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar, overload
 
 from ._json import json_problem
 from ._threads import stream_pool, wait_future
@@ -243,7 +243,7 @@ class Guardrails:
             if out is not None:
                 if g.action == "raise":
                     raise g.tripped(out)
-                _emit_trip(ctx._emit, g, out)
+                _emit_trip(ctx._emit, g.tripped(out))
                 return ToolDecision.block(f"guardrail {g.name!r} tripped: {_short(out)}")
         return None
 
@@ -253,21 +253,24 @@ class Guardrails:
             if out is not None:
                 if g.action == "raise":
                     raise g.tripped(out)
-                _emit_trip(ctx._emit, g, out)
+                _emit_trip(ctx._emit, g.tripped(out))
                 return ToolOutput.error(f"the tool's output was withheld: guardrail {g.name!r} tripped: {_short(out)}")
         return None
 
 
-def _emit_trip(emit: Callable[[Any], None] | None, g: Guardrail, output: Any) -> None:
+def _emit_trip(emit: Callable[[Any], None] | None, trip: GuardrailTripped) -> None:
     if emit is not None:
         from .streaming._events import GuardrailTrippedEvent
 
-        emit(GuardrailTrippedEvent(guardrail=g.name, kind=g.kind, output=output))
+        emit(GuardrailTrippedEvent(guardrail=trip.guardrail, kind=trip.kind, output=trip.output))
 
 
-def trip_event(exc: GuardrailTripped) -> ControlEvent:
-    """The ``guardrail-tripped`` control event of a trip that ended a generation."""
+def trip_event(exc: GuardrailTripped, redact: Callable[[Any], Any] | None = None) -> ControlEvent:
+    """The ``guardrail-tripped`` control event of a trip that ended a generation (its
+    output through ``redact=``: it may quote what the guardrail refused)."""
     output = exc.output if json_problem(exc.output) is None else repr(exc.output)
+    if redact is not None:
+        output = redact(output)
     return ControlEvent(action=CONTROL_ACTION, data={"guardrail": exc.guardrail, "kind": exc.kind, "output": output})
 
 
@@ -306,11 +309,12 @@ class _EmitGate:
 class GuardrailRun:
     """One generation's input and output guardrails (the loop's part of them)."""
 
-    __slots__ = ("guardrails", "deps", "session_id", "cancel", "emit", "input_done")
+    __slots__ = ("guardrails", "deps", "session_id", "cancel", "emit", "redact", "input_done")
 
     def __init__(self, guardrails: Guardrails, *, deps: Any, session_id: str | None, cancel: CancelToken,
-                 emit: Emit | None) -> None:
+                 emit: Emit | None, redact: Callable[[Any], Any] | None = None) -> None:
         self.guardrails = guardrails
+        self.redact = redact
         self.deps = deps
         self.session_id = session_id
         self.cancel = cancel
@@ -320,12 +324,17 @@ class GuardrailRun:
     def _context(self, messages: Sequence[Message], cancel: CancelToken) -> GuardrailContext[Any]:
         return GuardrailContext(deps=self.deps, messages=tuple(messages), session_id=self.session_id, cancel=cancel)
 
-    def _verdict(self, items: tuple[Guardrail, ...], value: Any, ctx: GuardrailContext[Any]) -> None:
+    def _trip(self, items: tuple[Guardrail, ...], value: Any, ctx: GuardrailContext[Any]) -> GuardrailTripped | None:
+        """The first of ``items`` to trip on ``value``, as its error, or None."""
         for g in items:
             out = g.check(value, ctx)
             if out is not None:
-                _emit_trip(self.emit, g, out)
-                raise g.tripped(out)
+                return g.tripped(out)
+        return None
+
+    def _raise(self, trip: GuardrailTripped) -> NoReturn:
+        _emit_trip(self.emit, trip)
+        raise trip
 
     def beside(self, request: ModelRequest, messages: Sequence[Message],
                infer: Callable[[ModelRequest, Emit | None], _T]) -> _T:
@@ -346,18 +355,29 @@ class GuardrailRun:
 
         stream_pool().run(run, urgent=True)
         try:
-            self._verdict(self.guardrails.input, turn_input(messages), self._context(messages, call_cancel))
+            trip = self._trip(self.guardrails.input, turn_input(messages), self._context(messages, call_cancel))
         except BaseException:
-            if gate is not None:
-                gate.close()
-            call_cancel.cancel("an input guardrail tripped")
+            self._stop(gate, call_cancel, "an input guardrail failed")
             raise
+        if trip is not None:
+            self._stop(gate, call_cancel, f"input guardrail {trip.guardrail!r} tripped")
+            self._raise(trip)
         return wait_future(future, self.cancel)
+
+    @staticmethod
+    def _stop(gate: _EmitGate | None, call_cancel: CancelToken, reason: str) -> None:
+        """End the model call beside the input guardrails: its events first (the trip's
+        event comes last), then the call itself (it is not waited for)."""
+        if gate is not None:
+            gate.close()
+        call_cancel.cancel(reason)
 
     def check_output(self, output: Any, messages: Sequence[Message]) -> None:
         """Raise GuardrailTripped when an output guardrail trips on ``output``."""
         if self.guardrails.output:
-            self._verdict(self.guardrails.output, output, self._context(messages, self.cancel))
+            trip = self._trip(self.guardrails.output, output, self._context(messages, self.cancel))
+            if trip is not None:
+                self._raise(trip)
 
     def around(self, run: Callable[[], RunResult], commit: Callable[[Sequence[Event]], Any], *,
                structured: bool) -> RunResult:
@@ -370,7 +390,7 @@ class GuardrailRun:
             return result
         except GuardrailTripped as exc:
             try:
-                commit([trip_event(exc)])
+                commit([trip_event(exc, self.redact)])
             except SessionError:
                 pass  # closed or failed meanwhile: the trip says more
             raise

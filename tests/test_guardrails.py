@@ -191,6 +191,17 @@ def test_a_durable_session_records_why_the_run_stopped(tmp_path):
     assert [t.data for t in trips] == [{"guardrail": "topic-check", "kind": "input", "output": "off topic"}]
 
 
+def test_the_committed_trip_passes_redaction():
+    @output_guardrail
+    def leak(text: str, ctx: GuardrailContext[Any]) -> str | None:
+        return f"the answer quotes a key: {text}" if "sk-" in text else None
+
+    with Session(ScriptedModel(["use sk-abc123"]), guardrails=[leak], redact=r"sk-\w+") as s:
+        with pytest.raises(GuardrailTripped):
+            s.ask("key?")
+        assert _trips(s.events)[0].data["output"] == "the answer quotes a key: use [redacted]"
+
+
 def test_a_streamed_trip_has_a_guardrail_event_before_the_end_and_no_tool_event():
     side = _SideEffect()
 
@@ -201,7 +212,8 @@ def test_a_streamed_trip_has_a_guardrail_event_before_the_end_and_no_tool_event(
     stream = run_agent_stream(ScriptedModel([_blocked_forever()]), "go", tools=[side.tool], guardrails=[refuse])
     types = [e.type for e in stream]
     assert types[0] == "generation-start" and types[-1] == "generation-end"
-    assert "guardrail-tripped" in types and not any(t.startswith("tool-") for t in types)
+    assert types.index("guardrail-tripped") == len(types) - 2  # nothing of the model call comes after it
+    assert not any(t.startswith("tool-") for t in types)
     with pytest.raises(GuardrailTripped):
         _ = stream.result
 

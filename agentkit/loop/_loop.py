@@ -121,7 +121,8 @@ class _Loop:
         # per generation, so a provider set after import is honoured
         self.trace = start_run(model=opts.model, session_id=host.session_id)
         self.guardrails = None if not opts.guardrails else GuardrailRun(
-            opts.guardrails, deps=opts.deps, session_id=host.session_id, cancel=cancel, emit=self.emit)
+            opts.guardrails, deps=opts.deps, session_id=host.session_id, cancel=cancel, emit=self.emit,
+            redact=None if redactor is None else redactor.value)
         self.tools = ToolDispatch(host, opts, cancel, executor, self.record, emit=self.emit,
                                   trace=self.trace, budget=self.budget, output=self.output,
                                   tool_names=tool_names, generation_id=new_id())
