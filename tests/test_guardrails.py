@@ -104,6 +104,40 @@ def test_an_input_guardrail_that_trips_while_the_model_call_is_slow_stops_before
     session.close()
 
 
+def test_a_model_answer_that_came_first_is_dropped_when_the_guardrail_then_trips():
+    side = _SideEffect()
+    answered = threading.Event()
+
+    def fast(request: Any) -> ToolCall:
+        answered.set()
+        return ToolCall("send_money", {"to": "mallory"})
+
+    @input_guardrail
+    def slow_check(text: str, ctx: GuardrailContext[Any]) -> str:
+        assert answered.wait(DEADLINE)  # the model answered (asking for a tool) before this verdict
+        return "refused"
+
+    with Session(ScriptedModel([fast]), tools=[side.tool], guardrails=[slow_check]) as s:
+        with pytest.raises(GuardrailTripped):
+            s.ask("pay mallory")
+        assert side.ran == []
+        assert [e.type for e in s.events] == ["user-message", "control"]
+
+
+def test_a_model_error_beside_a_passing_guardrail_is_the_runs_error():
+    from agentkit import ProviderError
+
+    def failing(request: Any) -> str:
+        raise ProviderError("the provider is down")
+
+    @input_guardrail
+    def fine(text: str, ctx: GuardrailContext[Any]) -> None:
+        return None
+
+    with pytest.raises(ProviderError, match="down"):
+        run_agent(FunctionModel(failing), "x", guardrails=[fine])
+
+
 def test_input_guardrails_run_beside_the_first_model_call_and_a_pass_lets_the_run_go_on():
     in_guardrail, in_model = threading.Event(), threading.Event()
     side = _SideEffect()
