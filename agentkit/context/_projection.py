@@ -96,7 +96,7 @@ class Projector:
 
     __slots__ = (
         "_messages", "_pending", "_pending_names", "_deferred", "_count", "_render", "_jobs", "_recent",
-        "_waiting", "_last_seq", "_order", "_hidden", "_since",
+        "_waiting", "_last_seq", "_order", "_hidden", "_since", "_inputs",
     )
 
     def __init__(
@@ -118,6 +118,9 @@ class Projector:
         # the events applied since the last context reset: a compaction event replays
         # the ones after the event it covers through
         self._since: list[Event] = []
+        # the ids of the user messages shown (or held back) since the last assistant
+        # message: what an input guardrail's trip takes out of the view
+        self._inputs: set[int] = set()
         self._render = render_runtime or render_runtime_event
         # the default rendering hides job output; a status message stands in for it
         self._jobs = RunningJobs() if render_runtime is None else None
@@ -136,6 +139,7 @@ class Projector:
         new._count = self._count
         new._hidden = self._hidden
         new._since = list(self._since)
+        new._inputs = set(self._inputs)
         new._render = self._render
         new._jobs = None if self._jobs is None else self._jobs.copy()
         return new
@@ -214,6 +218,7 @@ class Projector:
             self._close_pending()
             late = self._take_late(ev.request_seq)
             self._recent.clear()
+            self._inputs = {id(item[1]) for item in late if id(item[1]) in self._inputs}  # the next turn's
             self._waiting = 0
             if ev.content:
                 self._messages.append(Message(role="assistant", content=ev.content))
@@ -224,7 +229,9 @@ class Projector:
             for item in late:
                 self._show(item)
         elif isinstance(ev, UserMessageEvent):
-            self._show((ev.seq, Message(role="user", content=ev.content), ev.follow_up))
+            message = Message(role="user", content=ev.content)
+            self._inputs.add(id(message))
+            self._show((ev.seq, message, ev.follow_up))
         elif isinstance(ev, RuntimeEvent):
             if self._jobs is not None and not replay:
                 self._jobs.observe(ev)
@@ -245,14 +252,16 @@ class Projector:
     def _withdraw_input(self) -> None:
         """An input guardrail tripped: the user messages since the last answer (what it
         refused) are not shown again."""
-        recent = self._recent
-        users = {id(item[1]) for item in recent if item[1].role == "user"}
-        if not users:
+        refused = self._inputs
+        if not refused:
             return
-        tail = len(recent)
-        self._messages = self._messages[:-tail] + [m for m in self._messages[-tail:] if id(m) not in users]
-        self._recent = [item for item in recent if id(item[1]) not in users]
+        self._deferred = [item for item in self._deferred if id(item[1]) not in refused]  # behind open calls
+        tail = len(self._recent)
+        if tail:
+            self._messages = self._messages[:-tail] + [m for m in self._messages[-tail:] if id(m) not in refused]
+        self._recent = [item for item in self._recent if id(item[1]) not in refused]
         self._waiting = sum(item[2] for item in self._recent)
+        self._inputs = set()
 
     def _kept_after(self, covered_through: str) -> list[Event]:
         since = self._since
@@ -263,6 +272,7 @@ class Projector:
 
     def _reset(self, messages: Sequence[Message]) -> None:
         self._since = []
+        self._inputs = set()
         self._messages = list(messages)
         self._pending.clear()
         self._pending_names.clear()
