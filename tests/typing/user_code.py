@@ -22,10 +22,13 @@ from agentkit import (
     ScriptedModel,
     Session,
     ToolContext,
+    input_guardrail,
     run_agent,
     run_agent_stream,
     tool,
+    tool_guardrail,
 )
+from agentkit.guardrails import Guardrail, GuardrailContext
 
 
 class City(BaseModel):
@@ -141,3 +144,21 @@ Session(model, _seed_if_new=True)  # type: ignore[call-arg]
 async def asking(s: Session[Deps, City]) -> None:
     assert_type(await s.ask_async("hi"), GenerateResult[City])
     assert_type((await s.ask_async("hi", output_type=int)).output, int)
+
+
+# guardrails: the decorators (bare and with arguments) make what guardrails= takes
+@input_guardrail
+def refuse_secrets(text: str, ctx: GuardrailContext[Any]) -> str | None:
+    return "a secret" if "password" in text else None
+
+
+@tool_guardrail(on="output", action="raise")
+def no_card_numbers(output: Any, ctx: ToolContext[Any]) -> bool:
+    return "4111" in str(output)
+
+
+assert_type(refuse_secrets, Guardrail)
+assert_type(no_card_numbers, Guardrail)
+Agent(model, guardrails=[refuse_secrets, no_card_numbers])
+session.ask("hi", guardrails=refuse_secrets)
+Agent(model, guardrails=[print])  # type: ignore[list-item]
