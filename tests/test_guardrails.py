@@ -494,3 +494,15 @@ def test_a_cancelled_run_stops_waiting_for_the_model_call_beside_a_passing_guard
 
     with pytest.raises(CancelledError):
         run_agent(FunctionModel(hang), "x", guardrails=[ok], cancel=token)
+
+
+def test_a_tripped_run_gives_back_its_run_slot():
+    @input_guardrail
+    def refuse(text: str, ctx: GuardrailContext[Any]) -> bool:
+        return True
+
+    agent = Agent(FunctionModel(lambda request: "late"), guardrails=[refuse], max_concurrent_runs=1)
+    for _ in range(2):  # a slot kept by the first trip would make the second wait forever
+        with pytest.raises(GuardrailTripped):
+            agent.run("x")
+    assert agent.active_runs == 0
