@@ -68,7 +68,6 @@ __all__ = [
 GuardrailKind = Literal["input", "output", "tool-input", "tool-output"]
 GuardrailAction = Literal["block", "raise"]
 _T = TypeVar("_T")
-_F = TypeVar("_F", bound=Callable[..., Any])
 DepsT = TypeVar("DepsT")
 
 CONTROL_ACTION = "guardrail-tripped"
