@@ -38,6 +38,7 @@ from .errors import (
     CompletionValidationError,
     ConfigurationError,
     ContextOverflowError,
+    GuardrailTripped,
     HookError,
     InputError,
     JobNotFoundError,
@@ -64,6 +65,7 @@ from .errors import (
     TurnLockLostError,
 )
 from .evals._replay import replay
+from .guardrails import input_guardrail, output_guardrail, tool_guardrail
 from .hooks import Hooks
 from .models.registry import get_model
 from .models.scripted import FunctionModel, ScriptedModel, ToolCall
@@ -191,4 +193,9 @@ __all__ = [
     # bounded runs
     "AgentClosedError",
     "RunLimitTimeout",
+    # guardrails
+    "GuardrailTripped",
+    "input_guardrail",
+    "output_guardrail",
+    "tool_guardrail",
 ]

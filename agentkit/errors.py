@@ -19,6 +19,7 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     ├── CompletionValidationError               validate_completion retries were exhausted
     ├── OutputValidationError                   the structured output stayed invalid after all retries
     ├── HookError                               a hook raised or returned something unusable
+    ├── GuardrailTripped                        a guardrail tripped and ended the generation
     ├── SessionError
     │   ├── SessionClosedError                  the session was closed or aborted
     │   ├── SessionFailedError                  a previous append failed; the session refuses work
@@ -300,3 +301,16 @@ class RunLimitTimeout(AgentkitError, TimeoutError):
 class AgentClosedError(AgentkitError):
     """The agent was closed (:meth:`~agentkit.Agent.close`): it starts no more runs, and
     a run that was still waiting for a slot did not start. Make a new Agent to run again."""
+
+
+class GuardrailTripped(AgentkitError):
+    """A guardrail (``guardrails=``, see :mod:`agentkit.guardrails`) tripped and ended the
+    generation. ``guardrail`` is its name, ``kind`` its kind (``input``, ``output``,
+    ``tool-input``, ``tool-output``) and ``output`` what its function returned (truthy).
+    The session's log records it as a ``guardrail-tripped`` control event."""
+
+    def __init__(self, message: str, *, guardrail: str, output: Any, kind: str) -> None:
+        super().__init__(message)
+        self.guardrail = guardrail
+        self.output = output
+        self.kind = kind

@@ -71,9 +71,9 @@ def _call(fn: Callable[..., _T], point: str, *args: Any) -> _T:
     except HookError:
         raise
     except BaseException as exc:
-        from .errors import CancelledError
+        from .errors import CancelledError, GuardrailTripped
 
-        if isinstance(exc, (CancelledError, KeyboardInterrupt, SystemExit)):
+        if isinstance(exc, (CancelledError, GuardrailTripped, KeyboardInterrupt, SystemExit)):
             raise
         raise HookError(f"{_label(fn, point)} raised {type(exc).__name__}: {exc}", hook=point) from exc
 

@@ -22,6 +22,7 @@ from .approvals._policy import ApprovalDecision, ApprovalPolicy, ApprovalRequest
 from .context._budget import Limits
 from .context._compaction import Threshold
 from .errors import ConfigurationError
+from .guardrails import Guardrail, Guardrails
 from .hooks import HookChain, Hooks
 from .loop._generation_tools import check_generation_tools
 from .loop._output import OUTPUT_TOOL, output_plan
@@ -127,6 +128,9 @@ class GenerationOptions:
     tool_search: ToolSearch | None = _opt()
     """:class:`~agentkit.ToolSearch`: above its threshold the model sees a few tools plus
     ``find_tools``, which activates the ones it needs."""
+    guardrails: Guardrails = _opt(merge="compose", factory=Guardrails)
+    """Input, output and tool guardrails (:mod:`agentkit.guardrails`): one, or a list; a
+    tripped one raises :class:`~agentkit.GuardrailTripped`."""
 
     def merged(self, overrides: Mapping[str, Any]) -> GenerationOptions:
         """These options with ``overrides`` (keyword arguments of one call) applied by each
@@ -138,8 +142,9 @@ class GenerationOptions:
             rule = _RULES.get(name)
             if rule is None:
                 raise _unknown(name)
-            if rule == "compose":
-                changes[name] = getattr(self, name) + HookChain.of(value)
+            if rule == "compose":  # hooks, guardrails: a chain type with of() and +
+                current = getattr(self, name)
+                changes[name] = current + type(current).of(value)
             elif value is None and name in _NONE_KEEPS:
                 continue  # e.g. max_steps=None means "the session's value"
             elif rule == "update":
@@ -252,6 +257,7 @@ class GenerationKwargs(TypedDict, total=False):
     redact: Redaction | None
     skills: Skills | None
     tool_search: ToolSearch | None
+    guardrails: Guardrail | Sequence[Guardrail] | None
 
 
 def _check_kinds(options: GenerationOptions) -> None:

@@ -8,7 +8,8 @@ of instructions the interpreter executes for the same work does not, so this is 
 figure to compare two versions with on a busy machine. Each variant runs K=10 and K=40
 times under callgrind; instructions per step = (I(40) - I(10)) / (30 runs * 11 steps),
 which removes start-up and import costs. Variants: ``plain`` (run_agent), ``hooks``
-(four no-op hooks), ``stream`` (run_agent_stream, consumed). Needs valgrind; takes a
+(four no-op hooks), ``stream`` (run_agent_stream, consumed), ``guardrail`` (one passing
+input guardrail: the first model call on a worker thread beside it). Needs valgrind; takes a
 minute or two per variant. What it cannot see: thread switches and cache effects, which
 a stream (the generation on a worker thread) pays for in time.
 """
@@ -53,6 +54,11 @@ def _workload(variant: str, runs: int) -> None:
 
         def once() -> str:
             return run_agent(model, "add", tools=[add_tool], hooks=noop).text
+    elif variant == "guardrail":
+        passes = agentkit.input_guardrail(lambda text, ctx: None)
+
+        def once() -> str:
+            return run_agent(model, "add", tools=[add_tool], guardrails=[passes]).text
     else:
         def once() -> str:
             with agentkit.run_agent_stream(model, "add", tools=[add_tool]) as stream:

@@ -7,6 +7,9 @@ Workloads (defined in ../shared/bench-peers/common.py, the same for every framew
   A  run_agent with a model that calls add() 10 times, then answers: us per model step.
      Also reported for agentkit alone: the same run with four no-op hooks
      (a_hooks_*), and consumed as an event stream with run_agent_stream (a_stream_*).
+     a_guardrail_*: with one passing input guardrail (it runs beside the first model
+     call, which then runs on a worker thread); a_guardrails_all_*: with a passing
+     input, output, tool-input and tool-output guardrail.
      a_otel_off_*: with the OpenTelemetry API imported but no SDK configured (tracing
      skipped); a_otel_on_*: with the SDK's TracerProvider and an in-memory exporter (22
      spans a run), measured after B so that B is never traced.
@@ -142,6 +145,24 @@ def traced_a(model_a, *, configure: bool) -> dict[str, object] | None:
             f"{name}_us_per_step_p90": result["a_us_per_step_p90"]}
 
 
+def guarded_a(model_a) -> dict[str, object]:
+    """Workload A with passing guardrails: one input guardrail, then one of each kind."""
+    if not hasattr(agentkit, "input_guardrail"):
+        return {}
+    from agentkit import input_guardrail, output_guardrail, tool_guardrail
+
+    passes = input_guardrail(lambda text, ctx: None)
+    every = [passes, output_guardrail(lambda output, ctx: None), tool_guardrail(lambda input, ctx: None),
+             tool_guardrail(on="output")(lambda output, ctx: None)]
+    out: dict[str, object] = {}
+    for name, guardrails in (("a_guardrail", [passes]), ("a_guardrails_all", every)):
+        result = common.bench_a(lambda g=guardrails: run_agent(model_a, "add things up", tools=[add],
+                                                               guardrails=g).text)
+        out[f"{name}_us_per_step_median"] = result["a_us_per_step_median"]
+        out[f"{name}_us_per_step_p90"] = result["a_us_per_step_p90"]
+    return out
+
+
 def main() -> None:
     model_a = FunctionModel(scripted(common.TOOL_CALLS_A))
     a = common.bench_a(lambda: run_agent(model_a, "add things up", tools=[add]).text)
@@ -169,6 +190,7 @@ def main() -> None:
             "a_stream_us_per_step_p90": consumed["a_us_per_step_p90"],
         }
 
+    extra.update(guarded_a(model_a))
     otel_off = traced_a(model_a, configure=False)
     if otel_off is not None:
         extra.update(otel_off)

@@ -419,7 +419,7 @@ def test_the_top_level_all_is_small_grouped_and_sorted():
     groups = _top_level_all_groups()
     names = [n for _, ns in groups for n in ns]
     assert names == list(agentkit.__all__)  # every name sits in a commented group
-    assert len(names) <= 80, f"{len(names)} names at the top level"
+    assert len(names) <= 85, f"{len(names)} names at the top level"
     unsorted = [title for title, ns in groups if ns != sorted(ns)]
     assert unsorted == [], f"groups of the top-level __all__ not sorted: {unsorted}"
     assert {"front doors", "errors"} <= {title for title, _ in groups}

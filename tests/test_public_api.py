@@ -74,7 +74,8 @@ PUBLIC_NAMESPACES = {
         'AccessDenied', 'Agent', 'AgentClosedError', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
         'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AuthenticationError', 'BrowserError',
         'CancelToken', 'CancelledError', 'CompletionValidationError', 'ConfigurationError',
-        'ContextOverflowError', 'FileEventStore', 'FunctionModel', 'GenerateResult', 'HookError',
+        'ContextOverflowError', 'FileEventStore', 'FunctionModel', 'GenerateResult', 'GuardrailTripped',
+        'HookError',
         'Hooks', 'InMemoryEventStore', 'InputError', 'InputRequest', 'JobNotFoundError', 'Limits', 'McpError',
         'MissingDependencyError', 'ModelError', 'OutputValidationError', 'PlanResult',
         'PlanningAgent', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError', 'Retention',
@@ -84,8 +85,9 @@ PUBLIC_NAMESPACES = {
         'StoreUnavailableError', 'Threshold', 'Tool', 'ToolCall', 'ToolCallRecord', 'ToolContext',
         'ToolDecision', 'ToolDefinitionError', 'ToolResultClearing', 'ToolSearch',
         'TransactionError', 'TurnLockLostError', 'Usage', '__version__', 'filesystem_tools',
-        'get_model', 'http_tools', 'json_tools', 'load_skills', 'replay', 'run_agent', 'run_agent_stream',
-        'shell_tools', 'subagent_tool', 'summarizing_compactor', 'tool',
+        'get_model', 'http_tools', 'input_guardrail', 'json_tools', 'load_skills', 'output_guardrail',
+        'replay', 'run_agent', 'run_agent_stream',
+        'shell_tools', 'subagent_tool', 'summarizing_compactor', 'tool', 'tool_guardrail',
     ],
     'agentkit.adapters.langchain': [
         'Injected', 'LangChainChatModel', 'LangChainHistory', 'events_from_langchain',
@@ -115,6 +117,9 @@ PUBLIC_NAMESPACES = {
         'AgentOutput', 'AnswerMatches', 'EVALUATORS', 'MaxSteps', 'MaxTokens', 'OutputValidates', 'ReplayResult',
         'ReplaySide', 'ReplayTurn', 'ToolCalled', 'ToolCallsMatch', 'ToolMode', 'ToolNotCalled', 'agent_task',
         'dataset_from_sessions', 'replay_task',
+    ],
+    'agentkit.guardrails': [
+        'Guardrail', 'GuardrailContext', 'GuardrailKind',
     ],
     'agentkit.events': [
         'AssistantMessageEvent', 'CompactionEvent', 'ContextReplacedEvent', 'ControlEvent', 'Event',
@@ -194,9 +199,10 @@ PUBLIC_NAMESPACES = {
     ],
     'agentkit.streaming': [
         'ApprovalDecidedEvent', 'ApprovalRequestedEvent', 'BudgetExceededEvent', 'CompactedEvent',
-        'GenerationEndEvent', 'GenerationStartEvent', 'MessageEndEvent', 'MessageStartEvent',
-        'ReasoningDeltaEvent', 'RetryEvent', 'StepEndEvent', 'StepStartEvent', 'StepUsageEvent',
-        'TextDeltaEvent', 'ToolCallRequestedEvent', 'ToolEndEvent', 'ToolStartEvent', 'ToolUpdateEvent',
+        'GenerationEndEvent', 'GenerationStartEvent', 'GuardrailTrippedEvent', 'MessageEndEvent',
+        'MessageStartEvent', 'ReasoningDeltaEvent', 'RetryEvent', 'StepEndEvent', 'StepStartEvent',
+        'StepUsageEvent', 'TextDeltaEvent', 'ToolCallRequestedEvent', 'ToolEndEvent', 'ToolStartEvent',
+        'ToolUpdateEvent',
     ],
     'agentkit.tools': [
         'FunctionTool', 'MAX_SKILL_FILE_BYTES', 'SKILL_FILE', 'SearchableTool', 'Skill', 'Skills',

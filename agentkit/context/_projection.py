@@ -21,6 +21,8 @@ Rules:
   after that answer, not before it: the model did not see it. A follow-up
   (``Session.follow_up``) placed after the last answer is "waiting": the loop answers
   it before the generation ends.
+* a ``guardrail-tripped`` control event of an input guardrail takes the user messages
+  since the last answer out of the view: the model never sees refused input again.
 * a ``context-replaced`` event restarts the projection from the messages it carries.
 * a ``compaction`` event restarts it from its summary followed by the kept tail: the
   events after the one it covers through (they come before it in the log; when the
@@ -46,6 +48,7 @@ from ..events import (
     AssistantMessageEvent,
     CompactionEvent,
     ContextReplacedEvent,
+    ControlEvent,
     Event,
     RuntimeEvent,
     ToolResultEvent,
@@ -93,7 +96,7 @@ class Projector:
 
     __slots__ = (
         "_messages", "_pending", "_pending_names", "_deferred", "_count", "_render", "_jobs", "_recent",
-        "_waiting", "_last_seq", "_order", "_hidden", "_since",
+        "_waiting", "_last_seq", "_order", "_hidden", "_since", "_inputs",
     )
 
     def __init__(
@@ -115,6 +118,9 @@ class Projector:
         # the events applied since the last context reset: a compaction event replays
         # the ones after the event it covers through
         self._since: list[Event] = []
+        # the ids of the user messages shown (or held back) since the last assistant
+        # message: what an input guardrail's trip takes out of the view
+        self._inputs: set[int] = set()
         self._render = render_runtime or render_runtime_event
         # the default rendering hides job output; a status message stands in for it
         self._jobs = RunningJobs() if render_runtime is None else None
@@ -133,6 +139,7 @@ class Projector:
         new._count = self._count
         new._hidden = self._hidden
         new._since = list(self._since)
+        new._inputs = set(self._inputs)
         new._render = self._render
         new._jobs = None if self._jobs is None else self._jobs.copy()
         return new
@@ -211,6 +218,7 @@ class Projector:
             self._close_pending()
             late = self._take_late(ev.request_seq)
             self._recent.clear()
+            self._inputs = {id(item[1]) for item in late if id(item[1]) in self._inputs}  # the next turn's
             self._waiting = 0
             if ev.content:
                 self._messages.append(Message(role="assistant", content=ev.content))
@@ -221,7 +229,9 @@ class Projector:
             for item in late:
                 self._show(item)
         elif isinstance(ev, UserMessageEvent):
-            self._show((ev.seq, Message(role="user", content=ev.content), ev.follow_up))
+            message = Message(role="user", content=ev.content)
+            self._inputs.add(id(message))
+            self._show((ev.seq, message, ev.follow_up))
         elif isinstance(ev, RuntimeEvent):
             if self._jobs is not None and not replay:
                 self._jobs.observe(ev)
@@ -235,7 +245,23 @@ class Projector:
             self._reset(ev.summary)
             for old in kept:
                 self._apply(old, replay=True)
+        elif isinstance(ev, ControlEvent) and ev.action == "guardrail-tripped" and ev.data.get("kind") == "input":
+            self._withdraw_input()
         # control events and unknown kinds are not shown to the model
+
+    def _withdraw_input(self) -> None:
+        """An input guardrail tripped: the user messages since the last answer (what it
+        refused) are not shown again."""
+        refused = self._inputs
+        if not refused:
+            return
+        self._deferred = [item for item in self._deferred if id(item[1]) not in refused]  # behind open calls
+        tail = len(self._recent)
+        if tail:
+            self._messages = self._messages[:-tail] + [m for m in self._messages[-tail:] if id(m) not in refused]
+        self._recent = [item for item in self._recent if id(item[1]) not in refused]
+        self._waiting = sum(item[2] for item in self._recent)
+        self._inputs = set()
 
     def _kept_after(self, covered_through: str) -> list[Event]:
         since = self._since
@@ -246,6 +272,7 @@ class Projector:
 
     def _reset(self, messages: Sequence[Message]) -> None:
         self._since = []
+        self._inputs = set()
         self._messages = list(messages)
         self._pending.clear()
         self._pending_names.clear()

@@ -33,6 +33,7 @@ from ..events import (
     UserMessageEvent,
     new_id,
 )
+from ..guardrails import GuardrailRun
 from ..messages import Message, TextPart, ToolCallPart, text_of
 from ..models.base import ModelRequest, ToolSpec
 from ..observability._tracing import start_run
@@ -40,7 +41,7 @@ from ..options import LoopOptions
 from ..results import RunResult, Step, ToolCallRecord
 from ..session._redaction import redactor_of
 from ..streaming._control import AnnouncingHost, retry_listener
-from ..streaming._events import MessageEndEvent, StepEndEvent, StepStartEvent, StepUsageEvent
+from ..streaming._events import Emit, MessageEndEvent, StepEndEvent, StepStartEvent, StepUsageEvent
 from ._dispatch import ToolDispatch, WaitingForInput
 from ._generation_tools import GenerationTools, needed
 from ._host import LoopHost
@@ -57,9 +58,10 @@ def run_loop(
     """Run one generation to completion and return its result; ``executor()`` gives the
     pool tool calls run on (asked for only when a tool call runs)."""
     loop = _Loop(host, opts, cancel, executor)
+    run = loop.run if loop.guardrails is None else loop.guarded
     if loop.trace is None:
-        return loop.run()
-    return loop.trace.run(loop.run)
+        return run()
+    return loop.trace.run(run)
 
 
 @dataclass
@@ -92,6 +94,8 @@ class _Loop:
             self.extra = GenerationTools(opts, opts.tools, events=lambda: host.events,
                                          commit=host.commit, redact=redact)
             opts = replace(opts, tools=self.extra.registry, system=self.extra.system)
+        if opts.guardrails.tool_input or opts.guardrails.tool_output:  # tool guardrails are hooks
+            opts = replace(opts, hooks=opts.hooks + opts.guardrails.tool_hooks())
         self.opts = opts
         self.cancel = cancel
         self.specs = opts.tools.specs() if self.extra is None else self.extra.specs()
@@ -120,6 +124,9 @@ class _Loop:
         # OpenTelemetry spans, or None (no tracer provider configured): looked up once
         # per generation, so a provider set after import is honoured
         self.trace = start_run(model=opts.model, session_id=host.session_id)
+        self.guardrails = None if not opts.guardrails else GuardrailRun(
+            opts.guardrails, deps=opts.deps, session_id=host.session_id, cancel=cancel, emit=self.emit,
+            redact=None if redactor is None else redactor.value)
         self.tools = ToolDispatch(host, opts, cancel, executor, self.record, emit=self.emit,
                                   trace=self.trace, budget=self.budget, output=self.output,
                                   tool_names=tool_names, generation_id=new_id())
@@ -129,6 +136,11 @@ class _Loop:
             return self._run()
         with self.extra.current():  # what the built-in tools (load_skill, find_tools) act on
             return self._run()
+
+    def guarded(self) -> RunResult:
+        """:meth:`run` under the input and output guardrails (a trip is committed)."""
+        assert self.guardrails is not None
+        return self.guardrails.around(self.run, self.host.commit, structured=self.output is not None)
 
     # -- the step state machine ----------------------------------------------------------
 
@@ -351,8 +363,15 @@ class _Loop:
         return True
 
     def _infer(self, request: ModelRequest) -> Inference:
-        """One model call (under its ``chat`` span when tracing)."""
-        model, emit, record, index = self.opts.model, self.emit, self.record.call, len(self.record.steps)
+        """One model call; the first beside the input guardrails."""
+        guard = self.guardrails
+        if guard is not None and not guard.input_done:
+            return guard.beside(request, self.host.project(for_model=False)[0], self._infer_to)
+        return self._infer_to(request, self.emit)
+
+    def _infer_to(self, request: ModelRequest, emit: Emit | None) -> Inference:
+        """One model call (under its ``chat`` span when tracing), its events to ``emit``."""
+        model, record, index = self.opts.model, self.record.call, len(self.record.steps)
         if self.trace is None:
             return infer(model, request, emit, record, index)
         return self.trace.chat(request, lambda: infer(model, request, emit, record, index), self.record.content)

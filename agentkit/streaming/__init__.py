@@ -14,6 +14,7 @@ from ._events import (
     CompactedEvent,
     GenerationEndEvent,
     GenerationStartEvent,
+    GuardrailTrippedEvent,
     MessageEndEvent,
     MessageStartEvent,
     ReasoningDeltaEvent,
@@ -47,4 +48,5 @@ __all__ = [
     "BudgetExceededEvent",
     "CompactedEvent",
     "RetryEvent",
+    "GuardrailTrippedEvent",
 ]

@@ -22,6 +22,7 @@ Event types, in the order a generation produces them::
       step-end
     [budget-exceeded]                 a limit stopped the generation
     [compacted]                       retention, after the last step
+    guardrail-tripped                 a guardrail tripped (agentkit.guardrails)
     generation-end                    .result or .error
 """
 
@@ -56,6 +57,7 @@ __all__ = [
     "BudgetExceededEvent",
     "CompactedEvent",
     "RetryEvent",
+    "GuardrailTrippedEvent",
 ]
 
 
@@ -396,3 +398,17 @@ class RetryEvent(AgentEvent):
             if value is not None:
                 error[name] = value
         return {"attempt": self.attempt, "delay": self.delay, "retry_after": self.retry_after, "error": error}
+@dataclass(frozen=True, kw_only=True)
+class GuardrailTrippedEvent(AgentEvent):
+    """A guardrail tripped (:mod:`agentkit.guardrails`): ``guardrail`` names it, ``kind``
+    is ``input``, ``output``, ``tool-input`` or ``tool-output`` and ``output`` is what its
+    function returned. An input or output trip (and a tool trip with ``action="raise"``)
+    ends the generation; a blocking tool trip answers the call with an error result."""
+
+    type: ClassVar[str] = "guardrail-tripped"
+    guardrail: str
+    kind: str
+    output: Any = None
+
+    def _payload(self) -> dict[str, Any]:
+        return {"guardrail": self.guardrail, "kind": self.kind, "output": _output_json(self.output)}

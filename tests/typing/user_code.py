@@ -24,11 +24,14 @@ from agentkit import (
     ScriptedModel,
     Session,
     ToolContext,
+    input_guardrail,
     run_agent,
     run_agent_stream,
     tool,
+    tool_guardrail,
 )
 from agentkit.events import Event
+from agentkit.guardrails import Guardrail, GuardrailContext
 
 
 class City(BaseModel):
@@ -184,3 +187,20 @@ assert_type(planning.stream("a goal"), AgentStream[PlanResult])
 assert_type(planning.stream("a goal").result.output, PlanResult)
 assert_type(planning.stream("a goal").result.text, str)
 planning.stream("a goal", max_stepz=3)  # type: ignore[call-arg]
+
+# guardrails: the decorators (bare and with arguments) make what guardrails= takes
+@input_guardrail
+def refuse_secrets(text: str, ctx: GuardrailContext[Any]) -> str | None:
+    return "a secret" if "password" in text else None
+
+
+@tool_guardrail(on="output", action="raise")
+def no_card_numbers(output: Any, ctx: ToolContext[Any]) -> bool:
+    return "4111" in str(output)
+
+
+assert_type(refuse_secrets, Guardrail)
+assert_type(no_card_numbers, Guardrail)
+Agent(model, guardrails=[refuse_secrets, no_card_numbers])
+session.ask("hi", guardrails=refuse_secrets)
+Agent(model, guardrails=[print])  # type: ignore[list-item]
