@@ -29,9 +29,11 @@ from .models.base import ChatModel, ModelSettings, ToolChoice, tool_choice_probl
 from .session._redaction import Redaction, redactor_of
 from .streaming._events import Emit
 from .streaming._sinks import callback_sink, fan_out
+from .tools._handoffs import Handoff, check_handoff_tools, handoffs_of
 from .tools.base import ToolRegistry
 
 if TYPE_CHECKING:
+    from .agent import Agent
     from .cancel import CancelToken
     from .context._compaction import Compactor
     from .context._view import ToolResultClearing
@@ -127,6 +129,12 @@ class GenerationOptions:
     tool_search: ToolSearch | None = _opt()
     """:class:`~agentkit.ToolSearch`: above its threshold the model sees a few tools plus
     ``find_tools``, which activates the ones it needs."""
+    name: str | None = _opt()
+    """The agent's name: in handoff events, and in the handoff tool another agent offers
+    for it (``transfer_to_<name>``)."""
+    handoffs: tuple[Handoff, ...] = _opt(factory=tuple)
+    """Agents (or :func:`~agentkit.handoff` results) the model may hand the conversation
+    over to, each offered as a tool; the target answers from then on. See docs/handoffs.md."""
 
     def merged(self, overrides: Mapping[str, Any]) -> GenerationOptions:
         """These options with ``overrides`` (keyword arguments of one call) applied by each
@@ -142,6 +150,8 @@ class GenerationOptions:
                 changes[name] = getattr(self, name) + HookChain.of(value)
             elif value is None and name in _NONE_KEEPS:
                 continue  # e.g. max_steps=None means "the session's value"
+            elif name == "handoffs":
+                changes[name] = handoffs_of(value)  # agents become Handoffs, tool names derived
             elif rule == "update":
                 if not isinstance(value, Mapping):
                     raise ConfigurationError(f"{name} must be a dict, not {type(value).__name__}")
@@ -187,6 +197,8 @@ class GenerationOptions:
                 f"approver must be a callable (request) -> bool | ApprovalDecision, not {type(self.approver).__name__}"
             )
         redactor_of(self.redact)
+        if self.name is not None and (not isinstance(self.name, str) or not self.name):
+            raise ConfigurationError(f"name must be a non-empty str or None, got {self.name!r}")
         _check_kinds(self)
         if self.output_type is not None:
             from .loop._output import plan_for
@@ -252,6 +264,8 @@ class GenerationKwargs(TypedDict, total=False):
     redact: Redaction | None
     skills: Skills | None
     tool_search: ToolSearch | None
+    name: str | None
+    handoffs: Sequence[Agent[Any, Any] | Handoff] | None
 
 
 def _check_kinds(options: GenerationOptions) -> None:
@@ -380,6 +394,8 @@ class LoopOptions(GenerationOptions):
         names = tuple(self.tools)
         if self.skills is not None or self.tool_search is not None:
             names += check_generation_tools(self, self.tools)
+        if self.handoffs:
+            names += check_handoff_tools(self.handoffs, names)
         problem = tool_choice_problem(self.tool_choice, names)
         if problem is not None:
             raise ConfigurationError(problem)

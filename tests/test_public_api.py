@@ -84,7 +84,7 @@ PUBLIC_NAMESPACES = {
         'StoreUnavailableError', 'Threshold', 'Tool', 'ToolCall', 'ToolCallRecord', 'ToolContext',
         'ToolDecision', 'ToolDefinitionError', 'ToolResultClearing', 'ToolSearch',
         'TransactionError', 'TurnLockLostError', 'Usage', '__version__', 'filesystem_tools',
-        'get_model', 'http_tools', 'json_tools', 'load_skills', 'replay', 'run_agent', 'run_agent_stream',
+        'get_model', 'handoff', 'http_tools', 'json_tools', 'load_skills', 'replay', 'run_agent', 'run_agent_stream',
         'shell_tools', 'subagent_tool', 'summarizing_compactor', 'tool',
     ],
     'agentkit.adapters.langchain': [
@@ -192,12 +192,12 @@ PUBLIC_NAMESPACES = {
         'PostgresEventStore', 'PostgresJobStore',
     ],
     'agentkit.streaming': [
-        'GenerationEndEvent', 'GenerationStartEvent', 'ReasoningDeltaEvent', 'StepEndEvent',
+        'GenerationEndEvent', 'GenerationStartEvent', 'HandoffEvent', 'ReasoningDeltaEvent', 'StepEndEvent',
         'StepStartEvent', 'TextDeltaEvent', 'ToolCallRequestedEvent', 'ToolEndEvent',
         'ToolStartEvent', 'ToolUpdateEvent',
     ],
     'agentkit.tools': [
-        'FunctionTool', 'MAX_SKILL_FILE_BYTES', 'SKILL_FILE', 'SearchableTool', 'Skill', 'Skills',
+        'FunctionTool', 'Handoff', 'MAX_SKILL_FILE_BYTES', 'SKILL_FILE', 'SearchableTool', 'Skill', 'Skills',
         'SubagentEndEvent', 'SubagentEvent', 'SubagentStartEvent', 'ToolRegistry',
         'child_session_id', 'format_shell_result', 'json_path', 'search_tools', 'to_tool_output',
     ],

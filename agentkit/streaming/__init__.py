@@ -10,6 +10,7 @@ from __future__ import annotations
 from ._events import (
     GenerationEndEvent,
     GenerationStartEvent,
+    HandoffEvent,
     ReasoningDeltaEvent,
     StepEndEvent,
     StepStartEvent,
@@ -31,4 +32,5 @@ __all__ = [
     "ToolEndEvent",
     "ToolStartEvent",
     "ToolUpdateEvent",
+    "HandoffEvent",
 ]

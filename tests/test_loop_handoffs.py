@@ -1,0 +1,382 @@
+"""Handoffs (agentkit/loop/_handoffs.py, agentkit/tools/_handoffs.py): an agent hands the
+conversation to another, which answers from then on; the handoff is a tool call that
+passes the source's approvals and hooks, an event in the log and in the stream, and a
+durable session reopened elsewhere goes on with the agent it was handed to."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agentkit import (
+    Agent,
+    ApprovalPolicy,
+    ConfigurationError,
+    FileEventStore,
+    Hooks,
+    ScriptedModel,
+    Session,
+    ToolCall,
+    ToolDecision,
+    handoff,
+    run_agent,
+    tool,
+)
+from agentkit.events import ControlEvent, ToolResultEvent
+from agentkit.messages import Message, ToolOutput
+from agentkit.tools import Handoff
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@tool(read_only=True)
+def lookup_order(order: str) -> str:
+    """Look an order up."""
+    return f"order {order}: shipped"
+
+
+@tool
+def refund(order: str) -> str:
+    """Refund an order."""
+    return f"refunded {order}"
+
+
+def tool_names(request) -> list[str]:
+    return [t.name for t in request.tools]
+
+
+def handoff_events(events) -> list[ControlEvent]:
+    return [e for e in events if isinstance(e, ControlEvent) and e.action == "handoff"]
+
+
+def agents(triage_turns, billing_turns, **triage_options):
+    billing = Agent(ScriptedModel(billing_turns), name="billing", tools=[refund], system="You do refunds.")
+    triage = Agent(ScriptedModel(triage_turns), name="triage", tools=[lookup_order], system="You route.",
+                   handoffs=[billing], **triage_options)
+    return triage, billing
+
+
+def test_after_a_handoff_the_target_answers_with_its_own_model_tools_and_system_prompt():
+    triage, billing = agents([ToolCall(name="transfer_to_billing", input={}), "never called"],
+                             [ToolCall(name="refund", input={"order": "42"}), "Refunded order 42."])
+    result = triage.run("I want a refund for order 42")
+    assert result.text == "Refunded order 42." and result.finish_reason == "stop"
+    assert len(triage.model.requests) == 1  # the source model is not called again
+    source_request = triage.model.requests[0]
+    assert tool_names(source_request) == ["lookup_order", "transfer_to_billing"]  # never the target's tools
+    for request in billing.model.requests:
+        assert tool_names(request) == ["refund"]  # never the source's
+        assert request.system == "You do refunds."
+    first = billing.model.requests[0].messages
+    assert first[0].role == "user" and first[0].text == "I want a refund for order 42"
+    assert [r.tool_name for r in result.tool_calls] == ["transfer_to_billing", "refund"]
+    assert result.tool_calls[0].output.as_text() == "Transferred to billing."
+    assert len(result.steps) == 3
+
+
+def test_the_handoff_is_an_event_in_the_log_and_in_the_stream():
+    triage, _ = agents([ToolCall(name="transfer_to_billing", input={}, id="call-h")], ["Billing here."])
+    with triage.session() as session:
+        stream = session.ask_stream("refund please")
+        kinds = [e.to_dict() for e in stream]
+        assert stream.result.text == "Billing here."
+        events = session.events
+    handoffs = [k for k in kinds if k["type"] == "handoff"]
+    assert handoffs == [{"type": "handoff", "tool_call_id": "call-h", "tool_name": "transfer_to_billing",
+                         "source": "triage", "target": "billing"}]
+    # after the handoff call's result, before the target's first step
+    types = [k["type"] for k in kinds]
+    assert types.index("tool-end") < types.index("handoff") < types.index("step-start", types.index("handoff"))
+    (event,) = handoff_events(events)
+    assert event.data == {"source": "triage", "target": "billing", "tool_name": "transfer_to_billing",
+                          "tool_call_id": "call-h", "path": [["transfer_to_billing", "call-h"]]}
+    result = next(e for e in events if isinstance(e, ToolResultEvent) and e.tool_call_id == "call-h")
+    assert events.index(event) < events.index(result)  # the result confirms the handoff
+
+
+def test_a_handoff_between_two_agents_with_different_tools_under_approvals():
+    """The handoff call asks the source's approver like any call; after it, the target's
+    own tools run under the target's approval policy, still answered by that approver."""
+    asked = []
+
+    def approver(request):
+        asked.append(request.tool_name)
+        return True
+
+    billing = Agent(ScriptedModel([ToolCall(name="refund", input={"order": "7"}), "Refunded."]), name="billing",
+                    tools=[refund], approval=ApprovalPolicy(mode="ask-writes"))
+    triage = Agent(ScriptedModel([ToolCall(name="lookup_order", input={"order": "7"}),
+                                  ToolCall(name="transfer_to_billing", input={}), "never called"]),
+                   name="triage", tools=[lookup_order], handoffs=[billing],
+                   approval=ApprovalPolicy(mode="ask-all"), approver=approver)
+    result = triage.run("refund 7")
+    assert result.text == "Refunded."
+    # ask-all asks for the read-only lookup and the handoff; billing's ask-writes asks for refund only
+    assert asked == ["lookup_order", "transfer_to_billing", "refund"]
+    assert [r.output.as_text() for r in result.tool_calls] == ["order 7: shipped", "Transferred to billing.",
+                                                              "refunded 7"]
+    assert all(tool_names(r) == ["lookup_order", "transfer_to_billing"] for r in triage.model.requests)
+    assert all(tool_names(r) == ["refund"] for r in billing.model.requests)
+
+
+def test_a_denied_handoff_hands_nothing_over_and_the_source_reads_the_denial():
+    triage, billing = agents([ToolCall(name="transfer_to_billing", input={}), "I will help you myself."],
+                             ["never called"], approval=ApprovalPolicy(mode="ask-all"),
+                             approver=lambda request: False)
+    with triage.session() as session:
+        result = session.ask("refund please")
+        events = session.events
+    assert result.text == "I will help you myself."
+    assert billing.model.requests == []
+    assert handoff_events(events) == []
+    denial = triage.model.requests[1].messages[-1].content[0].output
+    assert denial.is_error and "denied" in denial.as_text()
+
+
+def test_a_before_tool_call_hook_can_block_a_handoff():
+    def before(call, ctx):
+        return ToolDecision.block("no transfers today") if call.tool_name.startswith("transfer_to_") else None
+
+    triage, billing = agents([ToolCall(name="transfer_to_billing", input={}), "Staying with you."], ["never"],
+                             hooks=Hooks(before_tool_call=before))
+    result = triage.run("refund please")
+    assert result.text == "Staying with you." and billing.model.requests == []
+    assert "no transfers today" in result.tool_calls[0].output.as_text()
+
+
+def test_an_after_tool_call_hook_that_makes_the_result_an_error_hands_nothing_over():
+    def after(call, output, ctx):
+        return ToolOutput.error("transfer failed") if call.tool_name == "transfer_to_billing" else None
+
+    triage, billing = agents([ToolCall(name="transfer_to_billing", input={}), "Still me.", "Still me, again."],
+                             ["never"], hooks=Hooks(after_tool_call=after))
+    with triage.session() as session:
+        result = session.ask("refund please")
+        assert result.text == "Still me." and billing.model.requests == []
+        assert len(handoff_events(session.events)) == 1  # made, but its result did not confirm it
+        assert session.ask("and now?").text == "Still me, again."  # the next generation too
+    assert billing.model.requests == []
+
+
+def test_an_approval_waiting_in_the_log_hands_over_when_approved_in_a_later_generation(tmp_path):
+    store = FileEventStore(tmp_path)
+    triage, billing = agents([ToolCall(name="transfer_to_billing", input={}), "never called"], ["Billing here."],
+                             approval=ApprovalPolicy(mode="ask-all"))
+    with triage.session("s1", store) as session:
+        first = session.ask("refund please")
+        assert first.finish_reason == "approval-required" and billing.model.requests == []
+        (request,) = session.pending_approvals()
+        assert request.tool_name == "transfer_to_billing"
+        session.approve(request.id)
+        second = session.generate()
+    assert second.text == "Billing here."
+    assert len(triage.model.requests) == 1 and len(billing.model.requests) == 1
+
+
+def test_only_the_first_handoff_call_of_an_answer_is_made():
+    other = Agent(ScriptedModel(["never"]), name="other")
+    billing = Agent(ScriptedModel(["Billing here."]), name="billing")
+    triage = Agent(ScriptedModel([[ToolCall(name="transfer_to_other", input={}),
+                                   ToolCall(name="transfer_to_billing", input={})]]),
+                   handoffs=[billing, other])
+    result = triage.run("hi")
+    assert result.text == "never"  # the model named other first
+    first, second = result.tool_calls
+    assert first.output.as_text() == "Transferred to other."
+    assert second.output.is_error and "only one handoff at a time" in second.output.as_text()
+    assert billing.model.requests == []
+
+
+def test_a_chain_of_handoffs_ends_with_the_last_target_answering():
+    refunds = Agent(ScriptedModel(["Refunds here."]), name="refunds")
+    billing = Agent(ScriptedModel([ToolCall(name="transfer_to_refunds", input={})]), name="billing",
+                    handoffs=[refunds])
+    triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]), name="triage",
+                   handoffs=[billing])
+    stream = triage.stream("refund")
+    hops = [(e.source, e.target) for e in stream if e.type == "handoff"]
+    assert hops == [("triage", "billing"), ("billing", "refunds")]
+    assert stream.result.text == "Refunds here."
+    assert tool_names(billing.model.requests[0]) == ["transfer_to_refunds"]
+    assert tool_names(refunds.model.requests[0]) == []
+
+
+def test_a_chain_that_never_ends_stops_at_max_steps():
+    """Agents are immutable, so a chain is finite; each hop is a model call, and the
+    generation's steps count together against max_steps."""
+    last = Agent(ScriptedModel([]), name="agent5")
+    for i in range(4, 0, -1):
+        last = Agent(ScriptedModel([ToolCall(name=f"transfer_to_{last.name}", input={})]), name=f"agent{i}",
+                     handoffs=[last], max_steps=3)
+    result = last.run("go")
+    assert result.finish_reason == "max-steps" and len(result.steps) == 3
+
+
+def test_a_durable_session_reopened_in_another_process_goes_on_with_the_target(tmp_path):
+    store = FileEventStore(tmp_path)
+    triage, billing = agents([ToolCall(name="transfer_to_billing", input={})], ["Billing here."])
+    with triage.session("s1", store) as session:
+        assert session.ask("refund please").text == "Billing here."
+    child = textwrap.dedent(f"""
+        import json
+        from agentkit import Agent, FileEventStore, ScriptedModel, tool
+
+        @tool
+        def refund(order: str) -> str:
+            '''Refund an order.'''
+            return "refunded " + order
+
+        @tool(read_only=True)
+        def lookup_order(order: str) -> str:
+            '''Look an order up.'''
+            return "shipped"
+
+        billing = Agent(ScriptedModel(["Billing again."]), name="billing", tools=[refund], system="You do refunds.")
+        triage = Agent(ScriptedModel(["triage, wrongly"]), name="triage", tools=[lookup_order], handoffs=[billing])
+        with triage.session("s1", FileEventStore({str(tmp_path)!r})) as session:
+            text = session.ask("and my other order?").text
+        request = billing.model.requests[0]
+        print(json.dumps({{"text": text, "triage_calls": len(triage.model.requests),
+                          "system": request.system, "tools": [t.name for t in request.tools],
+                          "user": [m.text for m in request.messages if m.role == "user"]}}))
+    """)
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, check=True)
+    seen = json.loads(out.stdout)
+    assert seen == {"text": "Billing again.", "triage_calls": 0, "system": "You do refunds.", "tools": ["refund"],
+                    "user": ["refund please", "and my other order?"]}
+
+
+def test_a_second_session_object_on_the_store_goes_on_with_the_target_and_its_chain(tmp_path):
+    refunds = Agent(ScriptedModel(["Refunds here.", "Refunds again."]), name="refunds")
+    billing = Agent(ScriptedModel([ToolCall(name="transfer_to_refunds", input={})]), name="billing",
+                    handoffs=[refunds])
+    triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]), name="triage",
+                   handoffs=[billing])
+    with triage.session("s1", FileEventStore(tmp_path)) as first:
+        first.ask("refund")
+    with triage.session("s1", FileEventStore(tmp_path)) as second:
+        assert second.ask("more").text == "Refunds again."
+        (_, last) = handoff_events(second.events)
+    assert last.data["path"][0][0] == "transfer_to_billing" and last.data["path"][1][0] == "transfer_to_refunds"
+    assert len(triage.model.requests) == 1 and len(billing.model.requests) == 1
+
+
+def test_a_session_opened_with_an_agent_whose_handoffs_do_not_lead_there_is_a_clear_error(tmp_path):
+    triage, _ = agents([ToolCall(name="transfer_to_billing", input={})], ["Billing here."])
+    with triage.session("s1", FileEventStore(tmp_path)) as session:
+        session.ask("refund")
+    stranger = Agent(ScriptedModel(["never"]), name="stranger",
+                     handoffs=[Agent(ScriptedModel([]), name="sales")])
+    with stranger.session("s1", FileEventStore(tmp_path)) as session:
+        with pytest.raises(ConfigurationError, match="offers no handoff 'transfer_to_billing'.*open the session"):
+            session.ask("hello?")
+    assert stranger.model.requests == []
+
+
+def test_the_input_filter_shapes_what_the_target_sees_of_the_conversation_before_it():
+    seen = []
+
+    def only_user_messages(messages: list[Message]) -> list[Message]:
+        seen.append([m.role for m in messages])
+        return [m for m in messages if m.role == "user"]
+
+    billing = Agent(ScriptedModel([ToolCall(name="refund", input={"order": "1"}), "Done."]), name="billing",
+                    tools=[refund])
+    triage = Agent(ScriptedModel([ToolCall(name="lookup_order", input={"order": "1"}),
+                                  ToolCall(name="transfer_to_billing", input={})]),
+                   name="triage", tools=[lookup_order],
+                   handoffs=[handoff(billing, input_filter=only_user_messages)])
+    assert triage.run("refund order 1").text == "Done."
+    assert seen[0] == ["user", "assistant", "tool", "assistant", "tool"]
+    first, second = (r.messages for r in billing.model.requests)
+    assert [m.role for m in first] == ["user"]
+    # the target's own messages after the handoff are shown as they are
+    assert [m.role for m in second] == ["user", "assistant", "tool"]
+
+
+def test_an_input_filter_that_returns_a_broken_history_is_a_clear_error():
+    billing = Agent(ScriptedModel(["never"]), name="billing")
+    for bad, message in ((lambda messages: "nope", "must return a list of Message"),
+                         (lambda messages: messages[1:2], "input_filter of 'transfer_to_billing'")):
+        triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]),
+                       handoffs=[handoff(billing, input_filter=bad)])
+        with pytest.raises(ConfigurationError, match=message):
+            triage.run("hi")
+    assert billing.model.requests == []
+
+
+def test_run_agent_and_session_take_handoffs_too():
+    billing = Agent(ScriptedModel(["From run_agent.", "From a Session."]), name="billing")
+    model = ScriptedModel([ToolCall(name="transfer_to_billing", input={}),
+                           ToolCall(name="transfer_to_billing", input={})])
+    assert run_agent(model, "hi", handoffs=[billing]).text == "From run_agent."
+    with Session(model, handoffs=[billing]) as session:
+        assert session.ask("hi").text == "From a Session."
+
+
+def test_tool_names_are_derived_and_customisable():
+    named = Agent(ScriptedModel([]), name="Billing Desk!", system="You do billing.\nBe kind.")
+    anonymous = Agent(ScriptedModel([]))
+    anonymous2 = Agent(ScriptedModel([]))
+    source = Agent(ScriptedModel([]), handoffs=[named, anonymous, anonymous2,
+                                                 handoff(named, tool_name="escalate", description="Escalate.")])
+    names = [h.tool_name for h in source.options.handoffs]
+    assert names == ["transfer_to_Billing_Desk", "transfer_to_agent_1", "transfer_to_agent_2", "escalate"]
+    assert all(isinstance(h, Handoff) for h in source.options.handoffs)
+    first = source.options.handoffs[0]
+    assert "Billing Desk!" in first.description and "Its instructions begin: You do billing. Be kind." in \
+        first.description
+    assert source.options.handoffs[3].description == "Escalate."
+    only = Agent(ScriptedModel([]), handoffs=[anonymous])
+    assert [h.tool_name for h in only.options.handoffs] == ["transfer_to_agent"]
+    assert named.name == "Billing Desk!" and anonymous.name is None
+
+
+def test_an_unnamed_target_answers_and_is_named_by_its_tool():
+    anonymous = Agent(ScriptedModel(["Anonymous here."]))
+    source = Agent(ScriptedModel([ToolCall(name="transfer_to_agent", input={})]), handoffs=[anonymous])
+    stream = source.stream("hi")
+    (event,) = [e for e in stream if e.type == "handoff"]
+    assert (event.source, event.target) == (None, "transfer_to_agent")
+    assert stream.result.text == "Anonymous here."
+    assert stream.result.tool_calls[0].output.as_text() == "Transferred to transfer_to_agent."
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda b: Agent(ScriptedModel([]), handoffs=b), "handoffs must be a list"),
+    (lambda b: Agent(ScriptedModel([]), handoffs=[b, "x"]), "a handoff's target must be an Agent"),
+    (lambda b: Agent(ScriptedModel([]), handoffs=[b, b]), "two handoffs have the tool name 'transfer_to_billing'"),
+    (lambda b: Agent(ScriptedModel([]), handoffs=[b], tools=[_named("transfer_to_billing")]),
+     "a tool is named 'transfer_to_billing', the name of a handoff tool"),
+    (lambda b: handoff(b, tool_name="no spaces"), "tool_name must be 1-64 characters"),
+    (lambda b: handoff(b, input_filter="x"), "input_filter must be a callable"),
+    (lambda b: handoff(b, description=3), "description must be a str"),
+    (lambda b: Agent(ScriptedModel([]), name=""), "name must be a non-empty str"),
+])
+def test_bad_handoffs_are_refused_when_the_agent_is_made(make, message):
+    billing = Agent(ScriptedModel([]), name="billing")
+    with pytest.raises(ConfigurationError, match=message):
+        make(billing)
+
+
+def _named(name: str):
+    @tool(name=name)
+    def fn() -> str:
+        """A tool."""
+        return ""
+
+    return fn
+
+
+def test_tool_choice_may_force_a_handoff():
+    billing = Agent(ScriptedModel(["Billing here."]), name="billing")
+    triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]), handoffs=[billing],
+                   tool_choice="transfer_to_billing")
+    assert triage.run("hi").text == "Billing here."
+    assert triage.model.requests[0].tool_choice == "transfer_to_billing"
