@@ -324,18 +324,24 @@ def test_tool_names_are_derived_and_customisable():
     named = Agent(ScriptedModel([]), name="Billing Desk!", system="You do billing.\nBe kind.")
     anonymous = Agent(ScriptedModel([]))
     anonymous2 = Agent(ScriptedModel([]))
-    source = Agent(ScriptedModel([]), handoffs=[named, anonymous, anonymous2,
+    source = Agent(ScriptedModel(["ok"]), handoffs=[named, anonymous, anonymous2,
                                                  handoff(named, tool_name="escalate", description="Escalate.")])
     names = [h.tool_name for h in source.options.handoffs]
     assert names == ["transfer_to_Billing_Desk", "transfer_to_agent_1", "transfer_to_agent_2", "escalate"]
     assert all(isinstance(h, Handoff) for h in source.options.handoffs)
     first = source.options.handoffs[0]
-    assert "Billing Desk!" in first.description and "Its instructions begin: You do billing. Be kind." in \
-        first.description
-    assert source.options.handoffs[3].description == "Escalate."
+    assert "Billing Desk!" in first.describe() and "Its instructions begin: You do billing. Be kind." in \
+        first.describe()
+    assert source.options.handoffs[3].describe() == "Escalate."
+    assert tool_names(_request_of(source)) == names
     only = Agent(ScriptedModel([]), handoffs=[anonymous])
     assert [h.tool_name for h in only.options.handoffs] == ["transfer_to_agent"]
     assert named.name == "Billing Desk!" and anonymous.name is None
+
+
+def _request_of(agent):
+    agent.run("hi")
+    return agent.model.requests[0]
 
 
 def test_an_unnamed_target_answers_and_is_named_by_its_tool():
@@ -380,3 +386,35 @@ def test_tool_choice_may_force_a_handoff():
                    tool_choice="transfer_to_billing")
     assert triage.run("hi").text == "Billing here."
     assert triage.model.requests[0].tool_choice == "transfer_to_billing"
+
+
+def test_a_handoff_back_to_an_agent_made_later_goes_back_and_forth_with_a_short_path(tmp_path):
+    """``handoff(lambda: triage, tool_name=...)``: a target made after its source, so
+    two agents can hand the conversation back and forth; the path in the log stays the
+    one that first led to an agent."""
+    billing = Agent(ScriptedModel([ToolCall(name="back_to_triage", input={}),
+                                   ToolCall(name="back_to_triage", input={})]), name="billing",
+                    handoffs=[handoff(lambda: triage, tool_name="back_to_triage")])
+    triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={}),
+                                  "Triage again.",
+                                  ToolCall(name="transfer_to_billing", input={}),
+                                  "Triage once more."]),
+                   name="triage", handoffs=[billing])
+    with triage.session("s1", FileEventStore(tmp_path)) as session:
+        stream = session.ask_stream("hi")
+        hops = [(e.source, e.target) for e in stream if e.type == "handoff"]
+        assert hops == [("triage", "billing"), ("billing", "triage")]
+        assert stream.result.text == "Triage again."
+        assert session.ask("again").text == "Triage once more."
+        paths = [[p[0] for p in e.data["path"]] for e in handoff_events(session.events)]
+    assert paths == [["transfer_to_billing"], ["transfer_to_billing", "back_to_triage"],
+                     ["transfer_to_billing"], ["transfer_to_billing", "back_to_triage"]]
+    assert tool_names(billing.model.requests[0]) == ["back_to_triage"]
+
+
+def test_a_handoff_to_a_function_needs_a_tool_name_and_must_get_an_agent():
+    with pytest.raises(ConfigurationError, match="needs tool_name="):
+        handoff(lambda: None)
+    source = Agent(ScriptedModel([]), handoffs=[handoff(lambda: "not an agent", tool_name="transfer_to_x")])
+    with pytest.raises(ConfigurationError, match="must return an Agent, not str"):
+        source.run("hi")

@@ -92,7 +92,7 @@ def _follow(root: Sequence[Handoff], root_name: str | None, event: ControlEvent)
                 f"handoffs lead there)"
             )
         hops.append(Hop(found, call_id))
-        current, name = found.agent.options.handoffs, found.target
+        current, name = found.target_agent().options.handoffs, found.target
     return tuple(hops)
 
 
@@ -102,6 +102,7 @@ class Handoffs:
     def __init__(self, host: LoopHost, base: LoopOptions) -> None:
         self.host = host
         self.base = base
+        self.event: ControlEvent | None = None  # the handoff that made the answering agent answer
         self.hops = self._resolve()
         self._handed = False  # a handoff tool committed a handoff event in this generation
 
@@ -112,14 +113,14 @@ class Handoffs:
     def _resolve(self) -> tuple[Hop, ...]:
         if not self.base.handoffs:  # a session without handoffs answers itself, whatever its log says
             return ()
-        event = last_handoff(self.host.events, self._hidden)
+        event = self.event = last_handoff(self.host.events, self._hidden)
         return () if event is None else _follow(self.base.handoffs, self.base.name, event)
 
     def options(self) -> LoopOptions:
         """The answering agent's loop options."""
         if not self.hops:
             return self.base
-        agent, base = self.hops[-1].handoff.agent, self.base
+        agent, base = self.hops[-1].handoff.target_agent(), self.base
         own = agent.options
         if own.approver is None and base.approver is not None:
             own = replace(own, approver=base.approver)
@@ -137,8 +138,9 @@ class Handoffs:
         if not opts.handoffs:
             return opts, ()
         for h in opts.handoffs:  # a target's deps are checked before its source's first request
-            if h.agent.deps_type is not None:
-                check_deps(self.base.deps, h.agent.deps_type)
+            target = h.target_agent()
+            if target.deps_type is not None:
+                check_deps(self.base.deps, target.deps_type)
         registry = ToolRegistry(opts.tools.values())
         tools = [self._tool(h, self.hops) for h in opts.handoffs]
         for t in tools:
@@ -151,16 +153,17 @@ class Handoffs:
         if not self._handed:
             return None
         self._handed = False
+        before = None if self.event is None else self.event.id
         hops = self._resolve()
-        if hops == self.hops:
+        if (None if self.event is None else self.event.id) == before:
             return None  # its result was an error (an after_tool_call hook): nothing handed over
         self.hops = hops
         return self.options()
 
-    def last(self) -> tuple[str | None, Hop]:
-        """The last hop and the name of the agent that made it."""
-        hop = self.hops[-1]
-        return (self.hops[-2].handoff.target if len(self.hops) > 1 else self.base.name), hop
+    def last(self) -> dict[str, Any]:
+        """The data of the handoff that made the answering agent answer."""
+        assert self.event is not None
+        return self.event.data
 
     def view(self, messages: list[Message]) -> list[Message]:
         """What the answering agent's request shows: each hop's ``input_filter`` over the
@@ -188,21 +191,28 @@ class Handoffs:
         def transfer(ctx: ToolContext) -> ToolOutput | str:
             return self._transfer(h, hops, ctx.tool_call_id)
 
-        assert h.tool_name is not None and h.description is not None  # filled in by handoffs_of
-        return Tool(name=h.tool_name, description=h.description, input_schema=_NO_INPUT, fn=transfer,
+        assert h.tool_name is not None  # filled in by handoffs_of
+        return Tool(name=h.tool_name, description=h.describe(), input_schema=_NO_INPUT, fn=transfer,
                     read_only=True, context_param="ctx")
 
     def _transfer(self, h: Handoff, hops: tuple[Hop, ...], call_id: str) -> ToolOutput | str:
         """A handoff call that passed the gate: commit its event, unless another handoff
         call comes before it in the same answer."""
         events = self.host.events
-        source = hops[-1].handoff.agent.options if hops else self.base
+        source = hops[-1].handoff.target_agent().options if hops else self.base
         first = _first_handoff_call(events, call_id, {x.tool_name for x in source.handoffs})
         if first is not None and first.tool_call_id != call_id:
             return ToolOutput.error(
                 f"only one handoff at a time: {first.tool_name} comes first in this answer; this call was not made"
             )
-        path = [[hop.handoff.tool_name, hop.tool_call_id] for hop in hops] + [[h.tool_name, call_id]]
+        target = h.target_agent()
+        back = next((i for i, hop in enumerate(hops) if hop.handoff.target_agent() is target), None)
+        # back at an agent already on the path: the path is the one that first led there,
+        # so a conversation going back and forth keeps a short path
+        route = list(hops) if back is None else list(hops[: back + 1])
+        path = [[hop.handoff.tool_name, hop.tool_call_id] for hop in route]
+        if back is None:
+            path.append([h.tool_name, call_id])
         event = ControlEvent(action=HANDOFF, data={
             "source": hops[-1].handoff.target if hops else self.base.name, "target": h.target,
             "tool_name": h.tool_name, "tool_call_id": call_id, "path": path,

@@ -153,9 +153,9 @@ class _Loop:
             return False
         self._configure(target)
         if self.emit is not None:
-            source, hop = self.handoffs.last()
-            self.emit(HandoffEvent(tool_call_id=hop.tool_call_id, tool_name=hop.handoff.tool_name or "",
-                                   source=source, target=hop.handoff.target))
+            data = self.handoffs.last()
+            self.emit(HandoffEvent(tool_call_id=data["tool_call_id"], tool_name=data["tool_name"],
+                                   source=data["source"], target=data["target"]))
         return True
 
     def run(self) -> RunResult:

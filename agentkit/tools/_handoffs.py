@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard, Union, cast
 
 from ..errors import ConfigurationError
 from ..messages import Message
@@ -28,6 +28,9 @@ __all__ = ["Handoff", "InputFilter", "check_handoff_tools", "handoff", "handoffs
 InputFilter = Callable[[list[Message]], Sequence[Message]]
 """``input_filter(messages) -> messages``: what the target sees of the conversation up to
 and including the handoff call and its result."""
+
+AgentOrFactory = Union["Agent[Any, Any]", Callable[[], "Agent[Any, Any]"]]
+"""A handoff's target: an agent, or a function returning it (made when first used)."""
 
 _PREFIX = "transfer_to_"
 _MAX_NAME = 64  # the shortest provider limit on tool names (OpenAI, Anthropic)
@@ -42,34 +45,75 @@ class Handoff:
     calls for it and what the target sees of the conversation. Made by :func:`handoff`
     (a plain agent in ``handoffs=`` is ``handoff(agent)``)."""
 
-    agent: Agent[Any, Any]
-    """The agent that answers after the handoff (its model, tools, system prompt, options)."""
+    agent: AgentOrFactory
+    """The agent that answers after the handoff (its model, tools, system prompt, options),
+    or a function returning it, called when the handoff is first used: a handoff back
+    to an agent made later (``handoff(lambda: triage, tool_name="back_to_triage")``)."""
     tool_name: str | None = None
     """The handoff tool's name; None: derived (``transfer_to_<agent name>``, or
     ``transfer_to_agent`` for an agent without a name), as the handoffs list is built."""
     description: str | None = None
     """What the model reads about the tool; None: derived from the target's name and the
-    start of its system prompt."""
+    start of its system prompt (:meth:`describe`)."""
     input_filter: InputFilter | None = None
     """``input_filter(messages) -> messages``: what the target sees of the conversation
     before it (up to and including the handoff's tool result); None: all of it. Later
     messages are shown as they are. It runs for every request of the target, on the
     session's projection: the log keeps everything."""
 
+    def target_agent(self) -> Agent[Any, Any]:
+        """The target agent (made by the function given for it, if one was)."""
+        agent = self.agent
+        if _is_agent(agent):
+            return agent
+        made = cast("Callable[[], object]", agent)()  # not an Agent: the function handoff() accepted
+        if not _is_agent(made):
+            raise ConfigurationError(
+                f"the function behind handoff {self.tool_name!r} must return an Agent, not {type(made).__name__}"
+            )
+        return made
+
     @property
     def target(self) -> str:
         """The target's name in events and results: the agent's name, else the tool name."""
-        name = _agent_name(self.agent)
+        name = _agent_name(self.target_agent())
         return name if name else (self.tool_name or "agent")
 
+    def describe(self) -> str:
+        """What the model reads about the handoff tool: the description given, or one made
+        of the target's name and the start of its system prompt."""
+        if self.description is not None:
+            return self.description
+        text = (f"Hand the conversation over to {self.target}: it answers the user from then on. "
+                f"Call this when the request is for {self.target}.")
+        system = getattr(self.target_agent().options, "system", None)
+        if system:
+            line = " ".join(system.split())
+            if len(line) > _SHOWN_INSTRUCTIONS:
+                line = line[: _SHOWN_INSTRUCTIONS - 1] + "…"
+            text += f" Its instructions begin: {line}"
+        return text
 
-def handoff(agent: Agent[Any, Any], *, tool_name: str | None = None, description: str | None = None,
+
+def handoff(agent: AgentOrFactory, *, tool_name: str | None = None, description: str | None = None,
             input_filter: InputFilter | None = None) -> Handoff:
     """A handoff to ``agent`` for ``Agent(..., handoffs=[...])``, with its tool's name and
     description when the derived ones do not suit, and an ``input_filter`` over what the
     target sees: ``input_filter(messages) -> messages`` (the conversation up to and
-    including the handoff call's result). Bad arguments raise ConfigurationError."""
-    _check_agent(agent)
+    including the handoff call's result). ``agent`` may be a function returning the
+    agent, for a handoff back to one made later; it then needs ``tool_name``. Bad
+    arguments raise ConfigurationError."""
+    if not _is_agent(agent):
+        if not callable(agent):
+            raise ConfigurationError(
+                f"a handoff's target must be an Agent (Agent(model, tools=..., ...)) or a function returning "
+                f"one, not {type(agent).__name__}"
+            )
+        if tool_name is None:
+            raise ConfigurationError(
+                "a handoff to a function that returns an agent needs tool_name= (the name cannot be derived "
+                "before the agent exists): handoff(lambda: agent, tool_name='transfer_to_...')"
+            )
     if tool_name is not None and (not isinstance(tool_name, str) or not _NAME_RE.match(tool_name)):
         raise ConfigurationError(
             f"handoff tool_name must be 1-64 characters from A-Z a-z 0-9 _ -, got {tool_name!r}"
@@ -95,11 +139,7 @@ def handoffs_of(value: Any) -> tuple[Handoff, ...]:
         )
     given = [item if isinstance(item, Handoff) else handoff(item) for item in value]
     unnamed = [h for h in given if h.tool_name is None and not _agent_name(h.agent)]
-    out: list[Handoff] = []
-    for h in given:
-        name = h.tool_name or _derived_name(h, unnamed)
-        h = replace(h, tool_name=name)
-        out.append(h if h.description is not None else replace(h, description=_derived_description(h)))
+    out = [replace(h, tool_name=h.tool_name or _derived_name(h, unnamed)) for h in given]
     names = [h.tool_name for h in out]
     twice = sorted({n for n in names if names.count(n) > 1 and n is not None})
     if twice:
@@ -123,15 +163,13 @@ def check_handoff_tools(handoffs: Sequence[Handoff], names: Sequence[str]) -> tu
     return offered
 
 
-def _check_agent(agent: Any) -> None:
-    if not all(hasattr(agent, a) for a in ("model", "tools", "options", "execution_context")):
-        raise ConfigurationError(
-            f"a handoff's target must be an Agent (Agent(model, tools=..., ...)), not {type(agent).__name__}"
-        )
+def _is_agent(agent: object) -> TypeGuard[Agent[Any, Any]]:
+    return all(hasattr(agent, a) for a in ("model", "tools", "options", "execution_context"))
 
 
 def _agent_name(agent: Any) -> str | None:
-    name = getattr(agent.options, "name", None)
+    """The name of ``agent`` (None for a function that makes it, or an agent without one)."""
+    name = getattr(getattr(agent, "options", None), "name", None)
     return name if isinstance(name, str) and name else None
 
 
@@ -142,15 +180,3 @@ def _derived_name(h: Handoff, unnamed: list[Handoff]) -> str:
     else:
         suffix = _UNSAFE.sub("_", name).strip("_") or "agent"
     return (_PREFIX + suffix)[:_MAX_NAME]
-
-
-def _derived_description(h: Handoff) -> str:
-    text = (f"Hand the conversation over to {h.target}: it answers the user from then on. "
-            f"Call this when the request is for {h.target}.")
-    system = getattr(h.agent.options, "system", None)
-    if system:
-        line = " ".join(system.split())
-        if len(line) > _SHOWN_INSTRUCTIONS:
-            line = line[: _SHOWN_INSTRUCTIONS - 1] + "…"
-        text += f" Its instructions begin: {line}"
-    return text
