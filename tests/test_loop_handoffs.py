@@ -18,7 +18,9 @@ from agentkit import (
     ApprovalPolicy,
     ConfigurationError,
     FileEventStore,
+    FunctionModel,
     Hooks,
+    Retention,
     ScriptedModel,
     Session,
     ToolCall,
@@ -418,3 +420,25 @@ def test_a_handoff_to_a_function_needs_a_tool_name_and_must_get_an_agent():
     source = Agent(ScriptedModel([]), handoffs=[handoff(lambda: "not an agent", tool_name="transfer_to_x")])
     with pytest.raises(ConfigurationError, match="must return an Agent, not str"):
         source.run("hi")
+
+
+def test_retention_never_archives_who_answers(tmp_path):
+    """The handoff event is covered by a compaction and archived; the compaction carries
+    it, so a session reopened after that still goes on with the target."""
+    def summary(messages, *, reason, cancel):
+        return "earlier: a refund was asked for"
+
+    billing = Agent(FunctionModel(lambda request: f"billing answer {len(request.messages)}"), name="billing")
+    triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]), name="triage",
+                   handoffs=[billing], compactor=summary)
+    with triage.session("s1", FileEventStore(tmp_path), retention=Retention(max_events=8, keep_last=2)) as session:
+        for i in range(6):
+            assert session.ask(f"question {i}").text.startswith("billing answer")
+        active = session.events
+        archived = [e for e in session.history() if e not in active]
+    assert any(e.action == "handoff" and "carried_by" not in e.data for e in handoff_events(archived))
+    carried = [e for e in handoff_events(active) if "carried_by" in e.data]
+    assert carried and carried[-1].data["path"][0][0] == "transfer_to_billing"
+    with triage.session("s1", FileEventStore(tmp_path)) as reopened:
+        assert reopened.ask("still billing?").text.startswith("billing answer")
+    assert len(triage.model.requests) == 1

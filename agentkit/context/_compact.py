@@ -27,6 +27,7 @@ from ._compaction import (
     estimate_tokens,
     summary_messages,
 )
+from ._handoffs import carried_handoff
 from ._held import carry, report
 from ._invariants import check_messages
 from ._view import cap_tool_outputs, clear_tool_results
@@ -92,12 +93,13 @@ def compact_log(
         if any(isinstance(e, (CompactionEvent, ContextReplacedEvent)) for e in now_events[len(events):]):
             return []  # replaced since: a later compaction covering less would hide what that one summarised
         now = getattr(log, "ledger", None)
+        handoff = carried_handoff(now_events, boundary, event.id)  # who answers, once archived
         if now is None:
-            return [event, *rules]
+            return [event, *rules, *handoff]
         if any(now.unresolved(i.intent_id) is None for i in carried.intents):
             return []
         held[:] = carried.fresh(now)  # decided on the current ledger: reported once per call
-        return [event, *rules, *carried.records(event.id, now)]
+        return [event, *rules, *handoff, *carried.records(event.id, now)]
 
     committed = log.decide(decide)
     if not committed:

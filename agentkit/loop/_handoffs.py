@@ -3,9 +3,10 @@ its requests show.
 
 One :class:`Handoffs` per generation. The agent that answers is the session's own
 (the generation's options), unless the log says the conversation was handed over: the
-last ``handoff`` control event whose call has a result that is not an error names the
-path from the session's agent on (each hop a handoff tool name and its call id), and the
-agent at its end answers. So a session reopened in another process goes on with the
+last ``handoff`` control event whose call has a result that is not an error
+(:func:`~agentkit.context._handoffs.last_handoff`) names the path from the session's
+agent on (each hop a handoff tool name and its call id), and the agent at its end
+answers. So a session reopened in another process goes on with the
 agent it was handed to, and a handoff call that was denied, blocked by a hook or
 interrupted before its result hands nothing over.
 
@@ -29,9 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..context._handoffs import HANDOFF, last_handoff
 from ..context._invariants import check_messages
 from ..errors import ConfigurationError
-from ..events import AssistantMessageEvent, ControlEvent, Event, ToolResultEvent
+from ..events import AssistantMessageEvent, ControlEvent, Event
 from ..messages import Message, ToolCallPart, ToolOutput, ToolResultPart
 from ..models.base import ToolSpec
 from ..options import LoopOptions, check_deps
@@ -39,10 +41,7 @@ from ..tools._handoffs import Handoff
 from ..tools.base import Tool, ToolContext, ToolRegistry
 from ._host import LoopHost
 
-__all__ = ["HANDOFF", "Handoffs", "Hop", "last_handoff"]
-
-HANDOFF = "handoff"
-"""The control action of a handoff event."""
+__all__ = ["Handoffs", "Hop"]
 
 _NO_INPUT = {"type": "object", "properties": {}, "additionalProperties": False}
 
@@ -53,20 +52,6 @@ class Hop:
 
     handoff: Handoff
     tool_call_id: str
-
-
-def last_handoff(events: Sequence[Event], hidden: Any = None) -> ControlEvent | None:
-    """The last ``handoff`` event of ``events`` whose call has a result that is not an
-    error (``hidden(event)``: events the model does not see, which do not count)."""
-    confirmed: dict[str, bool] = {}
-    for ev in reversed(events):
-        if hidden is not None and hidden(ev):
-            continue
-        if isinstance(ev, ToolResultEvent):
-            confirmed.setdefault(ev.tool_call_id, not ev.output.is_error)
-        elif isinstance(ev, ControlEvent) and ev.action == HANDOFF and confirmed.get(ev.data.get("tool_call_id", "")):
-            return ev
-    return None
 
 
 def _follow(root: Sequence[Handoff], root_name: str | None, event: ControlEvent) -> tuple[Hop, ...]:
