@@ -442,3 +442,65 @@ def test_retention_never_archives_who_answers(tmp_path):
     with triage.session("s1", FileEventStore(tmp_path)) as reopened:
         assert reopened.ask("still billing?").text.startswith("billing answer")
     assert len(triage.model.requests) == 1
+
+
+def test_a_process_killed_between_the_handoff_event_and_its_result_hands_over_when_reopened(tmp_path):
+    """The child dies (os._exit in an after_tool_call hook) after the handoff event is
+    durable and before the call's result is: the call is uncertain. Reopened, the handoff
+    tool's reconcile probe finds the event, the call gets its result, and the target
+    answers; the source model is not asked again."""
+    child = textwrap.dedent(f"""
+        import os
+        from agentkit import Agent, FileEventStore, Hooks, ScriptedModel, ToolCall
+
+        def die(call, output, ctx):
+            if call.tool_name == "transfer_to_billing":
+                os._exit(9)
+
+        billing = Agent(ScriptedModel(["never in the child"]), name="billing")
+        triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={{}})]), name="triage",
+                       handoffs=[billing], hooks=Hooks(after_tool_call=die))
+        with triage.session("s1", FileEventStore({str(tmp_path)!r})) as session:
+            session.ask("refund please")
+    """)
+    died = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert died.returncode == 9, died.stderr
+    triage, billing = agents(["triage, wrongly"], ["Billing here."])
+    with triage.session("s1", FileEventStore(tmp_path)) as session:
+        (event,) = handoff_events(session.events)
+        assert not any(isinstance(e, ToolResultEvent) for e in session.events)  # the result never came
+        assert session.generate().text == "Billing here."
+        assert session.uncertain_tool_executions() == []
+        result = next(e for e in session.events if isinstance(e, ToolResultEvent))
+    assert result.tool_call_id == event.data["tool_call_id"] and not result.output.is_error
+    assert triage.model.requests == []
+
+
+def test_a_process_killed_before_the_handoff_event_makes_the_handoff_when_reopened(tmp_path):
+    """Killed while the handoff call ran but before its event (a before_tool_call hook):
+    reopened, the probe finds no event, the call runs again as the same call and hands
+    over."""
+    child = textwrap.dedent(f"""
+        import os
+        from agentkit import Agent, FileEventStore, Hooks, ScriptedModel, ToolCall
+
+        def die(call, ctx):
+            if call.tool_name == "transfer_to_billing":
+                os._exit(9)
+
+        billing = Agent(ScriptedModel(["never in the child"]), name="billing")
+        triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={{}})]), name="triage",
+                       handoffs=[billing], hooks=Hooks(before_tool_call=die))
+        with triage.session("s1", FileEventStore({str(tmp_path)!r})) as session:
+            session.ask("refund please")
+    """)
+    died = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert died.returncode == 9, died.stderr
+    triage, billing = agents(["triage, wrongly"], ["Billing here."])
+    with triage.session("s1", FileEventStore(tmp_path)) as session:
+        assert handoff_events(session.events) == []
+        assert session.generate().text == "Billing here."
+        (event,) = handoff_events(session.events)
+    assert triage.model.requests == []

@@ -14,7 +14,9 @@ Each handoff of the answering agent is offered as a tool without input. Its call
 that agent's approval policy and hooks like any call; when it runs it commits the
 ``handoff`` event (before its own result: the result confirms it) and answers
 ``Transferred to <target>.``. Only the first handoff call of an answer is made; the
-others get an error result. After the step, the loop asks :meth:`Handoffs.followed` for
+others get an error result. Its reconcile probe answers ``executed`` when the call's
+handoff event is in the log (a crash came between the event and the result), else
+``not-executed`` (the call runs again). After the step, the loop asks :meth:`Handoffs.followed` for
 the target's options and goes on with them: the target's model, tools, system prompt
 and options, with what belongs to the caller carried over (the event sink, deps, and
 where the target sets none, the approver and ``redact=``).
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from ..context._handoffs import HANDOFF, last_handoff
 from ..context._invariants import check_messages
@@ -132,10 +134,11 @@ class Handoffs:
             registry.add(t)
         return replace(opts, tools=registry), tuple(t.spec for t in tools)
 
-    def followed(self) -> LoopOptions | None:
+    def followed(self, *, settled: bool = False) -> LoopOptions | None:
         """The target's options after a handoff of this generation was confirmed (its
-        result committed), else None."""
-        if not self._handed:
+        result committed), else None. ``settled``: calls left open were just settled (a
+        handoff approved since, or one a crash interrupted that the probe found made)."""
+        if not (self._handed or settled):
             return None
         self._handed = False
         before = None if self.event is None else self.event.id
@@ -176,9 +179,13 @@ class Handoffs:
         def transfer(ctx: ToolContext) -> ToolOutput | str:
             return self._transfer(h, hops, ctx.tool_call_id)
 
+        def probe(input: dict[str, Any], ctx: ToolContext) -> Literal["executed", "not-executed"]:
+            # a crash between the handoff event and its result: the event says it was made
+            return "executed" if _recorded(self.host.events, ctx.tool_call_id) else "not-executed"
+
         assert h.tool_name is not None  # filled in by handoffs_of
         return Tool(name=h.tool_name, description=h.describe(), input_schema=_NO_INPUT, fn=transfer,
-                    read_only=True, context_param="ctx")
+                    read_only=True, context_param="ctx", reconcile=probe)
 
     def _transfer(self, h: Handoff, hops: tuple[Hop, ...], call_id: str) -> ToolOutput | str:
         """A handoff call that passed the gate: commit its event, unless another handoff

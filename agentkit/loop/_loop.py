@@ -146,9 +146,9 @@ class _Loop:
         if self.extra is not None and self.scope is not None:
             self.scope.enter_context(self.extra.current())
 
-    def _hand_over(self) -> bool:
+    def _hand_over(self, *, settled: bool = False) -> bool:
         """After a handoff: go on as its target (True), or nothing was handed over."""
-        target = self.handoffs.followed()
+        target = self.handoffs.followed(settled=settled)
         if target is None:
             return False
         self._configure(target)
@@ -231,7 +231,7 @@ class _Loop:
                 return "approval-required"
             except WaitingForInput:
                 return "input-required"
-            if self._hand_over():  # an approved handoff ran: its target makes the request
+            if self._hand_over(settled=True):  # a handoff was settled: its target makes the request
                 return self._prepare()
             messages, _, request_seq = self.host.project()
         if self.extra is not None:  # find_tools may have changed what the model sees
