@@ -28,7 +28,10 @@ tool result and returns what the target sees of them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+import functools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -129,7 +132,7 @@ class Handoffs:
             if target.deps_type is not None:
                 check_deps(self.base.deps, target.deps_type)
         registry = ToolRegistry(opts.tools.values())
-        tools = [self._tool(h, self.hops) for h in opts.handoffs]
+        tools = [_handoff_tool(h) for h in opts.handoffs]
         for t in tools:
             registry.add(t)
         return replace(opts, tools=registry), tuple(t.spec for t in tools)
@@ -175,22 +178,25 @@ class Handoffs:
 
     # -- the handoff tools -----------------------------------------------------------------
 
-    def _tool(self, h: Handoff, hops: tuple[Hop, ...]) -> Tool:
-        def transfer(ctx: ToolContext) -> ToolOutput | str:
-            return self._transfer(h, hops, ctx.tool_call_id)
+    @contextlib.contextmanager
+    def current(self) -> Iterator[None]:
+        """Make this the generation the handoff tools act on, in this thread and in the
+        tool calls it starts (they run in copies of its context)."""
+        token = _CURRENT.set(self)
+        try:
+            yield
+        finally:
+            _CURRENT.reset(token)
 
-        def probe(input: dict[str, Any], ctx: ToolContext) -> Literal["executed", "not-executed"]:
-            # a crash between the handoff event and its result: the event says it was made
-            return "executed" if _recorded(self.host.events, ctx.tool_call_id) else "not-executed"
+    def probe(self, call_id: str) -> Literal["executed", "not-executed"]:
+        """The handoff tools' reconcile probe: after a crash between a handoff's event and
+        its result, the event says it was made."""
+        return "executed" if _recorded(self.host.events, call_id) else "not-executed"
 
-        assert h.tool_name is not None  # filled in by handoffs_of
-        return Tool(name=h.tool_name, description=h.describe(), input_schema=_NO_INPUT, fn=transfer,
-                    read_only=True, context_param="ctx", reconcile=probe)
-
-    def _transfer(self, h: Handoff, hops: tuple[Hop, ...], call_id: str) -> ToolOutput | str:
+    def transfer(self, h: Handoff, call_id: str) -> ToolOutput | str:
         """A handoff call that passed the gate: commit its event, unless another handoff
         call comes before it in the same answer."""
-        events = self.host.events
+        events, hops = self.host.events, self.hops  # the path to the agent that made the call
         source = hops[-1].handoff.target_agent().options if hops else self.base
         first = _first_handoff_call(events, call_id, {x.tool_name for x in source.handoffs})
         if first is not None and first.tool_call_id != call_id:
@@ -212,6 +218,31 @@ class Handoffs:
         self.host.decide_in_turn(lambda: [] if _recorded(self.host.events, call_id) else [event])
         self._handed = True
         return f"Transferred to {h.target}."
+
+
+_CURRENT: contextvars.ContextVar[Handoffs | None] = contextvars.ContextVar("agentkit_handoffs", default=None)
+
+
+def _current(h: Handoff) -> Handoffs:
+    handoffs = _CURRENT.get()
+    if handoffs is None:
+        raise RuntimeError(f"the handoff tool {h.tool_name!r} runs only inside a generation that offers it")
+    return handoffs
+
+
+@functools.lru_cache(maxsize=256)
+def _handoff_tool(h: Handoff) -> Tool:
+    """The tool a handoff is offered as: built once per handoff (validating a schema costs
+    about a millisecond), acting on the generation that runs it."""
+    def transfer(ctx: ToolContext) -> ToolOutput | str:
+        return _current(h).transfer(h, ctx.tool_call_id)
+
+    def probe(input: dict[str, Any], ctx: ToolContext) -> Literal["executed", "not-executed"]:
+        return _current(h).probe(ctx.tool_call_id)
+
+    assert h.tool_name is not None  # filled in by handoffs_of
+    return Tool(name=h.tool_name, description=h.describe(), input_schema=_NO_INPUT, fn=transfer,
+                read_only=True, context_param="ctx", reconcile=probe)
 
 
 def _first_handoff_call(events: Sequence[Event], call_id: str, names: set[str | None]) -> ToolCallPart | None:

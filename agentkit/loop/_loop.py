@@ -160,6 +160,7 @@ class _Loop:
 
     def run(self) -> RunResult:
         with contextlib.ExitStack() as self.scope:
+            self.scope.enter_context(self.handoffs.current())  # what the handoff tools act on
             self._enter_current()
             return self._run()
 
