@@ -504,3 +504,20 @@ def test_a_process_killed_before_the_handoff_event_makes_the_handoff_when_reopen
         assert session.generate().text == "Billing here."
         (event,) = handoff_events(session.events)
     assert triage.model.requests == []
+
+
+def test_a_target_tool_call_waiting_for_approval_is_settled_by_the_target_in_a_later_generation(tmp_path):
+    billing = Agent(ScriptedModel([ToolCall(name="refund", input={"order": "9"}), "Refunded 9."]), name="billing",
+                    tools=[refund], approval=ApprovalPolicy(mode="ask-writes"))
+    triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]), name="triage",
+                   tools=[lookup_order], handoffs=[billing])
+    with triage.session("s1", FileEventStore(tmp_path)) as session:
+        assert session.ask("refund 9").finish_reason == "approval-required"
+        (request,) = session.pending_approvals()
+        assert request.tool_name == "refund"
+        session.approve(request.id)
+    with triage.session("s1", FileEventStore(tmp_path)) as again:  # another Session object on the store
+        result = again.generate()
+    assert result.text == "Refunded 9."
+    assert [r.output.as_text() for r in result.tool_calls] == ["refunded 9"]
+    assert len(triage.model.requests) == 1 and len(billing.model.requests) == 2
