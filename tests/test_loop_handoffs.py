@@ -521,3 +521,15 @@ def test_a_target_tool_call_waiting_for_approval_is_settled_by_the_target_in_a_l
     assert result.text == "Refunded 9."
     assert [r.output.as_text() for r in result.tool_calls] == ["refunded 9"]
     assert len(triage.model.requests) == 1 and len(billing.model.requests) == 2
+
+
+@pytest.mark.parametrize("outcome, answers", [("accepted", "billing"), ("rejected", "triage")])
+def test_a_handoff_in_a_transactional_generation_counts_once_accepted(tmp_path, outcome, answers):
+    triage, billing = agents([ToolCall(name="transfer_to_billing", input={}), "Triage answers."],
+                             ["Billing in the transaction.", "Billing answers."])
+    with triage.session("s1", FileEventStore(tmp_path)) as session:
+        txn = session.begin_generation("refund please")
+        assert session.generate(transaction=txn).text == "Billing in the transaction."
+        session.finalize_generation(txn, outcome)
+        text = session.ask("next question").text
+    assert text == {"billing": "Billing answers.", "triage": "Triage answers."}[answers]
