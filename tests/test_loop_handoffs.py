@@ -276,8 +276,10 @@ def test_a_session_opened_with_an_agent_whose_handoffs_do_not_lead_there_is_a_cl
     stranger = Agent(ScriptedModel(["never"]), name="stranger",
                      handoffs=[Agent(ScriptedModel([]), name="sales")])
     with stranger.session("s1", FileEventStore(tmp_path)) as session:
+        before = len(session.events)
         with pytest.raises(ConfigurationError, match="offers no handoff 'transfer_to_billing'.*open the session"):
             session.ask("hello?")
+        assert len(session.events) == before  # refused before the prompt was committed
     assert stranger.model.requests == []
 
 

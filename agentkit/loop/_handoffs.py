@@ -6,20 +6,20 @@ One :class:`Handoffs` per generation. The agent that answers is the session's ow
 last ``handoff`` control event whose call has a result that is not an error
 (:func:`~agentkit.context._handoffs.last_handoff`) names the path from the session's
 agent on (each hop a handoff tool name and its call id), and the agent at its end
-answers. So a session reopened in another process goes on with the
-agent it was handed to, and a handoff call that was denied, blocked by a hook or
-interrupted before its result hands nothing over.
+answers. So a session reopened in another process goes on with the agent it was handed
+to, and a handoff call that was denied or blocked by a hook hands nothing over.
 
-Each handoff of the answering agent is offered as a tool without input. Its call passes
+Each handoff of the answering agent is offered as a tool without input (built once per
+handoff, acting on the current generation through a context variable). Its call passes
 that agent's approval policy and hooks like any call; when it runs it commits the
 ``handoff`` event (before its own result: the result confirms it) and answers
 ``Transferred to <target>.``. Only the first handoff call of an answer is made; the
 others get an error result. Its reconcile probe answers ``executed`` when the call's
 handoff event is in the log (a crash came between the event and the result), else
-``not-executed`` (the call runs again). After the step, the loop asks :meth:`Handoffs.followed` for
-the target's options and goes on with them: the target's model, tools, system prompt
-and options, with what belongs to the caller carried over (the event sink, deps, and
-where the target sets none, the approver and ``redact=``).
+``not-executed`` (the call runs again). After the step, the loop asks
+:meth:`Handoffs.followed` for the target's options and goes on with them: the target's
+model, tools, system prompt and options, with what belongs to the caller carried over
+(the event sink, deps, and where the target sets none, the approver and ``redact=``).
 
 The target's requests show the conversation through the ``input_filter`` of each hop
 on the path, in order: each one gets the messages up to and including its handoff's
