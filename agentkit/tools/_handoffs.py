@@ -6,8 +6,8 @@ offered to the model as a tool without input (``transfer_to_<name>``); calling i
 the conversation over, and the target agent answers from then on. A plain agent in
 ``handoffs=`` means ``handoff(agent)``. What the loop does with them is
 :mod:`agentkit.loop._handoffs`; this module holds the public data and how a
-``handoffs=`` list is normalised: each entry checked, its tool name and description
-derived when not given, the names distinct.
+``handoffs=`` list is normalised: each entry checked, its tool name derived when not
+given (its description when the tool is first offered), the names distinct.
 """
 
 from __future__ import annotations
@@ -128,9 +128,9 @@ def handoff(agent: AgentOrFactory, *, tool_name: str | None = None, description:
 
 
 def handoffs_of(value: Any) -> tuple[Handoff, ...]:
-    """A ``handoffs=`` value as handoffs with their tool names and descriptions filled in
-    (None: no handoffs); ConfigurationError for anything but a list of agents and
-    :func:`handoff` results, or for two handoffs with one tool name."""
+    """A ``handoffs=`` value as handoffs with their tool names filled in (None: no
+    handoffs); ConfigurationError for anything but a list of agents and :func:`handoff`
+    results, or for two handoffs with one tool name."""
     if value is None:
         return ()
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):

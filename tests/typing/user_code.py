@@ -22,6 +22,7 @@ from agentkit import (
     ScriptedModel,
     Session,
     ToolContext,
+    handoff,
     run_agent,
     run_agent_stream,
     tool,
@@ -141,3 +142,11 @@ Session(model, _seed_if_new=True)  # type: ignore[call-arg]
 async def asking(s: Session[Deps, City]) -> None:
     assert_type(await s.ask_async("hi"), GenerateResult[City])
     assert_type((await s.ask_async("hi", output_type=int)).output, int)
+
+
+# -- handoffs: agents of any deps and output type, or handoff(...) results ----------------
+billing = Agent(model, name="billing", deps_type=Deps, output_type=City)
+assert_type(Agent(model, handoffs=[billing, handoff(billing, tool_name="escalate")]), Agent[Any, None])
+assert_type(Agent(model, handoffs=[handoff(lambda: billing, tool_name="back")]).name, str | None)
+Agent(model, handoffs=[handoff(billing, tool_name=3)])  # type: ignore[arg-type]
+Agent(model, name=3)  # type: ignore[arg-type]
