@@ -25,7 +25,9 @@ from agentkit import (
     Session,
     ToolCall,
     ToolDecision,
+    ToolSearch,
     handoff,
+    load_skills,
     run_agent,
     tool,
 )
@@ -535,3 +537,27 @@ def test_a_handoff_in_a_transactional_generation_counts_once_accepted(tmp_path, 
         session.finalize_generation(txn, outcome)
         text = session.ask("next question").text
     assert text == {"billing": "Billing answers.", "triage": "Triage answers."}[answers]
+
+
+def test_under_tool_search_the_handoff_tools_are_always_shown():
+    many = [_named(f"tool_{i}") for i in range(5)]
+    billing = Agent(ScriptedModel(["Billing here."]), name="billing")
+    triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]), tools=many,
+                   tool_search=ToolSearch(threshold=2), handoffs=[billing])
+    assert triage.run("hi").text == "Billing here."
+    assert tool_names(triage.model.requests[0]) == ["find_tools", "transfer_to_billing"]
+
+
+def test_a_target_with_skills_loads_them_after_the_handoff(tmp_path):
+    skill = tmp_path / "skills" / "refunds"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: refunds\ndescription: How refunds are done.\n---\n"
+                                    "Refund within 30 days.\n")
+    billing = Agent(ScriptedModel([ToolCall(name="load_skill", input={"name": "refunds"}), "Within 30 days."]),
+                    name="billing", skills=load_skills(tmp_path / "skills"))
+    triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]), handoffs=[billing])
+    result = triage.run("refund?")
+    assert result.text == "Within 30 days."
+    assert "Refund within 30 days." in result.tool_calls[1].output.as_text()
+    assert "refunds" in billing.model.requests[0].system  # the skills index is the target's
+    assert tool_names(billing.model.requests[0]) == ["load_skill", "read_skill_file"]
