@@ -395,7 +395,7 @@ class LoopOptions(GenerationOptions):
         if self.skills is not None or self.tool_search is not None:
             names += check_generation_tools(self, self.tools)
         if self.handoffs:
-            names += check_handoff_tools(self.handoffs, names)
+            names += check_handoff_tools(self.handoffs, names, self.output_type)
         problem = tool_choice_problem(self.tool_choice, names)
         if problem is not None:
             raise ConfigurationError(problem)

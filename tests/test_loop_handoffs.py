@@ -561,3 +561,27 @@ def test_a_target_with_skills_loads_them_after_the_handoff(tmp_path):
     assert "Refund within 30 days." in result.tool_calls[1].output.as_text()
     assert "refunds" in billing.model.requests[0].system  # the skills index is the target's
     assert tool_names(billing.model.requests[0]) == ["load_skill", "read_skill_file"]
+
+
+def test_the_generations_output_type_holds_across_a_handoff():
+    from pydantic import BaseModel
+
+    class Refund(BaseModel):
+        order: str
+        amount: int
+
+    billing = Agent(ScriptedModel([ToolCall(name="final_answer", input={"order": "A-1", "amount": 5})]),
+                    name="billing")  # no output_type of its own: answers with the generation's
+    triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]), name="triage",
+                   handoffs=[billing], output_type=Refund)
+    assert triage.run("refund A-1").output == Refund(order="A-1", amount=5)
+    assert "final_answer" in tool_names(billing.model.requests[0])
+    typed = Agent(ScriptedModel([]), name="typed", output_type=int)
+    with pytest.raises(ConfigurationError, match="has output_type 'int', but the generation's is 'Refund'"):
+        Agent(ScriptedModel([]), handoffs=[typed], output_type=Refund)
+    with pytest.raises(ConfigurationError, match="has output_type 'int', but the generation's is None"):
+        Agent(ScriptedModel([]), handoffs=[typed])
+    plain = Agent(ScriptedModel(["never"]), handoffs=[handoff(lambda: typed, tool_name="transfer_to_typed")])
+    with pytest.raises(ConfigurationError, match="has output_type 'int', but the generation's is None"):
+        plain.run("hi")  # nor a target made later, before any model call
+    assert typed.model.requests == [] and plain.model.requests == []

@@ -19,7 +19,8 @@ handoff event is in the log (a crash came between the event and the result), els
 ``not-executed`` (the call runs again). After the step, the loop asks
 :meth:`Handoffs.followed` for the target's options and goes on with them: the target's
 model, tools, system prompt and options, with what belongs to the caller carried over
-(the event sink, deps, and where the target sets none, the approver and ``redact=``).
+(the event sink, deps, the generation's ``output_type``, and where the target sets none,
+the approver and ``redact=``).
 
 The target's requests show the conversation through the ``input_filter`` of each hop
 on the path, in order: each one gets the messages up to and including its handoff's
@@ -42,7 +43,7 @@ from ..events import AssistantMessageEvent, ControlEvent, Event
 from ..messages import Message, ToolCallPart, ToolOutput, ToolResultPart
 from ..models.base import ToolSpec
 from ..options import LoopOptions, check_deps
-from ..tools._handoffs import Handoff
+from ..tools._handoffs import Handoff, check_output_type
 from ..tools.base import Tool, ToolContext, ToolRegistry
 from ._host import LoopHost
 
@@ -111,7 +112,7 @@ class Handoffs:
         if not self.hops:
             return self.base
         agent, base = self.hops[-1].handoff.target_agent(), self.base
-        own = agent.options
+        own = replace(agent.options, output_type=base.output_type)  # the result's type is the caller's
         if own.approver is None and base.approver is not None:
             own = replace(own, approver=base.approver)
         if own.redact is None and base.redact is not None:
@@ -127,10 +128,11 @@ class Handoffs:
         registry), and their specs (always shown, also under tool search)."""
         if not opts.handoffs:
             return opts, ()
-        for h in opts.handoffs:  # a target's deps are checked before its source's first request
+        for h in opts.handoffs:  # a target's deps and output type, before its source's first request
             target = h.target_agent()
             if target.deps_type is not None:
                 check_deps(self.base.deps, target.deps_type)
+            check_output_type(h, self.base.output_type)
         registry = ToolRegistry(opts.tools.values())
         tools = [_handoff_tool(h) for h in opts.handoffs]
         for t in tools:

@@ -23,7 +23,7 @@ from ..messages import Message
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["Handoff", "InputFilter", "check_handoff_tools", "handoff", "handoffs_of"]
+__all__ = ["Handoff", "InputFilter", "check_handoff_tools", "check_output_type", "handoff", "handoffs_of"]
 
 InputFilter = Callable[[list[Message]], Sequence[Message]]
 """``input_filter(messages) -> messages``: what the target sees of the conversation up to
@@ -150,9 +150,10 @@ def handoffs_of(value: Any) -> tuple[Handoff, ...]:
     return tuple(out)
 
 
-def check_handoff_tools(handoffs: Sequence[Handoff], names: Sequence[str]) -> tuple[str, ...]:
+def check_handoff_tools(handoffs: Sequence[Handoff], names: Sequence[str], output_type: Any) -> tuple[str, ...]:
     """The handoff tools' names; ConfigurationError when one is also the name of a tool
-    the agent has (``names``)."""
+    the agent has (``names``), or when a target (made already) has another
+    ``output_type`` than the generation's."""
     offered = tuple(h.tool_name for h in handoffs if h.tool_name is not None)
     clash = [n for n in offered if n in names]
     if clash:
@@ -160,7 +161,22 @@ def check_handoff_tools(handoffs: Sequence[Handoff], names: Sequence[str]) -> tu
             f"a tool is named {clash[0]!r}, the name of a handoff tool; rename the tool or give the "
             f"handoff another name (handoff(agent, tool_name=...))"
         )
+    for h in handoffs:
+        if _is_agent(h.agent):
+            check_output_type(h, output_type)
     return offered
+
+
+def check_output_type(h: Handoff, output_type: Any) -> None:
+    """ConfigurationError when the target of ``h`` has an ``output_type`` other than the
+    generation's (``output_type``): the result's type is the caller's, whoever answers."""
+    own = h.target_agent().options.output_type
+    if own is not None and own != output_type:
+        raise ConfigurationError(
+            f"the target of handoff {h.tool_name!r} has output_type {getattr(own, '__name__', own)!r}, but the "
+            f"generation's is {getattr(output_type, '__name__', output_type)!r}: a result has one type whoever "
+            f"answers; give the agents the same output_type (a target without one answers with the generation's)"
+        )
 
 
 def _is_agent(agent: object) -> TypeGuard[Agent[Any, Any]]:
