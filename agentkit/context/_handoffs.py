@@ -7,16 +7,18 @@ the session's agent to the target) before its result; the event counts once a re
 that is not an error confirms it. Retention archives the events a compaction covers, so
 the compaction carries the last confirmed handoff among them, when the events it keeps
 hold none, as a new event marked ``carried_by`` (the compaction's id): carried, it needs
-no result. No I/O, no threads.
+no result. :class:`HandoffFold` keeps the same reading incrementally, so a long log is
+read once, not at every generation. No I/O, no threads.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 
 from ..events import ControlEvent, Event, ToolResultEvent
 
-__all__ = ["HANDOFF", "carried_handoff", "last_handoff"]
+__all__ = ["HANDOFF", "HandoffFold", "carried_handoff", "last_handoff"]
 
 HANDOFF = "handoff"
 """The control action of a handoff event."""
@@ -48,3 +50,59 @@ def carried_handoff(events: Sequence[Event], covered: int, compaction_id: str) -
     if last is None:
         return []
     return [ControlEvent(action=HANDOFF, data={**last.data, "carried_by": compaction_id})]
+
+
+class HandoffFold:
+    """The handoff events of one log, folded as it grows: the confirmed ones in the order
+    they were confirmed, and the call ids of all of them. A log that lost its head
+    (retention) or was replaced (a full reload) is folded again from its start."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._count = 0
+        self._tail: str | None = None  # the id of the last event folded
+        self._open: dict[str, ControlEvent] = {}  # handoff events waiting for their call's result
+        self._confirmed: list[ControlEvent] = []
+        self._calls: set[str] = set()
+
+    def catch_up(self, events: Sequence[Event]) -> HandoffFold:
+        """Fold what ``events`` hold beyond what was folded; returns this fold."""
+        with self._lock:
+            count = self._count
+            if count > len(events) or (count and events[count - 1].id != self._tail):
+                self._reset()
+                count = 0
+            for ev in events[count:]:
+                self._add(ev)
+            self._count = len(events)
+            self._tail = events[-1].id if events else None
+        return self
+
+    def _add(self, ev: Event) -> None:
+        if isinstance(ev, ControlEvent) and ev.action == HANDOFF:
+            call_id = str(ev.data.get("tool_call_id", ""))
+            self._calls.add(call_id)
+            if "carried_by" in ev.data:
+                self._confirmed.append(ev)
+            else:
+                self._open[call_id] = ev
+        elif isinstance(ev, ToolResultEvent) and ev.tool_call_id in self._open:
+            made = self._open.pop(ev.tool_call_id)
+            if not ev.output.is_error:
+                self._confirmed.append(made)
+
+    def last(self, hidden: Callable[[Event], bool] | None = None) -> ControlEvent | None:
+        """The last confirmed handoff event (``hidden``: events that do not count)."""
+        with self._lock:
+            for ev in reversed(self._confirmed):
+                if hidden is None or not hidden(ev):
+                    return ev
+        return None
+
+    def made(self, call_id: str) -> bool:
+        """True when call ``call_id`` committed a handoff event."""
+        with self._lock:
+            return call_id in self._calls

@@ -3,10 +3,10 @@ its requests show.
 
 One :class:`Handoffs` per generation. The agent that answers is the session's own
 (the generation's options), unless the log says the conversation was handed over: the
-last ``handoff`` control event whose call has a result that is not an error
-(:func:`~agentkit.context._handoffs.last_handoff`) names the path from the session's
-agent on (each hop a handoff tool name and its call id), and the agent at its end
-answers. So a session reopened in another process goes on with the agent it was handed
+last ``handoff`` control event whose call has a result that is not an error (folded as
+the log grows: :class:`~agentkit.context._handoffs.HandoffFold`, one per event log)
+names the path from the session's agent on (each hop a handoff tool name and its call
+id), and the agent at its end answers. So a session reopened in another process goes on with the agent it was handed
 to, and a handoff call that was denied or blocked by a hook hands nothing over.
 
 Each handoff of the answering agent is offered as a tool without input (built once per
@@ -32,11 +32,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..context._handoffs import HANDOFF, last_handoff
+from ..context._handoffs import HANDOFF, HandoffFold
 from ..context._invariants import check_messages
 from ..errors import ConfigurationError
 from ..events import AssistantMessageEvent, ControlEvent, Event
@@ -104,7 +106,7 @@ class Handoffs:
     def _resolve(self) -> tuple[Hop, ...]:
         if not self.base.handoffs:  # a session without handoffs answers itself, whatever its log says
             return ()
-        event = self.event = last_handoff(self.host.events, self._hidden)
+        event = self.event = _fold(self.host).last(self._hidden)
         return () if event is None else _follow(self.base.handoffs, self.base.name, event)
 
     def options(self) -> LoopOptions:
@@ -193,7 +195,7 @@ class Handoffs:
     def probe(self, call_id: str) -> Literal["executed", "not-executed"]:
         """The handoff tools' reconcile probe: after a crash between a handoff's event and
         its result, the event says it was made."""
-        return "executed" if _recorded(self.host.events, call_id) else "not-executed"
+        return "executed" if _fold(self.host).made(call_id) else "not-executed"
 
     def transfer(self, h: Handoff, call_id: str) -> ToolOutput | str:
         """A handoff call that passed the gate: commit its event, unless another handoff
@@ -217,7 +219,7 @@ class Handoffs:
             "source": hops[-1].handoff.target if hops else self.base.name, "target": h.target,
             "tool_name": h.tool_name, "tool_call_id": call_id, "path": path,
         })
-        self.host.decide_in_turn(lambda: [] if _recorded(self.host.events, call_id) else [event])
+        self.host.decide_in_turn(lambda: [] if _fold(self.host).made(call_id) else [event])
         self._handed = True
         return f"Transferred to {h.target}."
 
@@ -257,9 +259,17 @@ def _first_handoff_call(events: Sequence[Event], call_id: str, names: set[str | 
     return None
 
 
-def _recorded(events: Sequence[Event], call_id: str) -> bool:
-    return any(isinstance(ev, ControlEvent) and ev.action == HANDOFF and ev.data.get("tool_call_id") == call_id
-               for ev in reversed(events))
+_FOLDS: weakref.WeakKeyDictionary[LoopHost, HandoffFold] = weakref.WeakKeyDictionary()
+_FOLDS_LOCK = threading.Lock()
+
+
+def _fold(host: LoopHost) -> HandoffFold:
+    """The handoff fold of ``host``'s log, caught up (one per event log, kept while it lives)."""
+    with _FOLDS_LOCK:
+        fold = _FOLDS.get(host)
+        if fold is None:
+            fold = _FOLDS[host] = HandoffFold()
+    return fold.catch_up(host.events)
 
 
 def _after_result(messages: Sequence[Message], call_id: str) -> int | None:
