@@ -97,9 +97,10 @@ class HandoffFold:
     def last(self, hidden: Callable[[Event], bool] | None = None) -> ControlEvent | None:
         """The last confirmed handoff event (``hidden``: events that do not count)."""
         with self._lock:
-            for ev in reversed(self._confirmed):
-                if hidden is None or not hidden(ev):
-                    return ev
+            confirmed = list(self._confirmed)
+        for ev in reversed(confirmed):  # hidden() outside the lock: it may read the log
+            if hidden is None or not hidden(ev):
+                return ev
         return None
 
     def made(self, call_id: str) -> bool:
