@@ -24,6 +24,7 @@ from agentkit import (
     ScriptedModel,
     Session,
     ToolCall,
+    ToolContext,
     ToolDecision,
     ToolSearch,
     handoff,
@@ -31,7 +32,7 @@ from agentkit import (
     run_agent,
     tool,
 )
-from agentkit.events import ControlEvent, ToolResultEvent
+from agentkit.events import AssistantMessageEvent, ControlEvent, ToolResultEvent
 from agentkit.messages import Message, ToolOutput
 from agentkit.tools import Handoff
 
@@ -585,3 +586,27 @@ def test_the_generations_output_type_holds_across_a_handoff():
     with pytest.raises(ConfigurationError, match="has output_type 'int', but the generation's is None"):
         plain.run("hi")  # nor a target made later, before any model call
     assert typed.model.requests == [] and plain.model.requests == []
+
+
+def test_the_callers_deps_callbacks_and_redaction_carry_over_to_the_target():
+    @tool
+    def whoami(ctx: ToolContext) -> str:
+        """Who is asking."""
+        return f"user {ctx.deps['user']}"
+
+    billing = Agent(ScriptedModel([[ToolCall(name="whoami", input={}),
+                                    ToolCall(name="refund", input={"order": "sk-secret123"})], "Done."]),
+                    name="billing", tools=[whoami, refund])
+    triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]), name="triage",
+                   handoffs=[billing], redact=r"sk-\w+")
+    tokens, finished = [], []
+    with triage.session() as session:
+        result = session.ask("refund", deps={"user": "ada"}, on_token=tokens.append,
+                             on_tool_call_finish=lambda record: finished.append(record.tool_name))
+        events = session.events
+    assert result.text == "Done." and "".join(tokens) == "Done."
+    assert finished == ["transfer_to_billing", "whoami", "refund"]
+    assert result.tool_calls[1].output.as_text() == "user ada"
+    (call,) = [p for e in events if isinstance(e, AssistantMessageEvent) for p in e.content
+               if getattr(p, "tool_name", None) == "refund"]
+    assert call.input == {"order": "[redacted]"}  # the source's redact=, the target setting none
