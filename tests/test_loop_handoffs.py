@@ -19,6 +19,7 @@ from agentkit import (
     ConfigurationError,
     FileEventStore,
     FunctionModel,
+    HookError,
     Hooks,
     Retention,
     ScriptedModel,
@@ -305,6 +306,19 @@ def test_the_input_filter_shapes_what_the_target_sees_of_the_conversation_before
     assert [m.role for m in first] == ["user"]
     # the target's own messages after the handoff are shown as they are
     assert [m.role for m in second] == ["user", "assistant", "tool"]
+
+
+def test_an_input_filter_that_raises_ends_the_generation_with_a_hook_error_naming_it():
+    def broken(messages):
+        raise KeyError("oops")
+
+    billing = Agent(ScriptedModel(["never"]), name="billing")
+    triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]),
+                   handoffs=[handoff(billing, input_filter=broken)])
+    with pytest.raises(HookError, match="the input_filter of handoff 'transfer_to_billing' raised KeyError") as info:
+        triage.run("hi")
+    assert info.value.hook == "input_filter" and isinstance(info.value.__cause__, KeyError)
+    assert billing.model.requests == []
 
 
 def test_an_input_filter_that_returns_a_broken_history_is_a_clear_error():

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from ..context._handoffs import HANDOFF, HandoffFold
 from ..context._invariants import check_messages
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, HookError
 from ..events import AssistantMessageEvent, ControlEvent, Event
 from ..messages import Message, ToolCallPart, ToolOutput, ToolResultPart
 from ..models.base import ToolSpec
@@ -169,7 +169,11 @@ class Handoffs:
             end = None if fn is None else _after_result(messages, hop.tool_call_id)
             if fn is None or end is None:
                 continue  # no filter, or its handoff is no longer shown (compacted)
-            kept = fn(list(messages[:end]))
+            try:
+                kept = fn(list(messages[:end]))
+            except Exception as exc:  # a user's bug, named (as a raising hook is)
+                raise HookError(f"the input_filter of handoff {hop.handoff.tool_name!r} raised "
+                                f"{type(exc).__name__}: {exc}", hook="input_filter") from exc
             if not isinstance(kept, (list, tuple)) or not all(isinstance(m, Message) for m in kept):
                 raise ConfigurationError(
                     f"the input_filter of handoff {hop.handoff.tool_name!r} must return a list of Message "
