@@ -44,6 +44,7 @@ def test_a_handoff_counts_once_a_result_that_is_not_an_error_confirms_it():
     last = both(log, fold)
     assert last is not None and last.data["target"] == "refunds"
     assert fold.last(hidden=lambda ev: ev is last) is first  # hidden events do not count
+    assert fold.last(before=last) is first and fold.last(before=first) is None
 
 
 def test_the_fold_reads_a_log_that_lost_its_head_or_was_replaced_from_its_start():

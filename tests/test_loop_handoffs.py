@@ -624,3 +624,33 @@ def test_the_callers_deps_callbacks_and_redaction_carry_over_to_the_target():
     (call,) = [p for e in events if isinstance(e, AssistantMessageEvent) for p in e.content
                if getattr(p, "tool_name", None) == "refund"]
     assert call.input == {"order": "[redacted]"}  # the source's redact=, the target setting none
+
+
+def test_calls_of_the_handing_over_answer_that_wait_for_approval_are_settled_by_the_source_first(tmp_path):
+    """The answer calls refund (waiting for approval) and the handoff (allowed): the next
+    generation settles refund with the source's tool and gate, then the target answers."""
+    ran = []
+
+    @tool
+    def cancel_order(order: str) -> str:
+        """Cancel an order (the source's tool only)."""
+        ran.append(order)
+        return f"cancelled {order}"
+
+    billing = Agent(ScriptedModel(["Billing: the cancellation went through."]), name="billing", tools=[refund])
+    triage = Agent(ScriptedModel([[ToolCall(name="cancel_order", input={"order": "5"}),
+                                   ToolCall(name="transfer_to_billing", input={})], "never called"]),
+                   name="triage", tools=[cancel_order], handoffs=[billing], approval=ApprovalPolicy(mode="ask-writes"))
+    with triage.session("s1", FileEventStore(tmp_path)) as session:
+        assert session.ask("cancel 5 and talk to billing").finish_reason == "approval-required"
+        (request,) = session.pending_approvals()
+        assert request.tool_name == "cancel_order"
+        session.approve(request.id)
+        stream = session.stream()
+        kinds = [e.type for e in stream]
+        result = stream.result
+    assert ran == ["5"]  # the source's tool ran, not "unknown tool"
+    assert result.tool_calls[0].output.as_text() == "cancelled 5"
+    assert result.text == "Billing: the cancellation went through."
+    assert "handoff" in kinds and len(triage.model.requests) == 1
+    assert tool_names(billing.model.requests[0]) == ["refund"]

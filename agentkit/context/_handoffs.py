@@ -94,10 +94,14 @@ class HandoffFold:
             if not ev.output.is_error:
                 self._confirmed.append(made)
 
-    def last(self, hidden: Callable[[Event], bool] | None = None) -> ControlEvent | None:
-        """The last confirmed handoff event (``hidden``: events that do not count)."""
+    def last(self, hidden: Callable[[Event], bool] | None = None, *,
+             before: ControlEvent | None = None) -> ControlEvent | None:
+        """The last confirmed handoff event (``hidden``: events that do not count;
+        ``before``: the last one confirmed before that one)."""
         with self._lock:
             confirmed = list(self._confirmed)
+        if before is not None:
+            confirmed = confirmed[: next((i for i, ev in enumerate(confirmed) if ev.id == before.id), 0)]
         for ev in reversed(confirmed):  # hidden() outside the lock: it may read the log
             if hidden is None or not hidden(ev):
                 return ev

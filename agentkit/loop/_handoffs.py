@@ -106,8 +106,27 @@ class Handoffs:
     def _resolve(self) -> tuple[Hop, ...]:
         if not self.base.handoffs:  # a session without handoffs answers itself, whatever its log says
             return ()
-        event = self.event = _fold(self.host).last(self._hidden)
+        fold = _fold(self.host)
+        event = fold.last(self._hidden)
+        if event is not None and self._answer_open(event):
+            # other calls of the answer that handed over wait (for an approval): its source
+            # settles them with its own tools and gate, then the target answers
+            event = fold.last(self._hidden, before=event)
+        self.event = event
         return () if event is None else _follow(self.base.handoffs, self.base.name, event)
+
+    def _answer_open(self, event: ControlEvent) -> bool:
+        """True when the answer that made handoff ``event`` still has calls without results."""
+        pending = self.host.project(for_model=False)[1]
+        if not pending:
+            return False
+        call_id = event.data.get("tool_call_id")
+        for ev in reversed(self.host.events):
+            if isinstance(ev, AssistantMessageEvent):
+                ids = {p.tool_call_id for p in ev.content if isinstance(p, ToolCallPart)}
+                if call_id in ids:
+                    return not ids.isdisjoint(pending)
+        return False
 
     def options(self) -> LoopOptions:
         """The answering agent's loop options."""
