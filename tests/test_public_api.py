@@ -71,14 +71,14 @@ def test_every_public_name_is_documented():
 
 PUBLIC_NAMESPACES = {
     'agentkit': [
-        'AccessDenied', 'Agent', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
+        'AccessDenied', 'Agent', 'AgentClosedError', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
         'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AuthenticationError', 'BrowserError',
         'CancelToken', 'CancelledError', 'CompletionValidationError', 'ConfigurationError',
         'ContextOverflowError', 'FileEventStore', 'FunctionModel', 'GenerateResult', 'HookError',
         'Hooks', 'InMemoryEventStore', 'InputError', 'InputRequest', 'JobNotFoundError', 'Limits', 'McpError',
         'MissingDependencyError', 'ModelError', 'OutputValidationError', 'PlanResult',
         'PlanningAgent', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError', 'Retention',
-        'RunResult', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
+        'RunLimitTimeout', 'RunResult', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool', 'Step',
         'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout',
         'StoreUnavailableError', 'Threshold', 'Tool', 'ToolCall', 'ToolCallRecord', 'ToolContext',

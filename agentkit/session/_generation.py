@@ -29,6 +29,7 @@ from ..streaming._events import Emit, GenerationEndEvent, GenerationStartEvent
 from ..streaming._stream import AgentStream
 from ..transactions import _session as _transact
 from ..transactions._ledger import GenerationTransaction
+from ._config import apply_recorded
 from ._foreign import model_from
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ def generate(
     """:meth:`Session.generate` (``options``: its generation options), with where its agent
     events go (a stream's ``emit``) and the user message it commits once it holds the
     turn (``ask``'s ``prompt``)."""
+    configured = session._config.version
     opts = _options_for(session, model, deps, emit, options)
     if session in GENERATING.get():
         raise SessionError(
@@ -105,9 +107,11 @@ def generate(
     log.check_usable()
     if transaction is not None:
         _transact.check_claim(log, transaction)  # before waiting in the queue
+    slot = contextlib.ExitStack()  # a slot of the session's max_concurrent_runs, then the gate
     try:
-        ticket, token = session._gate.enter(cancel)
+        ticket, token = session._gate.enter(slot.enter_context(session._runs.slot(cancel)))
     except BaseException as exc:
+        slot.close()
         if transaction is not None:  # cancelled or refused before it could run
             _transact.interrupt(log, transaction.generation_id, _transact.closed_reason(exc))
         raise
@@ -122,6 +126,8 @@ def generate(
                 if transaction is not None:
                     _transact.interrupt(log, transaction.generation_id, _transact.closed_reason(exc))
                 raise
+        if session._config.version != configured:  # configure() since: this turn is the next one
+            opts = _options_for(session, model, deps, emit, options)
         result: GenerateResult | None = None
         error: BaseException | None = None
         try:
@@ -149,6 +155,7 @@ def generate(
         held.close()
         GENERATING.reset(generating)
         session._gate.leave(ticket)
+        slot.close()
 
 
 def _run(session: Session[Any, Any], opts: LoopOptions, token: CancelToken,
@@ -209,6 +216,7 @@ def _begin_turn(session: Session[Any, Any], held: contextlib.ExitStack, prompt: 
     committed, then commit the prompt: an ask cancelled while it waits for its turn
     leaves nothing in the log."""
     held.enter_context(turn(session, cancel))
+    apply_recorded(session)  # what other processes configured, before the prompt is committed
     if prompt is not None:
         session._log.commit([prompt])
 
