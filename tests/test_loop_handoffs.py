@@ -654,3 +654,18 @@ def test_calls_of_the_handing_over_answer_that_wait_for_approval_are_settled_by_
     assert result.text == "Billing: the cancellation went through."
     assert "handoff" in kinds and len(triage.model.requests) == 1
     assert tool_names(billing.model.requests[0]) == ["refund"]
+
+
+def test_the_stream_announces_the_targets_approvals_once():
+    billing = Agent(ScriptedModel([ToolCall(name="refund", input={"order": "3"}), "Refunded."]), name="billing",
+                    tools=[refund], approval=ApprovalPolicy(mode="ask-writes"))
+    triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]), name="triage",
+                   handoffs=[billing], approver=lambda request: True)
+    stream = triage.stream("refund 3")
+    kinds = [e.to_dict() for e in stream]
+    assert stream.result.text == "Refunded."
+    asked = [k for k in kinds if k["type"] == "approval-requested"]
+    decided = [k for k in kinds if k["type"] == "approval-decided"]
+    assert len(asked) == 1 and len(decided) == 1
+    types = [k["type"] for k in kinds]
+    assert types.index("handoff") < types.index("approval-requested")

@@ -180,7 +180,8 @@ PUBLIC_NAMESPACES = {
         'GenerationKwargs', 'GenerationOptions',
     ],
     'agentkit.planning': [
-        'Plan', 'PlanStep', 'Stage', 'StepResult',
+        'Plan', 'PlanCreatedEvent', 'PlanReplannedEvent', 'PlanStageEvent', 'PlanStep', 'PlanStepEndEvent',
+        'PlanStepStartEvent', 'PlanSynthesizedEvent', 'Stage', 'StepResult',
     ],
     'agentkit.session': [
         'REDACTED', 'Redaction', 'Redactor', 'redactor_of',
@@ -192,9 +193,10 @@ PUBLIC_NAMESPACES = {
         'PostgresEventStore', 'PostgresJobStore',
     ],
     'agentkit.streaming': [
-        'GenerationEndEvent', 'GenerationStartEvent', 'HandoffEvent', 'ReasoningDeltaEvent', 'StepEndEvent',
-        'StepStartEvent', 'TextDeltaEvent', 'ToolCallRequestedEvent', 'ToolEndEvent',
-        'ToolStartEvent', 'ToolUpdateEvent',
+        'ApprovalDecidedEvent', 'ApprovalRequestedEvent', 'BudgetExceededEvent', 'CompactedEvent',
+        'GenerationEndEvent', 'GenerationStartEvent', 'HandoffEvent', 'MessageEndEvent', 'MessageStartEvent',
+        'ReasoningDeltaEvent', 'RetryEvent', 'StepEndEvent', 'StepStartEvent', 'StepUsageEvent',
+        'TextDeltaEvent', 'ToolCallRequestedEvent', 'ToolEndEvent', 'ToolStartEvent', 'ToolUpdateEvent',
     ],
     'agentkit.tools': [
         'FunctionTool', 'Handoff', 'MAX_SKILL_FILE_BYTES', 'SKILL_FILE', 'SearchableTool', 'Skill', 'Skills',

@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from ..approvals._gate import WaitingForApproval
 from ..cancel import CancelToken
@@ -40,7 +40,8 @@ from ..observability._tracing import start_run
 from ..options import LoopOptions
 from ..results import RunResult, Step, ToolCallRecord
 from ..session._redaction import redactor_of
-from ..streaming._events import HandoffEvent, StepEndEvent, StepStartEvent
+from ..streaming._control import AnnouncingHost, retry_listener
+from ..streaming._events import HandoffEvent, MessageEndEvent, StepEndEvent, StepStartEvent, StepUsageEvent
 from ._dispatch import ToolDispatch, WaitingForInput
 from ._generation_tools import GenerationTools, needed
 from ._handoffs import Handoffs
@@ -84,7 +85,7 @@ class _Loop:
     def __init__(
         self, host: LoopHost, opts: LoopOptions, cancel: CancelToken, executor: Callable[[], Executor]
     ) -> None:
-        self.host = host
+        self.host = self.log = host  # log: the host itself (host: announcing what commits mean, with a stream)
         self.cancel = cancel
         self.executor = executor
         self.generation_id = new_id()
@@ -103,7 +104,7 @@ class _Loop:
         """Everything that is the answering agent's: its tools (with the built-in ones and
         its handoffs), system prompt, structured output, hooks, context shaping and tool
         dispatch. Made again when a handoff gives the conversation to another agent."""
-        host = self.host
+        host = self.host = self.log
         redactor = redactor_of(opts.redact)
         # skills and tool search: built-in tools, the skills index, the visible set
         self.extra: GenerationTools | None = None
@@ -133,6 +134,9 @@ class _Loop:
                     self.tool_choice = output_tool
         self.model_name = getattr(opts.model, "model_name", None)
         self.emit = opts.event_sink()
+        if self.emit is not None:  # what its commits mean (approvals, budgets, compaction), announced
+            self.host = host = cast(LoopHost, AnnouncingHost(host, self.emit, approver=opts.approver is not None))
+        self.on_retry = retry_listener(self.emit)  # a model call's retries as events (None: no one listens)
         self.hooks = opts.hooks
         self.context = ContextShaper(opts)
         self.record.tools, self.record.redactor = opts.tools, redactor
@@ -251,6 +255,7 @@ class _Loop:
             session_id=self.host.session_id,
             cache=opts.cache,
             output=None if self.output is None else self.output.plan.spec,
+            on_retry=self.on_retry,
         )
         if self.hooks.before_model_request:
             request = self.hooks.model_request(request)
@@ -280,17 +285,19 @@ class _Loop:
     def _commit_answer(self, inference: Inference, request_seq: int) -> None:
         """Count the answer's usage and commit it (its tool calls as recorded)."""
         self.record.add_model_call(inference.usage)
-        self.host.commit(
-            [
-                AssistantMessageEvent(
-                    content=self.record.content(inference.content),
-                    usage=inference.usage,
-                    finish_reason=inference.finish_reason,
-                    model=self.model_name,
-                    request_seq=request_seq or None,
-                )
-            ]
+        answer = AssistantMessageEvent(
+            content=self.record.content(inference.content),
+            usage=inference.usage,
+            finish_reason=inference.finish_reason,
+            model=self.model_name,
+            request_seq=request_seq or None,
         )
+        self.host.commit([answer])
+        if self.emit is not None:
+            self.emit(MessageEndEvent(index=len(self.record.steps), finish_reason=inference.finish_reason,
+                                      message=Message(role="assistant", content=answer.content)))
+            self.emit(StepUsageEvent(index=len(self.record.steps), usage=inference.usage,
+                                     total=self.record.usage + self.record.tool_usage))
 
     def _end_step(self, inference: Inference, records: list[ToolCallRecord], progress: _Progress) -> None:
         """Record the step: the answer's text, its tool calls' records, its usage."""
@@ -389,10 +396,10 @@ class _Loop:
 
     def _infer(self, request: ModelRequest) -> Inference:
         """One model call (under its ``chat`` span when tracing)."""
-        model, emit, record = self.opts.model, self.emit, self.record.call
+        model, emit, record, index = self.opts.model, self.emit, self.record.call, len(self.record.steps)
         if self.trace is None:
-            return infer(model, request, emit, record)
-        return self.trace.chat(request, lambda: infer(model, request, emit, record), self.record.content)
+            return infer(model, request, emit, record, index)
+        return self.trace.chat(request, lambda: infer(model, request, emit, record, index), self.record.content)
 
     def _result(self, text: str, finish: str, output: Any = None) -> RunResult:
         return self.record.result(self.host.project(for_model=False)[0], text, finish, output)

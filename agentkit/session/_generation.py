@@ -25,6 +25,7 @@ from ..messages import Prompt, normalize_prompt
 from ..models.base import ChatModel
 from ..options import GenerationOptions, LoopOptions, check_deps
 from ..results import GenerateResult
+from ..streaming._control import AnnouncingHost
 from ..streaming._events import Emit, GenerationEndEvent, GenerationStartEvent
 from ..streaming._stream import AgentStream
 from ..transactions import _session as _transact
@@ -136,8 +137,8 @@ def generate(
             run = _run(session, opts, token, transaction)
             fields = {f: getattr(run, f) for f in run.__dataclass_fields__}
             result = GenerateResult(**fields, events=session.events)
-            if session._retention is not None:
-                retain(log, session._retention, opts, token)
+            if session._retention is not None:  # its compaction announced to a stream
+                retain(log if sink is None else AnnouncingHost(log, sink), session._retention, opts, token)
         except BaseException as exc:  # noqa: BLE001 - re-raised after the end hooks
             error = exc
             if token.cancelled and not log.closed and log.failed is None:

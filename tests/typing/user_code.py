@@ -18,6 +18,8 @@ from agentkit import (
     Agent,
     AgentStream,
     GenerateResult,
+    PlanningAgent,
+    PlanResult,
     RunResult,
     ScriptedModel,
     Session,
@@ -175,6 +177,14 @@ assert_type(live.active_runs, int)
 assert_type(live.configure(system="shorter", tools=[country_of]), Event)
 live.configure(system=3)  # type: ignore[arg-type]
 live.close(timeout=1.0)
+
+# -- PlanningAgent.stream: an AgentStream whose result holds the PlanResult ---------------
+
+planning = PlanningAgent(model)
+assert_type(planning.stream("a goal"), AgentStream[PlanResult])
+assert_type(planning.stream("a goal").result.output, PlanResult)
+assert_type(planning.stream("a goal").result.text, str)
+planning.stream("a goal", max_stepz=3)  # type: ignore[call-arg]
 
 
 # -- handoffs: agents of any deps type, or handoff(...) results ---------------------------
