@@ -77,6 +77,7 @@ from .stores.file import FileEventStore
 from .stores.memory import InMemoryEventStore
 from .streaming._events import AgentEvent
 from .streaming._stream import AgentStream
+from .tools._handoffs import handoff
 from .tools._search import ToolSearch
 from .tools._skills import load_skills
 from .tools._subagents import subagent_tool
@@ -113,6 +114,7 @@ __all__ = [
     "SessionPool",
     "filesystem_tools",
     "get_model",
+    "handoff",
     "http_tools",
     "json_tools",
     "load_skills",

@@ -266,6 +266,11 @@ class Agent(AgentRuns, Generic[DepsT, OutputT]):
         return self._options
 
     @property
+    def name(self) -> str | None:
+        """The agent's name (``Agent(name=...)``; in handoff events and tool names), or None."""
+        return self._options.name
+
+    @property
     def deps_type(self) -> type[DepsT] | None:
         """The type ``deps`` must have, or None."""
         return cast("type[DepsT] | None", self._deps_type)

@@ -30,9 +30,11 @@ from .models.base import ChatModel, ModelSettings, ToolChoice, tool_choice_probl
 from .session._redaction import Redaction, redactor_of
 from .streaming._events import Emit
 from .streaming._sinks import callback_sink, fan_out
+from .tools._handoffs import Handoff, check_handoff_tools, handoffs_of
 from .tools.base import ToolRegistry
 
 if TYPE_CHECKING:
+    from .agent import Agent
     from .cancel import CancelToken
     from .context._compaction import Compactor
     from .context._view import ToolResultClearing
@@ -131,6 +133,12 @@ class GenerationOptions:
     guardrails: Guardrails = _opt(merge="compose", factory=Guardrails)
     """Input, output and tool guardrails (:mod:`agentkit.guardrails`): one, or a list; a
     tripped one raises :class:`~agentkit.GuardrailTripped`."""
+    name: str | None = _opt()
+    """The agent's name: in handoff events, and in the handoff tool another agent offers
+    for it (``transfer_to_<name>``)."""
+    handoffs: tuple[Handoff, ...] = _opt(factory=tuple)
+    """Agents (or :func:`~agentkit.handoff` results) the model may hand the conversation
+    over to, each offered as a tool; the target answers from then on. See docs/handoffs.md."""
 
     def merged(self, overrides: Mapping[str, Any]) -> GenerationOptions:
         """These options with ``overrides`` (keyword arguments of one call) applied by each
@@ -147,6 +155,8 @@ class GenerationOptions:
                 changes[name] = current + type(current).of(value)
             elif value is None and name in _NONE_KEEPS:
                 continue  # e.g. max_steps=None means "the session's value"
+            elif name == "handoffs":
+                changes[name] = handoffs_of(value)  # agents become Handoffs, tool names derived
             elif rule == "update":
                 if not isinstance(value, Mapping):
                     raise ConfigurationError(f"{name} must be a dict, not {type(value).__name__}")
@@ -192,6 +202,8 @@ class GenerationOptions:
                 f"approver must be a callable (request) -> bool | ApprovalDecision, not {type(self.approver).__name__}"
             )
         redactor_of(self.redact)
+        if self.name is not None and (not isinstance(self.name, str) or not self.name):
+            raise ConfigurationError(f"name must be a non-empty str or None, got {self.name!r}")
         _check_kinds(self)
         if self.output_type is not None:
             from .loop._output import plan_for
@@ -258,6 +270,8 @@ class GenerationKwargs(TypedDict, total=False):
     skills: Skills | None
     tool_search: ToolSearch | None
     guardrails: Guardrail | Sequence[Guardrail] | None
+    name: str | None
+    handoffs: Sequence[Agent[Any, Any] | Handoff] | None
 
 
 def _check_kinds(options: GenerationOptions) -> None:
@@ -386,6 +400,8 @@ class LoopOptions(GenerationOptions):
         names = tuple(self.tools)
         if self.skills is not None or self.tool_search is not None:
             names += check_generation_tools(self, self.tools)
+        if self.handoffs:
+            names += check_handoff_tools(self.handoffs, names, self.output_type)
         problem = tool_choice_problem(self.tool_choice, names)
         if problem is not None:
             raise ConfigurationError(problem)

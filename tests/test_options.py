@@ -7,6 +7,7 @@ from dataclasses import fields
 import pytest
 
 from agentkit import (
+    Agent,
     ApprovalPolicy,
     ConfigurationError,
     FunctionModel,
@@ -43,6 +44,7 @@ def test_every_option_is_a_keyword_of_run_agent_session_and_generate():
         "output_type": int,
         "skills": Skills(), "tool_search": ToolSearch(),  # no skills, few tools: nothing added
         "guardrails": [output_guardrail(lambda output, ctx: None)],
+        "name": "helper", "handoffs": [Agent(ScriptedModel([]), name="other")],  # offered, never called
     }
     assert set(values) == set(option_names())  # a new option needs a value here
     seen = []
@@ -139,7 +141,8 @@ def test_the_options_dataclass_documents_every_field():
 # What a caller may pass where it differs from the field's own type (the field holds the
 # normalised value), and the options a front door takes as a parameter of its own.
 _KWARG_TYPE_DIFFERS = {"hooks": ("HookChain", "Hooks | Sequence[Hooks] | None"),
-                       "guardrails": ("Guardrails", "Guardrail | Sequence[Guardrail] | None")}
+                       "guardrails": ("Guardrails", "Guardrail | Sequence[Guardrail] | None"),
+                       "handoffs": ("tuple[Handoff, ...]", "Sequence[Agent[Any, Any] | Handoff] | None")}
 _OWN_PARAMETER = {"output_type"}  # decides the result's type: each front door's own parameter
 
 

@@ -28,6 +28,7 @@ from ._compaction import (
     estimate_tokens,
     summary_messages,
 )
+from ._handoffs import carried_handoff
 from ._held import carry, report
 from ._invariants import check_messages
 from ._view import cap_tool_outputs, clear_tool_results
@@ -94,12 +95,13 @@ def compact_log(
             return []  # replaced since: a later compaction covering less would hide what that one summarised
         now = getattr(log, "ledger", None)
         configuration = carried_configuration(list(now_events), covered[-1].seq)  # what configure() recorded
+        handoff = carried_handoff(now_events, boundary, event.id)  # who answers, once archived
         if now is None:
-            return [event, *rules, *configuration]
+            return [event, *rules, *configuration, *handoff]
         if any(now.unresolved(i.intent_id) is None for i in carried.intents):
             return []
         held[:] = carried.fresh(now)  # decided on the current ledger: reported once per call
-        return [event, *rules, *configuration, *carried.records(event.id, now)]
+        return [event, *rules, *configuration, *handoff, *carried.records(event.id, now)]
 
     committed = log.decide(decide)
     if not committed:

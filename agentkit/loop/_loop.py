@@ -14,6 +14,7 @@ tools (``_generation_tools.py``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
@@ -41,9 +42,10 @@ from ..options import LoopOptions
 from ..results import RunResult, Step, ToolCallRecord
 from ..session._redaction import redactor_of
 from ..streaming._control import AnnouncingHost, retry_listener
-from ..streaming._events import Emit, MessageEndEvent, StepEndEvent, StepStartEvent, StepUsageEvent
+from ..streaming._events import Emit, HandoffEvent, MessageEndEvent, StepEndEvent, StepStartEvent, StepUsageEvent
 from ._dispatch import ToolDispatch, WaitingForInput
 from ._generation_tools import GenerationTools, needed
+from ._handoffs import Handoffs
 from ._host import LoopHost
 from ._inference import Inference, infer
 from ._output import OutputRun, output_plan
@@ -85,7 +87,32 @@ class _Loop:
     def __init__(
         self, host: LoopHost, opts: LoopOptions, cancel: CancelToken, executor: Callable[[], Executor]
     ) -> None:
-        self.host = host
+        self.host = self.log = host  # log: the host itself (host: announcing what commits mean, with a stream)
+        self.cancel = cancel
+        self.executor = executor
+        self.generation_id = new_id()
+        # which agent answers: the session's own, or the one the log says it was handed to
+        self.handoffs = Handoffs(host, opts)
+        self.scope: contextlib.ExitStack | None = None  # run()'s: the built-in tools' current generation
+        self.budget = Budget(opts.limits) if opts.limits is not None else None
+        self.record = GenerationRecord(opts.tools, redactor_of(opts.redact), self.budget)
+        opts = self.handoffs.options()
+        # OpenTelemetry spans, or None (no tracer provider configured): looked up once
+        # per generation, so a provider set after import is honoured
+        self.trace = start_run(model=opts.model, session_id=host.session_id)
+        self._configure(opts)
+        # the guardrails of the agent the generation starts with (a handoff target's tool
+        # guardrails are its hooks, made by _configure)
+        redactor = redactor_of(opts.redact)
+        self.guardrails = None if not opts.guardrails else GuardrailRun(
+            opts.guardrails, deps=opts.deps, session_id=host.session_id, cancel=cancel, emit=self.emit,
+            redact=None if redactor is None else redactor.value)
+
+    def _configure(self, opts: LoopOptions) -> None:
+        """Everything that is the answering agent's: its tools (with the built-in ones and
+        its handoffs), system prompt, structured output, hooks, context shaping and tool
+        dispatch. Made again when a handoff gives the conversation to another agent."""
+        host = self.host = self.log
         redactor = redactor_of(opts.redact)
         # skills and tool search: built-in tools, the skills index, the visible set
         self.extra: GenerationTools | None = None
@@ -96,19 +123,22 @@ class _Loop:
             opts = replace(opts, tools=self.extra.registry, system=self.extra.system)
         if opts.guardrails.tool_input or opts.guardrails.tool_output:  # tool guardrails are hooks
             opts = replace(opts, hooks=opts.hooks + opts.guardrails.tool_hooks())
-        self.opts = opts
-        self.cancel = cancel
         self.specs = opts.tools.specs() if self.extra is None else self.extra.specs()
         tool_names = tuple(opts.tools) if self.extra is None else self.extra.names()
+        opts, pinned = self.handoffs.offer(opts)
+        self.opts = opts
+        self.specs = (*self.specs, *pinned)
+        tool_names = (*tool_names, *(s.name for s in pinned))
         self.output: OutputRun | None = None
-        self.output_specs: tuple[ToolSpec, ...] = ()  # always visible, also under tool search
+        self.output_specs: tuple[ToolSpec, ...] = pinned  # always visible, also under tool search
         self.tool_choice = opts.tool_choice
         if opts.output_type is not None:
             self.output = OutputRun(output_plan(opts))
             output_tool = self.output.tool  # the output tool's name (tool mode), else None
             if output_tool is not None:
-                self.output_specs = (self.output.plan.tool_spec(),)
-                self.specs = (*self.specs, *self.output_specs)
+                spec = self.output.plan.tool_spec()
+                self.output_specs = (*pinned, spec)
+                self.specs = (*self.specs, spec)
                 tool_names = (*tool_names, output_tool)
                 if self.tool_choice == "none":  # no user tools: the answer is the output tool's
                     self.tool_choice = output_tool
@@ -119,22 +149,33 @@ class _Loop:
         self.on_retry = retry_listener(self.emit)  # a model call's retries as events (None: no one listens)
         self.hooks = opts.hooks
         self.context = ContextShaper(opts)
-        self.budget = Budget(opts.limits) if opts.limits is not None else None
-        self.record = GenerationRecord(opts.tools, redactor, self.budget)
-        # OpenTelemetry spans, or None (no tracer provider configured): looked up once
-        # per generation, so a provider set after import is honoured
-        self.trace = start_run(model=opts.model, session_id=host.session_id)
-        self.guardrails = None if not opts.guardrails else GuardrailRun(
-            opts.guardrails, deps=opts.deps, session_id=host.session_id, cancel=cancel, emit=self.emit,
-            redact=None if redactor is None else redactor.value)
-        self.tools = ToolDispatch(host, opts, cancel, executor, self.record, emit=self.emit,
+        self.record.tools, self.record.redactor = opts.tools, redactor
+        self.tools = ToolDispatch(host, opts, self.cancel, self.executor, self.record, emit=self.emit,
                                   trace=self.trace, budget=self.budget, output=self.output,
-                                  tool_names=tool_names, generation_id=new_id())
+                                  tool_names=tool_names, generation_id=self.generation_id)
+        self._enter_current()
+
+    def _enter_current(self) -> None:
+        """Make the built-in tools act on this generation (while run() runs)."""
+        if self.extra is not None and self.scope is not None:
+            self.scope.enter_context(self.extra.current())
+
+    def _hand_over(self, *, settled: bool = False) -> bool:
+        """After a handoff: go on as its target (True), or nothing was handed over."""
+        target = self.handoffs.followed(settled=settled)
+        if target is None:
+            return False
+        self._configure(target)
+        if self.emit is not None:
+            data = self.handoffs.last()
+            self.emit(HandoffEvent(tool_call_id=data["tool_call_id"], tool_name=data["tool_name"],
+                                   source=data["source"], target=data["target"]))
+        return True
 
     def run(self) -> RunResult:
-        if self.extra is None:
-            return self._run()
-        with self.extra.current():  # what the built-in tools (load_skill, find_tools) act on
+        with contextlib.ExitStack() as self.scope:
+            self.scope.enter_context(self.handoffs.current())  # what the handoff tools act on
+            self._enter_current()
             return self._run()
 
     def guarded(self) -> RunResult:
@@ -181,6 +222,8 @@ class _Loop:
             return "input-required"  # a tool asked a person: the answer comes later
         if waiting:
             return "approval-required"  # the answers come in a later generation
+        if self._hand_over():
+            return None  # the target answers from the next step on
         return self._judge(inference, calls, progress)
 
     def _limit_reached(self) -> str | None:
@@ -208,10 +251,14 @@ class _Loop:
                 return "approval-required"
             except WaitingForInput:
                 return "input-required"
+            if self._hand_over(settled=True):  # a handoff was settled: its target makes the request
+                return self._prepare()
             messages, _, request_seq = self.host.project()
         if self.extra is not None:  # find_tools may have changed what the model sees
             self.specs = (*self.extra.specs(), *self.output_specs)
         messages, request_seq = self._shape(messages, request_seq)
+        if self.handoffs.hops:
+            messages = self.handoffs.view(messages)
         request = ModelRequest(
             messages=tuple(messages),
             system=opts.system,

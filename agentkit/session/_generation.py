@@ -19,6 +19,7 @@ from ..cancel import CancelToken
 from ..context._compact import retain
 from ..errors import ConfigurationError, SessionClosedError, SessionError, StoreUnavailableError
 from ..events import ControlEvent, UserMessageEvent
+from ..loop._handoffs import Handoffs
 from ..loop._loop import run_loop
 from ..messages import Prompt, normalize_prompt
 from ..models.base import ChatModel
@@ -75,6 +76,8 @@ def _options_for(session: Session[Any, Any], model: ChatModel | str | None, deps
         check_deps(deps, session._deps_type)
     opts = loop_options(session, resolved, session._options.merged(options or {}), emit=emit, deps=deps)
     opts.check()
+    if opts.handoffs:
+        Handoffs(session._log, opts)  # a log whose handoffs these agents cannot follow fails before ask() commits
     return opts
 
 

@@ -15,6 +15,7 @@ from ._events import (
     GenerationEndEvent,
     GenerationStartEvent,
     GuardrailTrippedEvent,
+    HandoffEvent,
     MessageEndEvent,
     MessageStartEvent,
     ReasoningDeltaEvent,
@@ -49,4 +50,5 @@ __all__ = [
     "CompactedEvent",
     "RetryEvent",
     "GuardrailTrippedEvent",
+    "HandoffEvent",
 ]

@@ -20,6 +20,7 @@ Event types, in the order a generation produces them::
         [approval-requested, approval-decided]   calls the approval policy asks about
       tool-start, tool-update, tool-end   per call, results in model order
       step-end
+      [handoff]                       a handoff: another agent answers from the next step on
     [budget-exceeded]                 a limit stopped the generation
     [compacted]                       retention, after the last step
     guardrail-tripped                 a guardrail tripped (agentkit.guardrails)
@@ -58,6 +59,7 @@ __all__ = [
     "CompactedEvent",
     "RetryEvent",
     "GuardrailTrippedEvent",
+    "HandoffEvent",
 ]
 
 
@@ -412,3 +414,23 @@ class GuardrailTrippedEvent(AgentEvent):
 
     def _payload(self) -> dict[str, Any]:
         return {"guardrail": self.guardrail, "kind": self.kind, "output": _output_json(self.output)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class HandoffEvent(AgentEvent):
+    """The conversation was handed over (a handoff tool call's result is committed): the
+    ``target`` agent answers from the next step on."""
+
+    type: ClassVar[str] = "handoff"
+    tool_call_id: str
+    """The handoff call's id."""
+    tool_name: str
+    """The handoff tool's name (``transfer_to_<name>``)."""
+    source: str | None
+    """The name of the agent that handed over (None for a session's agent without a name)."""
+    target: str
+    """The name of the agent that answers now (its name, else the handoff tool's name)."""
+
+    def _payload(self) -> dict[str, Any]:
+        return {"tool_call_id": self.tool_call_id, "tool_name": self.tool_name, "source": self.source,
+                "target": self.target}

@@ -1,6 +1,7 @@
 """Tools: the tool-author helpers beside ``Tool``, ``ToolContext`` and ``@tool`` (imported
 from ``agentkit``, with the built-in families ``filesystem_tools``, ``shell_tools``,
-``json_tools`` and ``http_tools``), tool search, agentskills.io skills and subagents.
+``json_tools`` and ``http_tools``), tool search, agentskills.io skills, subagents and
+handoffs (:class:`Handoff`, made by ``agentkit.handoff``).
 Browser tools live in :mod:`agentkit.browser`, the execution-context port in
 :mod:`agentkit.execution`.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._handoffs import Handoff
 from ._search import SearchableTool, search_tools
 from ._skills import MAX_SKILL_FILE_BYTES, SKILL_FILE, Skill, Skills
 from .base import FunctionTool, ToolRegistry, to_tool_output
@@ -46,4 +48,5 @@ __all__ = [
     "json_path",
     "search_tools",
     "to_tool_output",
+    "Handoff",
 ]

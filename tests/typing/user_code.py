@@ -24,6 +24,7 @@ from agentkit import (
     ScriptedModel,
     Session,
     ToolContext,
+    handoff,
     input_guardrail,
     run_agent,
     run_agent_stream,
@@ -204,3 +205,10 @@ assert_type(no_card_numbers, Guardrail)
 Agent(model, guardrails=[refuse_secrets, no_card_numbers])
 session.ask("hi", guardrails=refuse_secrets)
 Agent(model, guardrails=[print])  # type: ignore[list-item]
+
+# -- handoffs: agents of any deps type, or handoff(...) results ---------------------------
+billing = Agent(model, name="billing", deps_type=Deps)
+assert_type(Agent(model, handoffs=[billing, handoff(billing, tool_name="escalate")]), Agent[Any, None])
+assert_type(Agent(model, handoffs=[handoff(lambda: billing, tool_name="back")]).name, str | None)
+Agent(model, handoffs=[handoff(billing, tool_name=3)])  # type: ignore[arg-type]
+Agent(model, name=3)  # type: ignore[arg-type]
