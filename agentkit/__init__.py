@@ -73,6 +73,7 @@ from .stores.file import FileEventStore
 from .stores.memory import InMemoryEventStore
 from .streaming._events import AgentEvent
 from .streaming._stream import AgentStream
+from .tools._cache import ToolCache
 from .tools._search import ToolSearch
 from .tools._skills import load_skills
 from .tools._subagents import subagent_tool
@@ -186,4 +187,6 @@ __all__ = [
     "TurnLockLostError",
     # version
     "__version__",
+    # composition
+    "ToolCache",
 ]

@@ -81,7 +81,7 @@ PUBLIC_NAMESPACES = {
         'RunResult', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool', 'Step',
         'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout',
-        'StoreUnavailableError', 'Threshold', 'Tool', 'ToolCall', 'ToolCallRecord', 'ToolContext',
+        'StoreUnavailableError', 'Threshold', 'Tool', 'ToolCache', 'ToolCall', 'ToolCallRecord', 'ToolContext',
         'ToolDecision', 'ToolDefinitionError', 'ToolResultClearing', 'ToolSearch',
         'TransactionError', 'TurnLockLostError', 'Usage', '__version__', 'filesystem_tools',
         'get_model', 'http_tools', 'json_tools', 'load_skills', 'replay', 'run_agent', 'run_agent_stream',
