@@ -1,9 +1,10 @@
 """A child process of tests/test_tools_cache.py, sharing a ToolCache directory with its
 parent and siblings.
 
-    python tests/_cache_child.py call <cache dir> <runs file> <city>
+    python tests/_cache_child.py call <cache dir> <runs file> <city> [nosync]
         one session calls the cached ``weather`` tool (each run appends the city to the
-        runs file); says the result event's cache marker and output
+        runs file; ``nosync``: a cache with ``fsync=False``); says the result event's
+        cache marker and output
     python tests/_cache_child.py hammer <cache dir> <writer> <n>
         n times: write one shared entry (a large output naming this writer), then read
         it back; says how many reads were torn or missing and whose entries it read
@@ -19,8 +20,8 @@ from agentkit import CancelToken, ScriptedModel, Session, ToolCache, ToolCall, T
 from agentkit.messages import ToolOutput
 
 
-def call(cache_dir: str, runs_file: str, city: str) -> None:
-    @tool(cache=ToolCache(cache_dir, ttl=3600), read_only=True)
+def call(cache_dir: str, runs_file: str, city: str, sync: str = "sync") -> None:
+    @tool(cache=ToolCache(cache_dir, ttl=3600, fsync=sync != "nosync"), read_only=True)
     def weather(city: str) -> dict:
         """Today's weather in a city."""
         with open(runs_file, "a") as f:
@@ -56,6 +57,6 @@ def hammer(cache_dir: str, writer: str, n: int) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "call":
-        call(*sys.argv[2:5])
+        call(*sys.argv[2:6])
     else:
         hammer(sys.argv[2], sys.argv[3], int(sys.argv[4]))

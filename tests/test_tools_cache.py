@@ -7,6 +7,8 @@ are misses."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _env import reason
 
 from agentkit import (
     ApprovalPolicy,
@@ -329,6 +332,28 @@ def test_two_processes_share_entries(tmp_path):
     weather = weather_tool(ToolCache(tmp_path / "c", ttl=3600), [])  # and this process too
     events, _ = run_calls(weather, {"city": "Oslo"})
     assert events[0].cache == second["cache"]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason=reason(
+    "needs strace to trace syscalls (Debian/Ubuntu: `apt-get install -y strace`)"))
+@pytest.mark.parametrize("sync", ["sync", "nosync"])
+def test_an_entry_is_fsynced_before_it_is_renamed_into_place_unless_fsync_is_off(tmp_path, sync):
+    trace, cache = tmp_path / "trace.txt", os.path.realpath(tmp_path / "c")
+    out = subprocess.run(["strace", "-f", "-y", "-e", "trace=openat,fsync,rename,renameat,renameat2", "-o", str(trace),
+                          sys.executable, str(HERE / "_cache_child.py"), "call", cache, str(tmp_path / "runs"),
+                          "Oslo", sync], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in trace.read_text().splitlines() if cache in line]
+    renames = [i for i, line in enumerate(lines) if "rename" in line and line.split("(", 1)[0].split()[-1]
+               .startswith("rename")]
+    assert len(renames) == 1 and ".json" in lines[renames[0]]
+    fsyncs = [i for i, line in enumerate(lines) if "fsync(" in line and "/.tmp-" in line]
+    if sync == "sync":
+        assert fsyncs and fsyncs[-1] < renames[0]  # the data is on disk before the entry appears
+        assert any("fsync(" in line and line.rstrip().endswith("= 0") and f"<{cache}>" in line
+                   for line in lines[renames[0]:])  # and then the rename
+    else:
+        assert fsyncs == [] and not any("fsync(" in line for line in lines)
 
 
 def test_processes_writing_and_reading_one_entry_at_once_see_whole_entries(tmp_path):

@@ -78,11 +78,13 @@ class ToolCache:
     (change it to drop every earlier answer). ``key``: a function of the call's input and
     its :class:`~agentkit.ToolContext` returning a JSON value mixed into the key (say,
     ``lambda input, ctx: ctx.deps.tenant``). Any number of tools and caches may share
-    one place: entries are keyed by tool name.
+    one place: entries are keyed by tool name. ``fsync=False`` (a directory only) does
+    not force entries to disk: a miss then costs a rename instead of two fsyncs, and a
+    crash of the machine may lose the latest entries (they become misses).
     """
 
     def __init__(self, target: Any, *, ttl: float, namespace: str = "", key: KeyFunction | None = None,
-                 schema: str = "agentkit") -> None:
+                 schema: str = "agentkit", fsync: bool = True) -> None:
         if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not (0 < ttl < math.inf):
             raise ConfigurationError(f"ToolCache ttl must be a positive number of seconds, got {ttl!r}")
         if not isinstance(namespace, str):
@@ -92,7 +94,9 @@ class ToolCache:
         self.ttl = float(ttl)
         self.namespace = namespace
         self._key_fn = key
-        self._backend = _backend(target, schema)
+        if not isinstance(fsync, bool):
+            raise ConfigurationError(f"ToolCache fsync must be True or False, got {fsync!r}")
+        self._backend = _backend(target, schema, fsync)
 
     def __repr__(self) -> str:
         return f"ToolCache({self._backend.where!r}, ttl={self.ttl:g})"
@@ -191,7 +195,7 @@ def _jsonable(value: Any) -> Any:
         return to_jsonable_python(value)
 
 
-def _backend(target: Any, schema: str) -> _Backend:
+def _backend(target: Any, schema: str, fsync: bool) -> _Backend:
     """The backend ``target`` names, or ConfigurationError saying what it may be."""
     if isinstance(target, (str, os.PathLike)):
         place = os.fspath(target)
@@ -203,7 +207,7 @@ def _backend(target: Any, schema: str) -> _Backend:
             return PgCache.from_conninfo(place, schema)
         from ._cache_file import FileCache
 
-        return FileCache(place)
+        return FileCache(place, fsync=fsync)
     stores = sys.modules.get("agentkit.stores.postgres")
     if stores is not None and isinstance(target, stores.PostgresEventStore):
         from ..stores._pg_cache import PgCache

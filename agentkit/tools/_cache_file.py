@@ -1,6 +1,6 @@
 """The tool cache in a directory (private): one file per entry, ``<key>.json``, written
-to a temporary file, fsynced and renamed over the old one, so a reader in any process
-sees a whole entry or none. A file that is not a whole entry (torn, edited, foreign) is
+to a temporary file, fsynced (unless ``fsync=False``) and renamed over the old one, so a
+reader in any process sees a whole entry or none. A file that is not a whole entry (torn, edited, foreign) is
 a miss; one past its writer's ``ttl`` is a miss and is removed."""
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ _SUFFIX = ".json"
 class FileCache:
     """Entries as files in directory ``root`` (made at the first write)."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, fsync: bool) -> None:
         self.root = os.path.abspath(root)
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise ConfigurationError(f"ToolCache: {self.root} exists and is not a directory; give a directory path")
         self.where = self.root
         self._made = False
+        self._sync = fsync
 
     def _path(self, key: str) -> str:
         return os.path.join(self.root, key + _SUFFIX)
@@ -55,13 +56,13 @@ class FileCache:
                       "stored_at": now, "expires_at": now + ttl})
         data = (head[:-1] + ',"output":' + output + "}").encode()
         if not self._made:
-            make_dirs(self.root, sync=True)
+            make_dirs(self.root, sync=self._sync)
             self._made = True
         try:
-            atomic_write(self._path(key), data, sync=True)
+            atomic_write(self._path(key), data, sync=self._sync)
         except FileNotFoundError:  # the directory was removed since: make it again
-            make_dirs(self.root, sync=True)
-            atomic_write(self._path(key), data, sync=True)
+            make_dirs(self.root, sync=self._sync)
+            atomic_write(self._path(key), data, sync=self._sync)
 
     def prune(self) -> int:
         return self._sweep(expired_only=True)
