@@ -91,6 +91,18 @@ def test_a_second_session_gets_the_cached_result_marked_on_its_event_record_and_
     assert ends[0].record.cache == marker and ends[0].to_dict()["cache"] == marker
 
 
+def test_a_hit_in_a_durable_session_is_stored_with_its_marker(tmp_path):
+    from agentkit import FileEventStore
+
+    runs: list = []
+    weather = weather_tool(ToolCache(tmp_path / "cache", ttl=3600), runs)
+    run_calls(weather, {"city": "Oslo"})
+    store = FileEventStore(tmp_path / "sessions")
+    events, _ = run_calls(weather, {"city": "Oslo"}, store=store, session_id="s1")
+    (stored,) = [e for e in store.load("s1").events if e.type == "tool-result"]
+    assert stored.cache == events[0].cache and stored.cache["hit"] is True and runs == ["Oslo"]
+
+
 def test_another_input_or_namespace_is_another_entry(tmp_path):
     runs: list = []
     weather = weather_tool(ToolCache(tmp_path, ttl=3600), runs)
@@ -118,6 +130,33 @@ def test_two_caches_on_one_path_share_entries_and_a_key_function_separates_by_co
     assert events[0].cache is not None and runs == ["Oslo"]
     events, _ = run_calls(b, {"city": "Oslo"}, deps=Deps("globex"))
     assert events[0].cache is None and runs == ["Oslo", "Oslo"]
+
+
+def test_a_key_function_that_fails_is_an_error_result_and_the_tool_does_not_run(tmp_path):
+    runs: list = []
+    weather = weather_tool(ToolCache(tmp_path, ttl=60, key=lambda input, ctx: ctx.deps.tenant), runs)
+    events, _ = run_calls(weather, {"city": "Oslo"})  # no deps: None has no tenant
+    assert runs == [] and events[0].output.is_error
+    assert "cache key could not be made (AttributeError" in events[0].output.as_text()
+
+
+def test_a_result_that_is_not_json_is_stored_and_answered_as_the_log_holds_it(tmp_path):
+    @dataclass
+    class Forecast:
+        city: str
+        days: tuple
+
+    runs: list = []
+
+    @tool(cache=ToolCache(tmp_path, ttl=3600), read_only=True)
+    def forecast(city: str) -> Forecast:
+        """A forecast."""
+        runs.append(city)
+        return Forecast(city, ("sun", "rain"))
+
+    events, records = run_calls(forecast, {"city": "Oslo"}, {"city": "Oslo"})
+    assert events[0].output.value == {"city": "Oslo", "days": ["sun", "rain"]}
+    assert events[1].output == events[0].output and events[1].cache is not None and runs == ["Oslo"]
 
 
 def test_a_lax_tool_keys_on_the_converted_input(tmp_path):
@@ -440,6 +479,10 @@ def test_postgres_caches_share_entries_by_store_uri_and_pool_and_expired_rows_go
     assert (count, fresh) == (1, True)
     assert uri.clear() == 1
     uri.close()
+    secret = pg_cluster.url.replace("agentkit@", "agentkit:hunter2@")  # trust auth: the password is not checked
+    with_password = ToolCache(secret, ttl=60, schema=pg_store.schema)
+    assert "hunter2" not in repr(with_password) and f"port={pg_cluster.port}" in repr(with_password)
+    with_password.close()
 
 
 def test_a_postgres_schema_migrated_before_the_cache_table_is_named_with_what_to_do(pg_store, caplog):

@@ -187,7 +187,7 @@ class ToolDispatch:
                     self.ledger.record(call, output)
                 output = self.record.output(output)
                 intent_id = self.intents.recorded(call.tool_call_id) if action == "run" else None
-                cache = self.cached.pop(call.tool_call_id, None) if action == "run" else None
+                cache = self.cached.pop(call.tool_call_id, None) if action == "run" and not output.is_error else None
                 self.host.commit([ToolResultEvent(
                     tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output, intent_id=intent_id,
                     cache=cache,

@@ -22,7 +22,12 @@ class PgCache:
         self._pg = pg
         self._own = own
         conninfo = pg.pool.conninfo() if callable(pg.pool.conninfo) else pg.pool.conninfo
-        self.where = f"{conninfo} schema={pg.schema}"
+        try:  # named without its password: the name is logged
+            parts = psycopg.conninfo.conninfo_to_dict(conninfo)
+        except psycopg.ProgrammingError:
+            parts = {}
+        place = " ".join(f"{k}={parts[k]}" for k in ("host", "port", "dbname", "user") if parts.get(k))
+        self.where = f"postgresql {place} schema={pg.schema}".replace("  ", " ")
 
     @classmethod
     def from_conninfo(cls, target: Any, schema: str) -> PgCache:
