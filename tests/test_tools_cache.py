@@ -439,7 +439,7 @@ def test_simultaneous_misses_in_one_process_run_once(tmp_path):
     worker.join(60)
     (events,) = done
     assert runs == ["x"] and [e.output.value for e in events] == ["answer to x"] * 2
-    assert [e.cache is not None for e in events] == [False, True]
+    assert sorted(e.cache is not None for e in events) == [False, True]  # either may have run
 
 
 def _wait_for(condition, deadline: float = 60.0) -> None:

@@ -105,8 +105,13 @@ class ToolCache:
         """The key of a call of ``tool_name`` with ``input`` (64 hex digits): what a hit's
         ``cache`` marker names. ``ctx`` is what the ``key=`` function sees."""
         extra = None if self._key_fn is None else self._key_fn(input, ctx)  # type: ignore[arg-type]
-        material = [self.namespace, tool_name, _jsonable(input), _jsonable(extra)]
-        text = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        material = [self.namespace, tool_name, input, extra]
+        try:
+            text = _canonical(material)
+        except TypeError:  # a pydantic model or dataclass the input was converted to: its JSON form
+            from pydantic_core import to_jsonable_python
+
+            text = _canonical(to_jsonable_python(material))
         return hashlib.sha256(text.encode()).hexdigest()
 
     def through(self, tool_name: str, data: dict[str, Any], ctx: ToolContext,
@@ -183,16 +188,9 @@ _STORED = ("text", "json", "content")
 """The output kinds an entry may hold: successful ones."""
 
 
-def _jsonable(value: Any) -> Any:
-    """``value`` as JSON data (a pydantic model or dataclass the input was converted to
-    becomes its JSON form again)."""
-    try:
-        json.dumps(value, allow_nan=False)
-        return value
-    except (TypeError, ValueError):
-        from pydantic_core import to_jsonable_python
-
-        return to_jsonable_python(value)
+def _canonical(value: Any) -> str:
+    """``value`` as canonical JSON: sorted keys, no spaces, no NaN (ValueError)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _backend(target: Any, schema: str, fsync: bool) -> _Backend:
