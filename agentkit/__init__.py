@@ -29,6 +29,7 @@ from .context._summarize import summarizing_compactor
 from .context._view import ToolResultClearing
 from .errors import (
     AccessDenied,
+    AgentClosedError,
     AgentkitError,
     ApprovalError,
     AuthenticationError,
@@ -47,6 +48,7 @@ from .errors import (
     ProviderError,
     ProviderUnavailableError,
     RateLimitError,
+    RunLimitTimeout,
     SchemaVersionError,
     ScriptExhaustedError,
     SessionClosedError,
@@ -187,6 +189,9 @@ __all__ = [
     "TurnLockLostError",
     # version
     "__version__",
+    # bounded runs
+    "AgentClosedError",
+    "RunLimitTimeout",
     # composition
     "ToolCache",
 ]

@@ -38,6 +38,7 @@ from .options import (
 from .results import RunResult
 from .session._foreign import history_from, model_from, tools_from
 from .session._human import warn_waiting
+from .session._runs import AgentRuns
 from .session._session import Session
 from .stores.base import EventStore
 from .streaming._events import Emit
@@ -176,7 +177,7 @@ def _check_model(model: Any, function: str) -> None:
 # -- Agent -----------------------------------------------------------------------------
 
 
-class Agent(Generic[DepsT, OutputT]):
+class Agent(AgentRuns, Generic[DepsT, OutputT]):
     """A model, its tools and generation options, bundled once and reused.
 
     ``Agent(model, tools=..., system=..., hooks=..., output_type=..., deps_type=...,
@@ -190,6 +191,9 @@ class Agent(Generic[DepsT, OutputT]):
     (a class) a call whose deps are missing or of another type is a
     :class:`~agentkit.errors.ConfigurationError` before anything runs. For a type
     checker the agent is an ``Agent[deps_type, output_type]``.
+
+    ``max_concurrent_runs`` caps the runs active at once, ``queue_timeout`` bounds the
+    wait for a slot: see :class:`~agentkit.session._runs.AgentRuns`.
     """
 
     __slots__ = ("_model", "_tools", "_options", "_deps_type", "_execution_context")
@@ -208,10 +212,14 @@ class Agent(Generic[DepsT, OutputT]):
         deps_type: type[DepsT] | None = None,
         output_type: type[OutputT] | None = None,
         execution_context: Any = None,
+        max_concurrent_runs: int | None = None,
+        queue_timeout: float | None = None,
         **options: Unpack[GenerationKwargs],
     ) -> None:
+        runs = AgentRuns.limiter(max_concurrent_runs, queue_timeout)
         self._init(model, tools, deps_type, execution_context,
                    GenerationOptions.build(dict(options, output_type=output_type)))
+        object.__setattr__(self, "_runs", runs)
 
     def _init(self, model: ChatModel | str, tools: Iterable[Any], deps_type: Any, execution_context: Any,
               options: GenerationOptions) -> None:
@@ -325,6 +333,7 @@ class Agent(Generic[DepsT, OutputT]):
         copy: Agent[Any, Any] = object.__new__(Agent)
         copy._init(own["model"], own["tools"], own["deps_type"], own["execution_context"],
                    self._options.merged(with_output_type(changes, output_type)))
+        object.__setattr__(copy, "_runs", self._runs)  # copies share the cap, the count and close()
         return copy
 
     # -- running -----------------------------------------------------------------------
@@ -360,11 +369,12 @@ class Agent(Generic[DepsT, OutputT]):
 
     def _run(self, prompt: Prompt, overrides: Mapping[str, Any], *, deps: Any, messages: Sequence[Any] | None,
              cancel: CancelToken | None, emit: Emit | None = None) -> RunResult[Any]:
-        return _run_once(
-            self._model, prompt, tools=self._tools, options=self._options.merged(overrides), messages=messages,
-            execution_context=self._execution_context, deps=deps, deps_type=self._deps_type, cancel=cancel,
-            emit=emit, caller="Agent.run",
-        )
+        with self._runs.slot(cancel) as token:
+            return _run_once(
+                self._model, prompt, tools=self._tools, options=self._options.merged(overrides), messages=messages,
+                execution_context=self._execution_context, deps=deps, deps_type=self._deps_type, cancel=token,
+                emit=emit, caller="Agent.run",
+            )
 
     @overload
     def stream(
@@ -393,6 +403,7 @@ class Agent(Generic[DepsT, OutputT]):
         Closing the stream early cancels the run."""
         given = with_output_type(overrides, output_type)
         self._options.merged(given)  # a bad option fails here, not on the worker thread
+        self._runs.check_open()
         if self._deps_type is not None:
             check_deps(deps, self._deps_type)
 

@@ -36,7 +36,9 @@ ordinary ``except ValueError`` / ``except TimeoutError`` handlers keep working::
     ├── JobNotFoundError (LookupError)          no background job has this execution id
     ├── BrokerUnavailableError (ConnectionError) a task queue's broker could not take a task
     ├── McpError                                an MCP server could not be connected or used
-    └── BrowserError                            a browser could not be started or could not do an action
+    ├── BrowserError                            a browser could not be started or could not do an action
+    ├── RunLimitTimeout (TimeoutError)          a run waited queue_timeout for a max_concurrent_runs slot
+    └── AgentClosedError                        the agent was closed: it starts no more runs
 """
 
 from __future__ import annotations
@@ -281,3 +283,20 @@ class BrowserError(AgentkitError):
 
     The browser tools report it to the model as an error result; it reaches the host only
     from :class:`~agentkit.browser.ChromiumBrowser` itself (start-up, use after close)."""
+
+
+class RunLimitTimeout(AgentkitError, TimeoutError):
+    """A run waited ``queue_timeout`` seconds for a slot under ``max_concurrent_runs`` and
+    got none (see :class:`~agentkit.Agent`): it did not start, nothing was committed.
+    ``limit`` is the cap, ``waited`` the seconds it waited. Retry later, or raise the cap
+    or the timeout."""
+
+    def __init__(self, message: str, *, limit: int | None, waited: float | None) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.waited = waited
+
+
+class AgentClosedError(AgentkitError):
+    """The agent was closed (:meth:`~agentkit.Agent.close`): it starts no more runs, and
+    a run that was still waiting for a slot did not start. Make a new Agent to run again."""

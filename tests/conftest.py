@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import ipaddress
 import logging
 import os
@@ -95,6 +96,31 @@ def pytest_collection_modifyitems(config, items):
 _LACKED: list[str] = []  # tests skipped for what this machine lacks (tests/_env.py)
 _FLOOR = pytest.StashKey[float]()
 _CONFIG: list[pytest.Config] = []
+
+
+def _real_stderr(config) -> int:
+    """The file descriptor pytest's output capture saved for stderr (the terminal or tox's
+    pipe), so the dump is printed even when the failure report itself breaks; stderr as
+    captured when that is not at hand."""
+    capture = getattr(config.pluginmanager.getplugin("capturemanager"), "_global_capturing", None)
+    saved = getattr(getattr(capture, "err", None), "targetfd_save", None)
+    return saved if isinstance(saved, int) else sys.stderr.fileno()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """Dump every thread's stack (the main thread's too) shortly before pytest-timeout ends a
+    test: its own report can lose the main thread's frames, so a hang under load would not
+    name its test and line."""
+    marker = item.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker and marker.args else float(item.config.getini("timeout") or 0)
+    if limit > 0:
+        faulthandler.dump_traceback_later(max(limit - 5.0, limit * 0.9), exit=False, file=_real_stderr(item.config))
+    try:
+        yield
+    finally:
+        if limit > 0:
+            faulthandler.cancel_dump_traceback_later()
 
 
 def pytest_configure(config):

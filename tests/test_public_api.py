@@ -71,14 +71,14 @@ def test_every_public_name_is_documented():
 
 PUBLIC_NAMESPACES = {
     'agentkit': [
-        'AccessDenied', 'Agent', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
+        'AccessDenied', 'Agent', 'AgentClosedError', 'AgentEvent', 'AgentStream', 'AgentkitError', 'ApprovalDecision',
         'ApprovalError', 'ApprovalPolicy', 'ApprovalRequest', 'AuthenticationError', 'BrowserError',
         'CancelToken', 'CancelledError', 'CompletionValidationError', 'ConfigurationError',
         'ContextOverflowError', 'FileEventStore', 'FunctionModel', 'GenerateResult', 'HookError',
         'Hooks', 'InMemoryEventStore', 'InputError', 'InputRequest', 'JobNotFoundError', 'Limits', 'McpError',
         'MissingDependencyError', 'ModelError', 'OutputValidationError', 'PlanResult',
         'PlanningAgent', 'ProviderError', 'ProviderUnavailableError', 'RateLimitError', 'Retention',
-        'RunResult', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
+        'RunLimitTimeout', 'RunResult', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool', 'Step',
         'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout',
         'StoreUnavailableError', 'Threshold', 'Tool', 'ToolCache', 'ToolCall', 'ToolCallRecord', 'ToolContext',
@@ -180,7 +180,8 @@ PUBLIC_NAMESPACES = {
         'GenerationKwargs', 'GenerationOptions',
     ],
     'agentkit.planning': [
-        'Plan', 'PlanStep', 'Stage', 'StepResult',
+        'Plan', 'PlanCreatedEvent', 'PlanReplannedEvent', 'PlanStageEvent', 'PlanStep', 'PlanStepEndEvent',
+        'PlanStepStartEvent', 'PlanSynthesizedEvent', 'Stage', 'StepResult',
     ],
     'agentkit.session': [
         'REDACTED', 'Redaction', 'Redactor', 'redactor_of',
@@ -192,9 +193,10 @@ PUBLIC_NAMESPACES = {
         'PostgresEventStore', 'PostgresJobStore',
     ],
     'agentkit.streaming': [
-        'GenerationEndEvent', 'GenerationStartEvent', 'ReasoningDeltaEvent', 'StepEndEvent',
-        'StepStartEvent', 'TextDeltaEvent', 'ToolCallRequestedEvent', 'ToolEndEvent',
-        'ToolStartEvent', 'ToolUpdateEvent',
+        'ApprovalDecidedEvent', 'ApprovalRequestedEvent', 'BudgetExceededEvent', 'CompactedEvent',
+        'GenerationEndEvent', 'GenerationStartEvent', 'MessageEndEvent', 'MessageStartEvent',
+        'ReasoningDeltaEvent', 'RetryEvent', 'StepEndEvent', 'StepStartEvent', 'StepUsageEvent',
+        'TextDeltaEvent', 'ToolCallRequestedEvent', 'ToolEndEvent', 'ToolStartEvent', 'ToolUpdateEvent',
     ],
     'agentkit.tools': [
         'FunctionTool', 'MAX_SKILL_FILE_BYTES', 'SKILL_FILE', 'SearchableTool', 'Skill', 'Skills',

@@ -43,9 +43,9 @@ def test_two_step_run_with_parallel_tools_yields_the_exact_event_sequence():
     types = [e.type for e in events]
     assert types == [
         "generation-start",
-        "step-start", "text-delta", "tool-call", "tool-call",
+        "step-start", "message-start", "text-delta", "tool-call", "tool-call", "message-end", "usage",
         "tool-start", "tool-start", "tool-end", "tool-end", "step-end",
-        "step-start", "reasoning-delta", "text-delta", "step-end",
+        "step-start", "message-start", "reasoning-delta", "text-delta", "message-end", "usage", "step-end",
         "generation-end",
     ]
     assert [e.call.tool_call_id for e in events if e.type == "tool-start"] == ["c1", "c2"]

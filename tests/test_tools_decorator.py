@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import textwrap
 import warnings
-from pathlib import Path
 
 import pydantic
 import pytest
 
 from agentkit import CancelToken, ScriptedModel, Tool, ToolCall, ToolContext, ToolDefinitionError, run_agent, tool
 from agentkit.messages import ToolOutput
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @tool
@@ -51,47 +47,6 @@ def test_a_tool_that_takes_a_context_is_called_with_one():
 
     ctx = ToolContext(tool_call_id="t1", tool_name="where", cancel=CancelToken())
     assert where("/a", ctx) == "where:/a" and where(path="/b", ctx=ctx) == "where:/b"
-
-
-def _mypy(tmp_path, monkeypatch, code: str) -> tuple[str, int]:
-    from mypy import api
-
-    script = tmp_path / "user_script.py"
-    script.write_text(textwrap.dedent(code))
-    config = tmp_path / "mypy.ini"
-    config.write_text("[mypy]\nstrict = True\nfollow_imports = silent\n")
-    monkeypatch.setenv("MYPYPATH", str(ROOT))  # this checkout's agentkit, not an installed one
-    out, err, status = api.run([
-        "--config-file", str(config), "--cache-dir", str(tmp_path / "cache"), "--no-error-summary", str(script),
-    ])
-    return out + err, status
-
-
-def test_mypy_accepts_calling_a_tool_as_its_function_and_checks_the_arguments(tmp_path, monkeypatch):
-    out, status = _mypy(tmp_path, monkeypatch, """
-        from agentkit import tool
-
-        @tool
-        def add(a: int, b: int = 0) -> int:
-            \"\"\"Add two integers.\"\"\"
-            return a + b
-
-        @tool(read_only=True)
-        def shout(text: str) -> str:
-            \"\"\"Shout.\"\"\"
-            return text.upper()
-
-        total: int = add(1) + add(1, 2) + add(a=1, b=2)
-        loud: str = shout("a")
-        wrong = add("one")
-        lost: str = add(1)
-    """)
-    errors = [line for line in out.splitlines() if ": error:" in line]
-    assert status == 1, out
-    # exactly the two bad lines: a str for an int parameter, an int result used as a str
-    assert len(errors) == 2, out
-    assert ':16: error: Argument 1 to "__call__" of "FunctionTool" has incompatible type "str"; expected "int"' in out
-    assert ":17: error: Incompatible types in assignment" in out, out
 
 
 def test_the_start_and_finish_callbacks_name_a_call_the_same_way():

@@ -145,4 +145,6 @@ def test_the_types_user_code_asserts_are_the_values_at_run_time():
         assert session.ask("again").output is None
 
 
-pytestmark = pytest.mark.processes  # real processes and servers: tox runs them on py311
+# processes: tox runs them on py311. A cold `mypy --strict` over agentkit/ takes minutes of CPU
+# on a loaded 2-core machine: the subprocess timeouts bound each check, not the default 120 s.
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(900)]

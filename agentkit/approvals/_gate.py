@@ -172,10 +172,12 @@ class ApprovalGate:
 
     # -- a stopped generation ----------------------------------------------------------
 
-    def resume(self, pending: dict[str, str], interrupted: Callable[[], ToolOutput]) -> Resume | None:
+    def resume(self, pending: dict[str, str], interrupted: Callable[[], ToolOutput],
+               decided: Callable[[set[str]], None] | None = None) -> Resume | None:
         """How to settle the open calls ``pending`` (id -> tool name, in model order), or
         None when no request covers any of them (the caller closes them as interrupted).
-        Undecided requests go to the approver, in order; without one, raises
+        ``decided`` gets the ids of the requests already decided in the log (a host's),
+        before the undecided ones go to the approver, in order; without one, raises
         :class:`WaitingForApproval`."""
         state = self._host.approval_state()
         entries = {cid: state.open_request(cid) for cid in pending}
@@ -184,6 +186,8 @@ class ApprovalGate:
         undecided = [e[0] for e in entries.values() if e is not None and e[1] is None]
         if undecided and self._approver is None:
             raise WaitingForApproval
+        if decided is not None:
+            decided({e[0].id for e in entries.values() if e is not None and e[1] is not None})
         for asked in undecided:  # asked before and not answered: the approver answers now
             entries[asked.tool_call_id] = (asked, self._answer(asked))
         calls: list[ToolCallPart] = []

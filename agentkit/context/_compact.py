@@ -17,6 +17,7 @@ from ..cancel import CancelToken
 from ..errors import CancelledError, ConfigurationError, StoreError
 from ..events import CompactionEvent, ContextReplacedEvent, ControlEvent, Event
 from ..messages import Message
+from ..session._config import carried_configuration
 from ..stores.base import EventStore
 from ..transactions._ledger import UncertainExecution
 from ._compaction import (
@@ -92,12 +93,13 @@ def compact_log(
         if any(isinstance(e, (CompactionEvent, ContextReplacedEvent)) for e in now_events[len(events):]):
             return []  # replaced since: a later compaction covering less would hide what that one summarised
         now = getattr(log, "ledger", None)
+        configuration = carried_configuration(list(now_events), covered[-1].seq)  # what configure() recorded
         if now is None:
-            return [event, *rules]
+            return [event, *rules, *configuration]
         if any(now.unresolved(i.intent_id) is None for i in carried.intents):
             return []
         held[:] = carried.fresh(now)  # decided on the current ledger: reported once per call
-        return [event, *rules, *carried.records(event.id, now)]
+        return [event, *rules, *configuration, *carried.records(event.id, now)]
 
     committed = log.decide(decide)
     if not committed:

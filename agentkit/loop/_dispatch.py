@@ -22,6 +22,7 @@ from ..messages import ToolCallPart, ToolOutput
 from ..observability._tracing import RunTrace
 from ..options import LoopOptions
 from ..results import ToolCallRecord
+from ..streaming._control import announce_decisions
 from ..streaming._events import Emit, ToolEndEvent, ToolStartEvent, ToolUpdateEvent
 from ..tools.base import ToolContext, ToolDecision
 from ..tools.runner import Gate, decision_gate, run_tool_call
@@ -128,7 +129,9 @@ class ToolDispatch:
             raise WaitingForInput
 
     def _settle_rest(self, pending: dict[str, str]) -> None:
-        resume = self.approvals.resume(pending, interrupted)
+        emit = self.emit  # a host's decisions, announced as the calls go on
+        resume = self.approvals.resume(pending, interrupted, None if emit is None else (
+            lambda ids: announce_decisions(self.host.events, ids, emit)))
         if resume is None:
             close_orphans(self.host, pending)
             return

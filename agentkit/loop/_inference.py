@@ -22,7 +22,7 @@ from ..models.base import (
     ToolCallEvent,
     UsageEvent,
 )
-from ..streaming._events import Emit, ReasoningDeltaEvent, TextDeltaEvent, ToolCallRequestedEvent
+from ..streaming._events import Emit, MessageStartEvent, ReasoningDeltaEvent, TextDeltaEvent, ToolCallRequestedEvent
 from ..usage import Usage
 
 __all__ = ["Inference", "infer"]
@@ -38,17 +38,19 @@ class Inference:
 
 
 def infer(model: ChatModel, request: ModelRequest, emit: Emit | None,
-          record: Callable[[ToolCallPart], ToolCallPart]) -> Inference:
+          record: Callable[[ToolCallPart], ToolCallPart], index: int = 0) -> Inference:
     """Call ``model`` with ``request`` and read its stream to the end; a tool call is
     emitted as ``record`` makes it (redacted, as it is committed). A tool call whose
     arguments are not plain JSON keeps no input and carries an ``input_error`` (it gets
-    an error result)."""
+    an error result). ``message-start`` (step ``index``) comes before the message's first
+    delta or call (at the end for an empty one); the loop emits ``message-end``."""
     parts: list[ContentPart] = []
     text: list[str] = []
     reasoning: list[str] = []
     usage = Usage()
     finish = "stop"
     cancel = request.cancel
+    started = False  # message-start: once, before the first delta or call
 
     def flush_text() -> None:
         if text:
@@ -67,6 +69,7 @@ def infer(model: ChatModel, request: ModelRequest, emit: Emit | None,
                     flush_reasoning()
                 text.append(ev.text)
                 if emit is not None:
+                    started = started or _start(emit, index)
                     emit(TextDeltaEvent(text=ev.text))
             elif isinstance(ev, ToolCallEvent):
                 flush_reasoning()
@@ -83,6 +86,7 @@ def infer(model: ChatModel, request: ModelRequest, emit: Emit | None,
                 )
                 parts.append(call)
                 if emit is not None:
+                    started = started or _start(emit, index)
                     emit(ToolCallRequestedEvent(call=record(call)))
             elif isinstance(ev, UsageEvent):
                 usage = usage + ev.usage
@@ -92,6 +96,7 @@ def infer(model: ChatModel, request: ModelRequest, emit: Emit | None,
                 flush_text()
                 reasoning.append(ev.text)
                 if emit is not None:
+                    started = started or _start(emit, index)
                     emit(ReasoningDeltaEvent(text=ev.text))
             elif isinstance(ev, ReasoningDone):
                 flush_text()
@@ -104,6 +109,14 @@ def infer(model: ChatModel, request: ModelRequest, emit: Emit | None,
                 parts.append(part)
     if cancel.cancelled:
         raise CancelledError(cancel.reason)
+    if emit is not None and not started:
+        _start(emit, index)  # the model said nothing at all
     flush_reasoning()
     flush_text()
     return Inference(content=tuple(parts), usage=usage, finish_reason=finish)
+
+
+def _start(emit: Emit, index: int) -> bool:
+    """Emit ``message-start`` for step ``index``; True (it started)."""
+    emit(MessageStartEvent(index=index))
+    return True

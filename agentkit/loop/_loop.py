@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from ..approvals._gate import WaitingForApproval
 from ..cancel import CancelToken
@@ -39,7 +39,8 @@ from ..observability._tracing import start_run
 from ..options import LoopOptions
 from ..results import RunResult, Step, ToolCallRecord
 from ..session._redaction import redactor_of
-from ..streaming._events import StepEndEvent, StepStartEvent
+from ..streaming._control import AnnouncingHost, retry_listener
+from ..streaming._events import MessageEndEvent, StepEndEvent, StepStartEvent, StepUsageEvent
 from ._dispatch import ToolDispatch, WaitingForInput
 from ._generation_tools import GenerationTools, needed
 from ._host import LoopHost
@@ -109,6 +110,9 @@ class _Loop:
                     self.tool_choice = output_tool
         self.model_name = getattr(opts.model, "model_name", None)
         self.emit = opts.event_sink()
+        if self.emit is not None:  # what its commits mean (approvals, budgets, compaction), announced
+            self.host = host = cast(LoopHost, AnnouncingHost(host, self.emit, approver=opts.approver is not None))
+        self.on_retry = retry_listener(self.emit)  # a model call's retries as events (None: no one listens)
         self.hooks = opts.hooks
         self.context = ContextShaper(opts)
         self.budget = Budget(opts.limits) if opts.limits is not None else None
@@ -207,6 +211,7 @@ class _Loop:
             session_id=self.host.session_id,
             cache=opts.cache,
             output=None if self.output is None else self.output.plan.spec,
+            on_retry=self.on_retry,
         )
         if self.hooks.before_model_request:
             request = self.hooks.model_request(request)
@@ -236,17 +241,19 @@ class _Loop:
     def _commit_answer(self, inference: Inference, request_seq: int) -> None:
         """Count the answer's usage and commit it (its tool calls as recorded)."""
         self.record.add_model_call(inference.usage)
-        self.host.commit(
-            [
-                AssistantMessageEvent(
-                    content=self.record.content(inference.content),
-                    usage=inference.usage,
-                    finish_reason=inference.finish_reason,
-                    model=self.model_name,
-                    request_seq=request_seq or None,
-                )
-            ]
+        answer = AssistantMessageEvent(
+            content=self.record.content(inference.content),
+            usage=inference.usage,
+            finish_reason=inference.finish_reason,
+            model=self.model_name,
+            request_seq=request_seq or None,
         )
+        self.host.commit([answer])
+        if self.emit is not None:
+            self.emit(MessageEndEvent(index=len(self.record.steps), finish_reason=inference.finish_reason,
+                                      message=Message(role="assistant", content=answer.content)))
+            self.emit(StepUsageEvent(index=len(self.record.steps), usage=inference.usage,
+                                     total=self.record.usage + self.record.tool_usage))
 
     def _end_step(self, inference: Inference, records: list[ToolCallRecord], progress: _Progress) -> None:
         """Record the step: the answer's text, its tool calls' records, its usage."""
@@ -345,10 +352,10 @@ class _Loop:
 
     def _infer(self, request: ModelRequest) -> Inference:
         """One model call (under its ``chat`` span when tracing)."""
-        model, emit, record = self.opts.model, self.emit, self.record.call
+        model, emit, record, index = self.opts.model, self.emit, self.record.call, len(self.record.steps)
         if self.trace is None:
-            return infer(model, request, emit, record)
-        return self.trace.chat(request, lambda: infer(model, request, emit, record), self.record.content)
+            return infer(model, request, emit, record, index)
+        return self.trace.chat(request, lambda: infer(model, request, emit, record, index), self.record.content)
 
     def _result(self, text: str, finish: str, output: Any = None) -> RunResult:
         return self.record.result(self.host.project(for_model=False)[0], text, finish, output)

@@ -75,6 +75,17 @@ class ProviderModel(ABC):
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """Stream the reply. Bad input raises here, before any request is sent."""
         attempt = self.prepare(request)
+        on_retry = self.on_retry
+        if request.on_retry is not None:  # the generation's too (its ``retry`` events)
+            on_retry = request.on_retry if on_retry is None else _both(on_retry, request.on_retry)
         return stream_with_retries(
-            attempt, translate=self.translate_error, policy=self.retry, cancel=request.cancel, on_retry=self.on_retry
+            attempt, translate=self.translate_error, policy=self.retry, cancel=request.cancel, on_retry=on_retry
         )
+
+
+def _both(first: Callable[[RetryInfo], Any], second: Callable[[RetryInfo], Any]) -> Callable[[RetryInfo], Any]:
+    def on_retry(info: RetryInfo) -> None:
+        first(info)
+        second(info)
+
+    return on_retry

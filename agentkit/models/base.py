@@ -7,7 +7,7 @@ adapter's signature.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
@@ -105,6 +105,10 @@ class ModelRequest:
     """Whether to use provider prompt caching."""
     output: OutputSpec | None = None
     """The structured output the generation must end with (``output_type=``), or None."""
+    on_retry: Callable[[Any], Any] | None = None
+    """Called with a :class:`~agentkit.models.RetryInfo` before each wait between attempts
+    of this request, besides the model's own ``on_retry`` (a generation with an event
+    path sets it: its ``retry`` events)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ re-runs a finished step. See docs/planning.md.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -21,13 +21,15 @@ from ..agent import Agent
 from ..cancel import CancelToken
 from ..context._budget import Budget, BudgetBreach, Limits
 from ..errors import CancelledError, ConfigurationError
-from ..events import AssistantMessageEvent, UserMessageEvent
+from ..events import AssistantMessageEvent, ControlEvent, UserMessageEvent
 from ..hooks import HookChain, Hooks
 from ..messages import TextPart, text_of
 from ..options import GenerationOptions
 from ..results import RunResult
 from ..session._foreign import model_from, tools_from
 from ..session._session import Session
+from ..streaming._events import Emit
+from ..streaming._stream import AgentStream
 from ..tools._subagents import derived_session_id
 from ..tools.base import Tool, ToolRegistry
 from ..usage import Usage
@@ -44,6 +46,7 @@ from ._planlog import (
     StepOutcome,
     StepResult,
 )
+from ._stream import PlanCreatedEvent, plan_stream, progress_event
 
 __all__ = ["Plan", "PlanResult", "PlanStep", "PlanningAgent", "Stage", "StepResult"]
 
@@ -212,27 +215,50 @@ class PlanningAgent:
         session holds its turn lock (``store.turn_lock``) throughout, so another process's
         run or turn of that session waits, then continues from what this one committed.
         """
-        if not isinstance(goal, str) or not goal.strip():
-            raise ConfigurationError("goal must be a non-empty str")
-        if session is not None and not isinstance(session, Session):
-            raise ConfigurationError(f"session must be a Session or None, not {type(session).__name__}")
-        token = cancel or CancelToken()
+        _check(goal, session)
+        return self._run(goal, session, cancel or CancelToken(), deps, None, None)
+
+    def stream(self, goal: str, *, session: Session[Any, Any] | None = None, cancel: CancelToken | None = None,
+               deps: Any = None, max_buffer: int = 1000) -> AgentStream[PlanResult]:
+        """:meth:`run` on a worker thread, as an :class:`~agentkit.AgentStream` of its
+        events: the run's progress (``plan-created``, ``plan-step-start``, ``plan-step-end``,
+        ``plan-replanned``, ``budget-exceeded``, ``plan-synthesized``) and every stage
+        generation's events wrapped in ``plan-stage-event``, between ``generation-start``
+        and one ``generation-end``. ``.result`` is a :class:`~agentkit.RunResult` with the
+        answer as ``text`` and the :class:`PlanResult` as ``output`` (docs/streaming.md)."""
+        _check(goal, session)
+        return plan_stream(lambda stages, progress, token: self._run(goal, session, token, deps, stages, progress),
+                           goal, None if session is None else session.session_id, max_buffer=max_buffer,
+                           cancel=cancel)
+
+    def _run(self, goal: str, session: Session[Any, Any] | None, token: CancelToken, deps: Any,
+             stages: Callable[[str, int | None], Emit] | None, progress: Emit | None) -> PlanResult:
         own = session is None
         target = session if session is not None else Session()
         try:
             with target._turn(token):  # one run or turn of a stored session at a time, across processes
-                return _Run(self, target, token, deps).run(goal)
+                return _Run(self, target, token, deps, stages, progress).run(goal)
         finally:
             if own:
                 target.close()
 
 
+def _check(goal: Any, session: Any) -> None:
+    if not isinstance(goal, str) or not goal.strip():
+        raise ConfigurationError("goal must be a non-empty str")
+    if session is not None and not isinstance(session, Session):
+        raise ConfigurationError(f"session must be a Session or None, not {type(session).__name__}")
+
+
 class _Run:
     """One call of :meth:`PlanningAgent.run`."""
 
-    def __init__(self, agent: PlanningAgent, session: Session[Any, Any], cancel: CancelToken, deps: Any) -> None:
+    def __init__(self, agent: PlanningAgent, session: Session[Any, Any], cancel: CancelToken, deps: Any,
+                 stages: Callable[[str, int | None], Emit] | None = None, progress: Emit | None = None) -> None:
         self.agent = agent
         self.deps = deps
+        self.stages = stages  # where each stage's events go, when the run streams
+        self.progress = progress  # where the run's own events go
         self.session = session
         self.cancel = cancel
         self.durable = session.session_id is not None and session.store is not None
@@ -248,6 +274,8 @@ class _Run:
                     f"({_short(state.goal)!r}); run that goal to continue it, or use a new session"
                 )
             state.resumed = True
+            if self.progress is not None:
+                self.progress(PlanCreatedEvent(run_id=state.run_id, goal=goal, plan=state.plan, resumed=True))
         else:
             state = self._plan(goal)
         a = self.agent
@@ -275,6 +303,16 @@ class _Run:
     def _record(self, state: RunState, event: Any) -> None:
         self.session.push_event(event)
         state.apply(event)
+        self._announce(event)
+
+    def _announce(self, event: ControlEvent) -> None:
+        if self.progress is not None:
+            announced = progress_event(event)
+            if announced is not None:
+                self.progress(announced)
+
+    def _emit(self, stage_name: str, index: int | None = None) -> Emit | None:
+        return None if self.stages is None else self.stages(stage_name, index)
 
     # -- stages --------------------------------------------------------------------
 
@@ -283,7 +321,7 @@ class _Run:
         """One generation of a stage without tools, in a child session in memory."""
         with self._child(stage_name, system, output_type=output_type, spent=spent) as child:
             child.push_user_message(prompt)
-            return child.generate(cancel=self.cancel)
+            return child._generate(cancel=self.cancel, emit=self._emit(stage_name))
 
     def _child(self, stage_name: str, system: str, *, output_type: Any = None, tools: tuple[Tool, ...] = (),
                spent: Spend | None = None, session_id: str | None = None) -> Session:
@@ -316,8 +354,9 @@ class _Run:
         plan = log.plan_from(output, self.agent._max_steps)
         run_id = uuid.uuid4().hex
         spend = _spend(result)
-        self.session.push_event(log.event(log.PLAN_CREATED, run_id, goal=goal, plan=log.plan_data(plan),
-                                          **spend.data()))
+        created = log.event(log.PLAN_CREATED, run_id, goal=goal, plan=log.plan_data(plan), **spend.data())
+        self.session.push_event(created)
+        self._announce(created)
         return RunState(run_id=run_id, goal=goal, plan=plan, spent=spend)
 
     def _step(self, state: RunState, index: int) -> None:
@@ -334,7 +373,7 @@ class _Run:
                          spent=state.spent, session_id=sid) as child:
             child.push_user_message(prompt)
             try:
-                result = child.generate(cancel=self.cancel, deps=self.deps)
+                result = child._generate(cancel=self.cancel, deps=self.deps, emit=self._emit("executor", index))
             except CancelledError:
                 raise  # the run was cancelled: it stops here, and a later run() resumes this step
             except Exception as exc:  # noqa: BLE001 - a failed step; the replanner reads why

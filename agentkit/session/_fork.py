@@ -32,6 +32,7 @@ from ..events import AssistantMessageEvent, ControlEvent, Event, ToolResultEvent
 from ..messages import ToolOutput
 from ..stores.base import EventStore, validate_session_id
 from ..transactions._ledger import ACTION_OF, INTERRUPTED, TransactionLedger
+from ._config import adopt_configuration
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -56,6 +57,7 @@ def fork(source: Session[Any, Any], at: str, session_id: str | None) -> Session[
     try:
         revision = 0 if store is None else write_fork(store, source.session_id, target, prefix, extra)
         forked._log.load_committed([*prefix, *extra], revision=revision)
+        adopt_configuration(forked, source)  # as the prefix's configure() records leave it
     except BaseException:
         forked.close()
         raise

@@ -24,10 +24,12 @@ from ..messages import Prompt, normalize_prompt
 from ..models.base import ChatModel
 from ..options import GenerationOptions, LoopOptions, check_deps
 from ..results import GenerateResult
+from ..streaming._control import AnnouncingHost
 from ..streaming._events import Emit, GenerationEndEvent, GenerationStartEvent
 from ..streaming._stream import AgentStream
 from ..transactions import _session as _transact
 from ..transactions._ledger import GenerationTransaction
+from ._config import apply_recorded
 from ._foreign import model_from
 
 if TYPE_CHECKING:
@@ -90,6 +92,7 @@ def generate(
     """:meth:`Session.generate` (``options``: its generation options), with where its agent
     events go (a stream's ``emit``) and the user message it commits once it holds the
     turn (``ask``'s ``prompt``)."""
+    configured = session._config.version
     opts = _options_for(session, model, deps, emit, options)
     if session in GENERATING.get():
         raise SessionError(
@@ -102,9 +105,11 @@ def generate(
     log.check_usable()
     if transaction is not None:
         _transact.check_claim(log, transaction)  # before waiting in the queue
+    slot = contextlib.ExitStack()  # a slot of the session's max_concurrent_runs, then the gate
     try:
-        ticket, token = session._gate.enter(cancel)
+        ticket, token = session._gate.enter(slot.enter_context(session._runs.slot(cancel)))
     except BaseException as exc:
+        slot.close()
         if transaction is not None:  # cancelled or refused before it could run
             _transact.interrupt(log, transaction.generation_id, _transact.closed_reason(exc))
         raise
@@ -119,6 +124,8 @@ def generate(
                 if transaction is not None:
                     _transact.interrupt(log, transaction.generation_id, _transact.closed_reason(exc))
                 raise
+        if session._config.version != configured:  # configure() since: this turn is the next one
+            opts = _options_for(session, model, deps, emit, options)
         result: GenerateResult | None = None
         error: BaseException | None = None
         try:
@@ -127,8 +134,8 @@ def generate(
             run = _run(session, opts, token, transaction)
             fields = {f: getattr(run, f) for f in run.__dataclass_fields__}
             result = GenerateResult(**fields, events=session.events)
-            if session._retention is not None:
-                retain(log, session._retention, opts, token)
+            if session._retention is not None:  # its compaction announced to a stream
+                retain(log if sink is None else AnnouncingHost(log, sink), session._retention, opts, token)
         except BaseException as exc:  # noqa: BLE001 - re-raised after the end hooks
             error = exc
             if token.cancelled and not log.closed and log.failed is None:
@@ -146,6 +153,7 @@ def generate(
         held.close()
         GENERATING.reset(generating)
         session._gate.leave(ticket)
+        slot.close()
 
 
 def _run(session: Session[Any, Any], opts: LoopOptions, token: CancelToken,
@@ -206,6 +214,7 @@ def _begin_turn(session: Session[Any, Any], held: contextlib.ExitStack, prompt: 
     committed, then commit the prompt: an ask cancelled while it waits for its turn
     leaves nothing in the log."""
     held.enter_context(turn(session, cancel))
+    apply_recorded(session)  # what other processes configured, before the prompt is committed
     if prompt is not None:
         session._log.commit([prompt])
 

@@ -9,7 +9,6 @@ transactions begun here, stop the parts and release the worker threads.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -24,18 +23,21 @@ from ..jobs._bridge import abort_running, bridge_job_events, jobs_of
 from ..models.base import ChatModel
 from ..options import GenerationOptions, check_deps, check_deps_type
 from ..stores.base import EventStore, StoredSession, validate_session_id
-from ..tools.base import Tool, ToolRegistry
+from ..tools.base import ToolRegistry
+from ._config import setup as setup_configuration
+from ._config import tell_tools
 from ._eventlog import EventLog
 from ._foreign import model_from, tools_from
 from ._gate import GenerationGate
 from ._generation import interrupt_unfinished, loop_options
 from ._redaction import redactor_of
+from ._runs import drain, session_limiter
 from ._scheduling import GenerationScheduler
 
 if TYPE_CHECKING:
     from ._session import Session
 
-__all__ = ["abort", "check_arguments", "close", "event_list", "setup", "stored_session", "tell_tools"]
+__all__ = ["abort", "check_arguments", "close", "event_list", "setup", "stored_session"]
 
 _LISTENER_JOIN_SECONDS = 5.0
 """How long close() waits, in all, for listeners to take what is queued for them."""
@@ -57,6 +59,8 @@ def setup(
     retention: Retention | None = None,
     deps: Any = None,
     deps_type: Any = None,
+    max_concurrent_runs: int | None = None,
+    queue_timeout: float | None = None,
     _seed_if_new: bool = False,
     _options: GenerationOptions | None = None,
     **options: Any,
@@ -67,6 +71,7 @@ def setup(
     check_arguments(session_id=session_id, store=store, max_tool_workers=max_tool_workers,
                     listener_queue_size=listener_queue_size, listener_timeout=listener_timeout, retention=retention)
     session._retention = retention
+    session._runs = session_limiter(max_concurrent_runs, queue_timeout)
     check_deps_type(deps_type)
     session._deps_type = deps_type
     session._deps = deps
@@ -103,6 +108,7 @@ def setup(
         session._log.load_committed(list(stored.events), revision=stored.revision)
     elif initial:
         session._log.commit(initial)
+    setup_configuration(session)  # what configure() recorded: a reopened session is as it was left
     # nobody holds the claim token of a transaction left open (by a crash, or in the
     # events= given): interrupt it for good, never resume its work
     interrupt_unfinished(session, "the session was reopened while this generation was unfinished")
@@ -110,7 +116,7 @@ def setup(
         finish_interrupted_retention(session._log)
     session._scheduler = GenerationScheduler(session.generate)
     session._stop_job_events = bridge_job_events(session, execution_context)
-    tell_tools(session, session._registry.values())
+    tell_tools(session, session._config.tools.values())  # every tool it was given, offered now or not
 
 
 
@@ -176,24 +182,10 @@ class NoModel:
         raise ConfigurationError("this session has no model")
 
 
-def tell_tools(session: Session[Any, Any], tools: Iterable[Tool]) -> None:
-    """Give each distinct ``Tool.on_session`` the session (a failure is logged: the tools
-    stay usable, only what they would have learned from the session is missing)."""
-    seen: set[int] = set()
-    for tool in tools:
-        hook = tool.on_session
-        if hook is None or id(hook) in seen:
-            continue
-        seen.add(id(hook))
-        try:
-            hook(session)
-        except Exception:  # noqa: BLE001 - reported, not fatal
-            logging.getLogger("agentkit").warning("tool %r could not bind to the session", tool.name,
-                                                  exc_info=True)
-
-
-def close(session: Session[Any, Any]) -> None:
-    """:meth:`Session.close`: interrupt what was begun here, then stop the parts."""
+def close(session: Session[Any, Any], timeout: float = 0.0) -> None:
+    """:meth:`Session.close`: drain (within ``timeout``), interrupt what was begun here,
+    then stop the parts."""
+    drain(session, timeout)
     log = session._log
     with log.lock:
         if not log.closed and log.failed is None:

@@ -42,6 +42,7 @@ from ._gate import GenerationGate
 from ._generation import prompt_event
 from ._human import HumanDecisions
 from ._redaction import Redactor
+from ._runs import SessionRuns
 from ._scheduling import GenerationScheduler
 from ._subscriptions import Listener, Subscription, Unsubscribe
 
@@ -53,7 +54,7 @@ OutputT = TypeVar("OutputT", default=None, covariant=True)
 """A session's ``output_type`` (None without one)."""
 T = TypeVar("T")
 
-class Session(HumanDecisions, Generic[DepsT, OutputT]):
+class Session(HumanDecisions, SessionRuns, Generic[DepsT, OutputT]):
     """A conversation whose canonical state is an append-only list of events.
 
     Any thread may push events at any time; commits are serialised and numbered
@@ -96,6 +97,7 @@ class Session(HumanDecisions, Generic[DepsT, OutputT]):
         render_runtime: RuntimeRenderer | None = None, max_tool_workers: int = 8,
         listener_queue_size: int = 10_000, listener_timeout: float = 30.0, retention: Retention | None = None,
         deps: DepsT | None = None, deps_type: type[DepsT] | None = None, output_type: type[OutputT] | None = None,
+        max_concurrent_runs: int | None = None, queue_timeout: float | None = None,
         **options: Unpack[GenerationKwargs],
     ) -> None:
         """``options`` are the per-generation options (:class:`~agentkit.options.GenerationOptions`:
@@ -110,12 +112,14 @@ class Session(HumanDecisions, Generic[DepsT, OutputT]):
         ``deps`` are the default dependencies of every generation (tools and hooks read
         them as ``ToolContext.deps``; ``generate(deps=...)`` gives others for one call).
         They are never written to the log. With ``deps_type`` (a class), deps of another
-        type, or none, are a :class:`ConfigurationError` before the generation starts."""
+        type, or none, are a :class:`ConfigurationError` before the generation starts.
+        ``max_concurrent_runs`` and ``queue_timeout``: see :class:`~agentkit.session._runs.SessionRuns`."""
         _lifecycle.setup(self, model, tools=tools, session_id=session_id, events=events, store=store,
                          execution_context=execution_context, render_runtime=render_runtime,
                          max_tool_workers=max_tool_workers, listener_queue_size=listener_queue_size,
                          listener_timeout=listener_timeout, retention=retention, deps=deps, deps_type=deps_type,
-                         output_type=output_type, _seed_if_new=False, _options=None, **options)
+                         output_type=output_type, max_concurrent_runs=max_concurrent_runs,
+                         queue_timeout=queue_timeout, _seed_if_new=False, _options=None, **options)
 
     @classmethod
     def _create(cls, model: ChatModel | str | None = None, *, seed_if_new: bool = False,
@@ -467,10 +471,11 @@ class Session(HumanDecisions, Generic[DepsT, OutputT]):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def close(self) -> None:
+    def close(self, timeout: float = 0.0) -> None:
         """Cancel any running generation, refuse further work, deliver what listeners
-        have queued and release worker threads. Idempotent."""
-        _lifecycle.close(self)
+        have queued and release worker threads. Idempotent. With ``timeout`` (seconds), drain
+        first: refuse new and queued generations, and let the running one end within it."""
+        _lifecycle.close(self, timeout)
 
     def __enter__(self) -> Session[DepsT, OutputT]:
         return self

@@ -8,11 +8,19 @@
 from __future__ import annotations
 
 from ._events import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
+    BudgetExceededEvent,
+    CompactedEvent,
     GenerationEndEvent,
     GenerationStartEvent,
+    MessageEndEvent,
+    MessageStartEvent,
     ReasoningDeltaEvent,
+    RetryEvent,
     StepEndEvent,
     StepStartEvent,
+    StepUsageEvent,
     TextDeltaEvent,
     ToolCallRequestedEvent,
     ToolEndEvent,
@@ -31,4 +39,12 @@ __all__ = [
     "ToolEndEvent",
     "ToolStartEvent",
     "ToolUpdateEvent",
+    "MessageStartEvent",
+    "MessageEndEvent",
+    "StepUsageEvent",
+    "ApprovalRequestedEvent",
+    "ApprovalDecidedEvent",
+    "BudgetExceededEvent",
+    "CompactedEvent",
+    "RetryEvent",
 ]

@@ -7,11 +7,21 @@ A generation emits them through one event path (:data:`Emit`): the ``on_token`` 
 Event types, in the order a generation produces them::
 
     generation-start
+      [approval-decided, tool-*]      open calls a stopped generation left, settled
+      [compacted]                     auto-compaction, before a model call
       step-start                      one per model call
-        text-delta / reasoning-delta  as the model writes
-        tool-call                     the model asked for a call (complete input)
+        [retry]                       a failed attempt of the call, tried again
+        [compacted]                   the context overflowed: compacted, step-start again
+        message-start                 the assistant message begins
+          text-delta / reasoning-delta  as the model writes
+          tool-call                   the model asked for a call (complete input)
+        message-end                   the message is committed
+        usage                         the call's tokens, and the generation's so far
+        [approval-requested, approval-decided]   calls the approval policy asks about
       tool-start, tool-update, tool-end   per call, results in model order
       step-end
+    [budget-exceeded]                 a limit stopped the generation
+    [compacted]                       retention, after the last step
     generation-end                    .result or .error
 """
 
@@ -21,8 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..approvals._policy import ApprovalRequest
 from ..messages import Message, ToolCallPart, _output_to_dict, content_to_dict
 from ..results import RunResult, Step, ToolCallRecord
+from ..usage import Usage
 
 __all__ = [
     "AgentEvent",
@@ -36,6 +48,14 @@ __all__ = [
     "ToolEndEvent",
     "ToolStartEvent",
     "ToolUpdateEvent",
+    "MessageStartEvent",
+    "MessageEndEvent",
+    "StepUsageEvent",
+    "ApprovalRequestedEvent",
+    "ApprovalDecidedEvent",
+    "BudgetExceededEvent",
+    "CompactedEvent",
+    "RetryEvent",
 ]
 
 
@@ -233,3 +253,147 @@ class GenerationEndEvent(AgentEvent):
 
 Emit = Callable[[AgentEvent], None]
 """Where the loop sends agent events."""
+
+
+# -- the assistant message, usage, and what the log records beside the conversation -----
+# (message-start/-end, usage, approval-requested/-decided, budget-exceeded, compacted,
+# retry: see docs/streaming.md; the loop's commits are announced by ``_control.py``)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageStartEvent(AgentEvent):
+    """The model began its assistant message of step ``index`` (before its first text,
+    reasoning or tool call; also for a message that holds only tool calls)."""
+
+    type: ClassVar[str] = "message-start"
+    index: int
+
+    def _payload(self) -> dict[str, Any]:
+        return {"index": self.index}
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageEndEvent(AgentEvent):
+    """The assistant message of step ``index`` is complete and committed (as recorded:
+    its tool calls redacted), before any of its tool calls runs."""
+
+    type: ClassVar[str] = "message-end"
+    index: int
+    message: Message
+    finish_reason: str = "stop"
+
+    def _payload(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "message": self.message.to_dict(),
+            "text": self.message.text,
+            "tool_calls": [_call_dict(c) for c in self.message.tool_calls],
+            "finish_reason": self.finish_reason,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepUsageEvent(AgentEvent):
+    """The tokens model call ``index`` used, and the generation's ``total`` so far
+    (with what its tools reported, e.g. subagents)."""
+
+    type: ClassVar[str] = "usage"
+    index: int
+    usage: Usage
+    total: Usage
+
+    def _payload(self) -> dict[str, Any]:
+        return {"index": self.index, "usage": self.usage.to_dict(), "total": self.total.to_dict()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalRequestedEvent(AgentEvent):
+    """The approval policy asks about a tool call: the in-process ``approver`` answers it
+    now (``approver`` True), or it waits for ``Session.approve``/``deny`` (the
+    generation ends ``approval-required``). Never shown to the model."""
+
+    type: ClassVar[str] = "approval-requested"
+    request: ApprovalRequest
+    approver: bool = False
+
+    def _payload(self) -> dict[str, Any]:
+        r = self.request
+        return {"request_id": r.id, "tool_call_id": r.tool_call_id, "tool_name": r.tool_name,
+                "input": _json_safe(r.input), "reason": r.reason, "requested_at": r.requested_at,
+                "generation_id": r.generation_id, "approver": self.approver}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalDecidedEvent(AgentEvent):
+    """A request was decided: by the in-process approver (``source`` ``approver``, or
+    ``timeout``), or by a host (``host``: ``Session.approve``/``deny``, announced by the
+    generation that goes on with the call). Never shown to the model."""
+
+    type: ClassVar[str] = "approval-decided"
+    request_id: str
+    tool_call_id: str
+    tool_name: str
+    approved: bool
+    reason: str | None = None
+    remember: bool = False
+    note: str | None = None
+    source: str = "approver"
+
+    def _payload(self) -> dict[str, Any]:
+        return {"request_id": self.request_id, "tool_call_id": self.tool_call_id, "tool_name": self.tool_name,
+                "approved": self.approved, "reason": self.reason, "remember": self.remember,
+                "note": self.note, "source": self.source}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetExceededEvent(AgentEvent):
+    """A :class:`~agentkit.Limits` limit was reached: no further model call is made
+    (the generation ends ``budget-exceeded``; a planning run goes to its synthesizer)."""
+
+    type: ClassVar[str] = "budget-exceeded"
+    limit: str
+    maximum: int
+    used: int
+
+    def _payload(self) -> dict[str, Any]:
+        return {"limit": self.limit, "maximum": self.maximum, "used": self.used}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactedEvent(AgentEvent):
+    """The head of the log was summarised (``reason``: ``auto``, ``context-overflow`` or
+    ``retention``): the model now sees ``summary`` instead of the ``covered`` events up
+    to ``covered_through``."""
+
+    type: ClassVar[str] = "compacted"
+    reason: str
+    covered: int
+    covered_through: str
+    summary: tuple[Message, ...] = ()
+    compaction_id: str = ""
+    """The id of the ``compaction`` event in the log."""
+
+    def _payload(self) -> dict[str, Any]:
+        return {"reason": self.reason, "covered": self.covered, "covered_through": self.covered_through,
+                "summary": [m.to_dict() for m in self.summary], "compaction_id": self.compaction_id}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryEvent(AgentEvent):
+    """A model call's attempt ``attempt`` failed with a transient ``error`` (429, 5xx,
+    a dropped connection...); the next attempt follows in ``delay`` seconds."""
+
+    type: ClassVar[str] = "retry"
+    attempt: int
+    delay: float
+    error: BaseException = field(compare=False)
+    retry_after: float | None = None
+    """What the server asked for (``Retry-After``), if it said."""
+
+    def _payload(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"type": type(self.error).__name__, "message": str(self.error)}
+        for name in ("provider", "status_code"):
+            value = getattr(self.error, name, None)
+            if value is not None:
+                error[name] = value
+        return {"attempt": self.attempt, "delay": self.delay, "retry_after": self.retry_after, "error": error}

@@ -18,6 +18,8 @@ from agentkit import (
     Agent,
     AgentStream,
     GenerateResult,
+    PlanningAgent,
+    PlanResult,
     RunResult,
     ScriptedModel,
     Session,
@@ -26,6 +28,7 @@ from agentkit import (
     run_agent_stream,
     tool,
 )
+from agentkit.events import Event
 
 
 class City(BaseModel):
@@ -59,6 +62,24 @@ def untyped_context(ctx: ToolContext) -> str:
     """A bare ToolContext: its deps are Any."""
     return str(ctx.deps)
 
+
+@tool
+def add(a: int, b: int = 0) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(read_only=True)
+def shout(text: str) -> str:
+    """Shout."""
+    return text.upper()
+
+
+# -- a tool is called as its function (users unit-test tools this way) -------------------
+assert_type(add(1) + add(1, 2) + add(a=1, b=2), int)
+assert_type(shout("a"), str)
+add("one")  # type: ignore[arg-type]
+lost: str = add(1)  # type: ignore[assignment]
 
 model = ScriptedModel(["Paris"])
 deps = Deps(db=Db({"Paris": "France"}), user="ada")
@@ -141,3 +162,25 @@ Session(model, _seed_if_new=True)  # type: ignore[call-arg]
 async def asking(s: Session[Deps, City]) -> None:
     assert_type(await s.ask_async("hi"), GenerateResult[City])
     assert_type((await s.ask_async("hi", output_type=int)).output, int)
+
+
+# -- bounded runs and a live configuration (issue #30) ---------------------------------
+capped = Agent(model, max_concurrent_runs=2, queue_timeout=5.0)
+assert_type(capped.active_runs, int)
+assert_type(capped.max_concurrent_runs, int | None)
+assert_type(capped.close(timeout=1.0), int)
+assert_type(capped.with_options(system="x").active_runs, int)
+Agent(model, max_concurrent_runs="2")  # type: ignore[arg-type]
+live = Session(model, max_concurrent_runs=1, queue_timeout=5.0)
+assert_type(live.active_runs, int)
+assert_type(live.configure(system="shorter", tools=[country_of]), Event)
+live.configure(system=3)  # type: ignore[arg-type]
+live.close(timeout=1.0)
+
+# -- PlanningAgent.stream: an AgentStream whose result holds the PlanResult ---------------
+
+planning = PlanningAgent(model)
+assert_type(planning.stream("a goal"), AgentStream[PlanResult])
+assert_type(planning.stream("a goal").result.output, PlanResult)
+assert_type(planning.stream("a goal").result.text, str)
+planning.stream("a goal", max_stepz=3)  # type: ignore[call-arg]
