@@ -77,6 +77,7 @@ from .stores.file import FileEventStore
 from .stores.memory import InMemoryEventStore
 from .streaming._events import AgentEvent
 from .streaming._stream import AgentStream
+from .tools._cache import ToolCache
 from .tools._handoffs import handoff
 from .tools._search import ToolSearch
 from .tools._skills import load_skills
@@ -144,10 +145,14 @@ __all__ = [
     "Limits",
     "Retention",
     "Threshold",
+    "ToolCache",
     "ToolDecision",
     "ToolResultClearing",
     "ToolSearch",
+    "input_guardrail",
+    "output_guardrail",
     "summarizing_compactor",
+    "tool_guardrail",
     # stores
     "FileEventStore",
     "InMemoryEventStore",
@@ -159,6 +164,7 @@ __all__ = [
     "CancelToken",
     # errors
     "AccessDenied",
+    "AgentClosedError",
     "AgentkitError",
     "ApprovalError",
     "AuthenticationError",
@@ -167,6 +173,7 @@ __all__ = [
     "CompletionValidationError",
     "ConfigurationError",
     "ContextOverflowError",
+    "GuardrailTripped",
     "HookError",
     "InputError",
     "JobNotFoundError",
@@ -177,6 +184,7 @@ __all__ = [
     "ProviderError",
     "ProviderUnavailableError",
     "RateLimitError",
+    "RunLimitTimeout",
     "SchemaVersionError",
     "ScriptExhaustedError",
     "SessionClosedError",
@@ -192,12 +200,4 @@ __all__ = [
     "TurnLockLostError",
     # version
     "__version__",
-    # bounded runs
-    "AgentClosedError",
-    "RunLimitTimeout",
-    # guardrails
-    "GuardrailTripped",
-    "input_guardrail",
-    "output_guardrail",
-    "tool_guardrail",
 ]

@@ -175,6 +175,9 @@ class ToolResultEvent(Event):
     intent_id: str | None = None
     """The ``tool-execution-intent`` event committed before the call ran (durable
     sessions), or that a host reconciliation answered."""
+    cache: dict[str, Any] | None = None
+    """Set when the output came from the tool's cache, not a run: ``{"hit": True,
+    "key": ..., "stored_at": ...}`` (the entry's key and when it was stored)."""
 
     def _payload(self) -> dict[str, Any]:
         from .messages import _output_to_dict
@@ -186,6 +189,8 @@ class ToolResultEvent(Event):
         }
         if self.intent_id is not None:
             out["intent_id"] = self.intent_id
+        if self.cache is not None:
+            out["cache"] = self.cache
         return out
 
     @classmethod
@@ -197,6 +202,7 @@ class ToolResultEvent(Event):
             "tool_name": d["tool_name"],
             "output": _output_from_dict(d["output"]),
             "intent_id": d.get("intent_id"),
+            "cache": d.get("cache"),
         }
 
 

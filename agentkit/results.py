@@ -29,6 +29,8 @@ class ToolCallRecord:
     output: ToolOutput
     reused: bool = False
     """True when a repeated call id with identical input reused the first result."""
+    cache: dict[str, Any] | None = None
+    """Set when the output came from the tool's cache (the result event's ``cache``)."""
 
     @property
     def is_error(self) -> bool:

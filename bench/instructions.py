@@ -9,7 +9,11 @@ figure to compare two versions with on a busy machine. Each variant runs K=10 an
 times under callgrind; instructions per step = (I(40) - I(10)) / (30 runs * 11 steps),
 which removes start-up and import costs. Variants: ``plain`` (run_agent), ``hooks``
 (four no-op hooks), ``stream`` (run_agent_stream, consumed), ``guardrail`` (one passing
-input guardrail: the first model call on a worker thread beside it). Needs valgrind; takes a
+input guardrail: the first model call on a worker thread beside it), and, when asked for
+(``--variants plain,cache-hit,cache-miss``), ``add`` with a ``ToolCache`` in a temporary
+directory (``fsync=False``: the kernel's work is not counted anyway): ``cache-hit``
+(every call answered from its entry file) and ``cache-miss`` (a fresh key each run, so
+every call runs and writes its entry). Needs valgrind; takes a
 minute or two per variant. What it cannot see: thread switches and cache effects, which
 a stream (the generation on a worker thread) pays for in time.
 """
@@ -59,6 +63,17 @@ def _workload(variant: str, runs: int) -> None:
 
         def once() -> str:
             return run_agent(model, "add", tools=[add_tool], guardrails=[passes]).text
+    elif variant.startswith("cache-"):
+        import tempfile
+
+        fresh = [0]  # cache-miss: a new key part each run
+        cache = agentkit.ToolCache(tempfile.mkdtemp(prefix="agentkit-bench-cache-"), ttl=3600, fsync=False,
+                                   key=(lambda input, ctx: fresh[0]) if variant == "cache-miss" else None)
+        cached = tool(cache=cache, read_only=True)(add)
+
+        def once() -> str:
+            fresh[0] += 1
+            return run_agent(model, "add", tools=[cached]).text
     else:
         def once() -> str:
             with agentkit.run_agent_stream(model, "add", tools=[add_tool]) as stream:

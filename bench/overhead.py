@@ -13,6 +13,10 @@ Workloads (defined in ../shared/bench-peers/common.py, the same for every framew
      a_otel_off_*: with the OpenTelemetry API imported but no SDK configured (tracing
      skipped); a_otel_on_*: with the SDK's TracerProvider and an in-memory exporter (22
      spans a run), measured after B so that B is never traced.
+     a_cache_hit_*: add() with a ToolCache in a directory that already holds its answers
+     (no call runs: each is read from its entry file); a_cache_miss_*: a cache that holds
+     none (each call runs, then its entry is written and fsynced); a_cache_miss_nofsync_*:
+     the same with ToolCache(fsync=False).
   B  200 user turns in one durable Session (FileEventStore, fsync on), a tool call each
      turn, so each turn also commits the call's execution intent: ms per turn for turns
      1-20 vs 181-200, turn 1 vs turn 200, and what the intent append costs per step
@@ -161,6 +165,44 @@ def guarded_a(model_a) -> dict[str, object]:
         out[f"{name}_us_per_step_median"] = result["a_us_per_step_median"]
         out[f"{name}_us_per_step_p90"] = result["a_us_per_step_p90"]
     return out
+def cached_a(model_a) -> dict[str, object]:
+    """Workload A with ``add`` cached in a directory: every call a hit (the entries were
+    stored by a first run), and every call a miss (a fresh namespace per run)."""
+    if not hasattr(agentkit, "ToolCache"):
+        return {}
+    root = common.scratch_dir("agentkit_cache_")
+
+    def cached_add(namespace: str, fsync: bool = True):
+        cache = agentkit.ToolCache(root, ttl=3600, namespace=namespace, fsync=fsync)
+        return tool(cache=cache, read_only=True)(common.add)
+
+    def timed(tools_per_run, *, runs_tool: bool) -> list[float]:
+        per_step: list[float] = []
+        for tools in tools_per_run:
+            before = common.TOOL_CALLS[0]
+            t0 = time.perf_counter_ns()
+            out = run_agent(model_a, "add things up", tools=[tools]).text
+            per_step.append((time.perf_counter_ns() - t0) / 1e3 / (common.TOOL_CALLS_A + 1))
+            assert out == common.expected_final(common.TOOL_CALLS_A), out
+            ran = common.TOOL_CALLS[0] - before
+            assert ran == (common.TOOL_CALLS_A if runs_tool else 0), f"the tool ran {ran} times"
+        return per_step
+
+    runs = common.WARMUP_A + common.RUNS_A
+    hit_tool = cached_add("hit")
+    timed([hit_tool], runs_tool=True)  # stores the answers
+    hits = timed([hit_tool] * runs, runs_tool=False)[common.WARMUP_A:]
+    misses = timed([cached_add(f"miss-{i}") for i in range(runs)], runs_tool=True)[common.WARMUP_A:]
+    unsynced = timed([cached_add(f"nofsync-{i}", False) for i in range(runs)], runs_tool=True)[common.WARMUP_A:]
+    p90 = lambda xs: statistics.quantiles(xs, n=10, method="inclusive")[8]  # noqa: E731
+    return {
+        "a_cache_hit_us_per_step_median": round(statistics.median(hits), 1),
+        "a_cache_hit_us_per_step_p90": round(p90(hits), 1),
+        "a_cache_miss_us_per_step_median": round(statistics.median(misses), 1),
+        "a_cache_miss_us_per_step_p90": round(p90(misses), 1),
+        "a_cache_miss_nofsync_us_per_step_median": round(statistics.median(unsynced), 1),
+        "a_cache_miss_nofsync_us_per_step_p90": round(p90(unsynced), 1),
+    }
 
 
 def main() -> None:
@@ -191,6 +233,7 @@ def main() -> None:
         }
 
     extra.update(guarded_a(model_a))
+    extra.update(cached_a(model_a))
     otel_off = traced_a(model_a, configure=False)
     if otel_off is not None:
         extra.update(otel_off)

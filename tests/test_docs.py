@@ -287,6 +287,9 @@ def gemini_fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
         yield gemini
 
 
+# a page is many blocks (docs/mcp.md starts a dozen servers): one page's whole run may take
+# minutes on a loaded 2-core machine, so each page gets more than the default 120 s
+@pytest.mark.timeout(600)
 @pytest.mark.filterwarnings("ignore:`langchain-community` is being sunset:DeprecationWarning")
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_every_block_of_the_page_runs(

@@ -82,7 +82,7 @@ PUBLIC_NAMESPACES = {
         'RunLimitTimeout', 'RunResult', 'SchemaVersionError', 'ScriptExhaustedError', 'ScriptedModel', 'Session',
         'SessionClosedError', 'SessionError', 'SessionFailedError', 'SessionPool', 'Step',
         'StoreConflictError', 'StoreCorruptionError', 'StoreError', 'StoreLockTimeout',
-        'StoreUnavailableError', 'Threshold', 'Tool', 'ToolCall', 'ToolCallRecord', 'ToolContext',
+        'StoreUnavailableError', 'Threshold', 'Tool', 'ToolCache', 'ToolCall', 'ToolCallRecord', 'ToolContext',
         'ToolDecision', 'ToolDefinitionError', 'ToolResultClearing', 'ToolSearch',
         'TransactionError', 'TurnLockLostError', 'Usage', '__version__', 'filesystem_tools',
         'get_model', 'handoff', 'http_tools', 'input_guardrail', 'json_tools', 'load_skills', 'output_guardrail',

@@ -444,3 +444,28 @@ def test_a_decision_gate_maps_each_decision():
     gate = decision_gate(lambda c, ctx: ToolDecision.rewrite({"a": 1}))
     part = ToolCallPart(tool_call_id="c1", tool_name="add", input={"a": 0}, input_error="was broken")
     assert gate(part, ToolContext(tool_call_id="c1", tool_name="add", cancel=CancelToken())).input_error is None
+
+
+def test_a_cached_tool_runs_once_then_answers_from_its_cache_and_says_so(tmp_path):
+    from agentkit import ToolCache
+
+    ran, marks = [], []
+
+    @tool(cache=ToolCache(tmp_path, ttl=3600), read_only=True, timeout=30)
+    def look(q: str, ctx: ToolContext) -> str:
+        """Look something up."""
+        ran.append((q, ctx.tool_call_id))
+        return f"found {q}"
+
+    def cached_call(q: str, on_cache=marks.append) -> ToolOutput:
+        part = ToolCallPart(tool_call_id="c1", tool_name="look", input={"q": q})
+        return run_tool_call(look, part, ToolContext(tool_call_id="c1", tool_name="look", cancel=CancelToken()),
+                             on_cache=on_cache)
+
+    assert cached_call("x") == ToolOutput.text("found x") and marks == []  # a run: no marker
+    assert ran == [("x", "c1")]  # the tool got its context (the key did not)
+    assert cached_call("x") == ToolOutput.text("found x") and ran == [("x", "c1")]
+    (mark,) = marks
+    assert mark["hit"] is True and len(mark["key"]) == 64
+    assert cached_call("x", on_cache=None) == ToolOutput.text("found x")  # no callback: still a hit
+    assert cached_call("y") == ToolOutput.text("found y") and len(marks) == 1 and len(ran) == 2

@@ -100,6 +100,8 @@ class ToolDispatch:
         self.intents = Intents(host.commit, durable=host.durable)
         self.paused: set[str] = set()
         """Calls that asked a person (``ctx.ask_human``) and stopped: no result yet."""
+        self.cached: dict[str, dict[str, Any]] = {}
+        """The cache markers of calls answered from their tool's cache, by call id."""
 
     def waiting(self, calls: list[ToolCallPart]) -> set[str]:
         """The ids of ``calls`` the approval gate holds for a decision (they are answered
@@ -188,8 +190,10 @@ class ToolDispatch:
                     self.ledger.record(call, output)
                 output = self.record.output(output)
                 intent_id = self.intents.recorded(call.tool_call_id) if action == "run" else None
+                cache = self.cached.pop(call.tool_call_id, None) if action == "run" and not output.is_error else None
                 self.host.commit([ToolResultEvent(
-                    tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output, intent_id=intent_id
+                    tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output, intent_id=intent_id,
+                    cache=cache,
                 )])
                 record = ToolCallRecord(
                     tool_call_id=call.tool_call_id,
@@ -197,6 +201,7 @@ class ToolDispatch:
                     input=self.record.call(call).input,
                     output=output,
                     reused=action in ("reuse", "wait"),
+                    cache=cache,
                 )
                 records.append(record)
                 self.record.records.append(record)
@@ -321,7 +326,8 @@ class ToolDispatch:
     def _execute_call(self, call: ToolCallPart) -> ToolOutput:
         tool = self.opts.tools.get(call.tool_name)
         ctx = self._context(call)
-        output = run_tool_call(tool, call, ctx, self.tool_names, self.gate)
+        output = run_tool_call(tool, call, ctx, self.tool_names, self.gate,
+                               lambda marker: self.cached.__setitem__(call.tool_call_id, marker))
         if self.hooks.after_tool_call:
             output = self.hooks.tool_result(call, output, ctx)
         return output

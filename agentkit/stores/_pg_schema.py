@@ -248,6 +248,16 @@ ON CONFLICT (key) DO NOTHING;
 -- the table layout: 1 before turn locks (an older database is upgraded by running this again)
 INSERT INTO {schema}.meta AS m (key, value) VALUES ('layout', '{layout}')
 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE m.value::int < EXCLUDED.value::int;
+
+-- agentkit.ToolCache entries: read-only tools' results by key (a hash of the tool's name
+-- and input); times are seconds since the epoch by this server's clock
+CREATE TABLE IF NOT EXISTS {schema}.tool_cache (
+    key        text PRIMARY KEY,
+    tool_name  text NOT NULL,
+    stored_at  double precision NOT NULL,
+    expires_at double precision NOT NULL,
+    output     text NOT NULL  -- the output as agentkit's strict JSON
+);
 """
 
 

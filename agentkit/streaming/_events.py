@@ -96,6 +96,7 @@ def _record_dict(record: ToolCallRecord) -> dict[str, Any]:
         "output": _output_to_dict(record.output),
         "is_error": record.is_error,
         "reused": record.reused,
+        **({} if record.cache is None else {"cache": record.cache}),
     }
 
 

@@ -9,7 +9,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast
+from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, cast, runtime_checkable
 
 import jsonschema
 import typing_extensions
@@ -22,7 +22,7 @@ from ..models.base import ToolSpec
 from ..usage import Usage
 from ._fastschema import compile_simple
 
-__all__ = ["FunctionTool", "Reconcile", "Tool", "ToolContext", "ToolDecision", "to_tool_output"]
+__all__ = ["FunctionTool", "Reconcile", "ResultCache", "Tool", "ToolContext", "ToolDecision", "to_tool_output"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -186,6 +186,19 @@ class ToolDecision:
         return cls(action="respond", output=to_tool_output(output))
 
 
+@runtime_checkable
+class ResultCache(Protocol):
+    """What ``Tool.cache`` holds (:class:`~agentkit.ToolCache` is the one agentkit
+    has): the tool runner hands it a call that passed its schema, its gates and hooks,
+    and it answers from the cache or runs ``compute``."""
+
+    def through(self, tool_name: str, data: dict[str, Any], ctx: ToolContext,
+                compute: Callable[[], ToolOutput]) -> tuple[ToolOutput, dict[str, Any] | None]:
+        """The call's output and, when it came from the cache, the marker its result
+        event carries (``{"hit": True, "key": ..., "stored_at": ...}``); else None."""
+        ...
+
+
 Reconcile = Callable[[dict[str, Any], ToolContext], Literal["executed", "not-executed"] | None]
 """A tool's reconcile probe: ``probe(input, ctx)`` says whether an interrupted call took
 effect (``"executed"``, ``"not-executed"``, or None for unknown)."""
@@ -236,6 +249,10 @@ class Tool:
     """Called with each Session the tool is given to (once per callable, however many
     tools share it): MCP tools connected with ``roots="session"`` announce the session's
     execution-context root this way."""
+    cache: ResultCache | None = field(default=None, repr=False, compare=False)
+    """Where the tool's successful results are kept and answered from (a
+    :class:`~agentkit.ToolCache`); only for a ``read_only`` tool. See docs/tools.md,
+    "Caching tool results"."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
@@ -260,6 +277,8 @@ class Tool:
             raise ToolDefinitionError(f"tool {self.name!r}: reconcile must be callable(input, ctx)")
         if self.redact_input is not None and not callable(self.redact_input):
             raise ToolDefinitionError(f"tool {self.name!r}: redact_input must be callable")
+        if self.cache is not None:
+            _check_cache(self)
         if self.timeout is not None and self.timeout <= 0:
             raise ToolDefinitionError(f"tool {self.name!r}: timeout must be positive")
         if not self.strict and self.prepare_input is None:
@@ -313,6 +332,21 @@ class Tool:
         """Call ``fn`` directly with these arguments, positional or keyword (no schema
         validation, no hooks, no approvals): handy in tests."""
         return self.fn(*args, **kwargs)
+
+
+def _check_cache(tool: Tool) -> None:
+    """A cache is a :class:`ResultCache`, on a tool that does not write."""
+    if not isinstance(tool.cache, ResultCache):
+        raise ConfigurationError(
+            f"tool {tool.name!r}: cache must be a ToolCache (cache=ToolCache(path, ttl=seconds)), "
+            f"not {type(tool.cache).__name__}"
+        )
+    if not tool.read_only:
+        raise ConfigurationError(
+            f"tool {tool.name!r}: cache= is only for tools that do not write: a cached call does not "
+            f"run, so its effect would not happen. If the tool only reads, mark it read_only=True "
+            f"(@tool(cache=..., read_only=True)); else drop cache="
+        )
 
 
 def _json_path(parts: Iterable[Any]) -> str:

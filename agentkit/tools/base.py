@@ -8,6 +8,7 @@ from __future__ import annotations
 from ._registry import ToolRegistry as ToolRegistry
 from ._registry import coerce_tool as coerce_tool  # for the front doors; not a public name
 from ._tool import FunctionTool as FunctionTool
+from ._tool import ResultCache as ResultCache
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolDecision as ToolDecision

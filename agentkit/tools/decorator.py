@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ..errors import ToolDefinitionError
-from ._tool import FunctionTool, Reconcile, ToolContext
+from ._tool import FunctionTool, Reconcile, ResultCache, ToolContext
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -158,7 +158,7 @@ def _schema_error(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> 
 def _build(fn: Callable[_P, _R], name: str | None, description: str | None,
            read_only: bool, timeout: float | None,
            parent_ns: Mapping[str, Any] | None = None, strict: bool = True,
-           reconcile: Reconcile | None = None) -> FunctionTool[_P, _R]:
+           reconcile: Reconcile | None = None, cache: ResultCache | None = None) -> FunctionTool[_P, _R]:
     import pydantic
 
     model_name = name or getattr(fn, "__name__", None) or type(fn).__name__
@@ -227,6 +227,7 @@ def _build(fn: Callable[_P, _R], name: str | None, description: str | None,
         prepare_input=None if simple and strict else prepare,
         strict=strict,
         reconcile=reconcile,
+        cache=cache,
     )
 
 
@@ -255,6 +256,7 @@ def tool(
     timeout: float | None = None,
     strict: bool = True,
     reconcile: Reconcile | None = None,
+    cache: ResultCache | None = None,
 ) -> Callable[[Callable[_P, _R]], FunctionTool[_P, _R]]: ...
 
 
@@ -268,6 +270,7 @@ def tool(
     timeout: float | None = None,
     strict: bool = True,
     reconcile: Reconcile | None = None,
+    cache: ResultCache | None = None,
 ) -> FunctionTool[_P, _R] | Callable[[Callable[_P, _R]], FunctionTool[_P, _R]]:
     """Make a :class:`Tool` from a function.
 
@@ -279,7 +282,8 @@ def tool(
     lax mode check and convert it instead (``"3"`` for an ``int`` becomes ``3``). A
     parameter annotated :class:`ToolContext` receives the call context and is not part of
     the schema. ``reconcile`` is the tool's probe for calls a crash interrupted
-    (:attr:`Tool.reconcile`)::
+    (:attr:`Tool.reconcile`). ``cache`` (a :class:`~agentkit.ToolCache`, only with
+    ``read_only=True``) answers a repeated call from the cache (docs/tools.md)::
 
         @tool
         def add(a: int, b: int) -> int:
@@ -295,9 +299,9 @@ def tool(
     # things local to the function that applies @tool (e.g. a Literal imported there)
     parent_ns = _parent_namespace(sys._getframe(1))
     if fn is not None:
-        return _build(fn, name, description, read_only, timeout, parent_ns, strict, reconcile)
+        return _build(fn, name, description, read_only, timeout, parent_ns, strict, reconcile, cache)
 
     def wrap(f: Callable[_P, _R]) -> FunctionTool[_P, _R]:
-        return _build(f, name, description, read_only, timeout, parent_ns, strict, reconcile)
+        return _build(f, name, description, read_only, timeout, parent_ns, strict, reconcile, cache)
 
     return wrap

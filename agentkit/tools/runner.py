@@ -24,11 +24,14 @@ with a rewritten input, validated again) or a ToolOutput that answers the call i
 
 
 def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
-                  available: tuple[str, ...] = (), gate: Gate | None = None) -> ToolOutput:
+                  available: tuple[str, ...] = (), gate: Gate | None = None,
+                  on_cache: Callable[[dict[str, Any]], None] | None = None) -> ToolOutput:
     """Validate and run ``call`` with ``tool``. Never raises for model-produced problems
     (unknown tool, unparsable or invalid input, exceptions, timeouts): those come back as
     error outputs the model reads. Raises CancelledError only when ``ctx.cancel`` is set;
-    whatever ``gate`` raises propagates."""
+    whatever ``gate`` raises propagates. A tool with a ``cache`` is answered from it when
+    it can be (after the gates): ``on_cache`` then gets the marker the result's event
+    carries."""
     name = call.tool_name
     if call.input_error is not None:
         return ToolOutput.error(
@@ -57,6 +60,16 @@ def run_tool_call(tool: Tool | None, call: ToolCallPart, ctx: ToolContext,
         kwargs: dict[str, Any] = tool.prepare_input(data) if tool.prepare_input else dict(data)
     except Exception as exc:  # noqa: BLE001 - conversion of nested types
         return ToolOutput.error(f"invalid input for tool {name!r}: {exc}")
+    if tool.cache is None:
+        return _run(tool, kwargs, ctx)
+    output, marker = tool.cache.through(tool.name, kwargs, ctx, lambda: _run(tool, dict(kwargs), ctx))
+    if marker is not None and on_cache is not None:
+        on_cache(marker)
+    return output
+
+
+def _run(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    """Call the tool with its prepared arguments (and its context, under its timeout)."""
     if tool.timeout is not None:
         # the call gets its own child token so a timeout stops this call, not the run
         ctx = ctx._with_cancel(ctx.cancel.child())
