@@ -48,7 +48,22 @@ from typing import Any
 
 
 class AgentkitError(Exception):
-    """Base class of every error agentkit raises."""
+    """Base class of every error agentkit raises.
+
+    Every agentkit error pickles with its attributes (``GuardrailTripped.output``,
+    ``HookError.hook``...), so it crosses a process boundary (multiprocessing, a Celery
+    result) whole, although most take keyword-only arguments."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), self.args, self.__dict__), None, None, None)
+
+
+def _rebuilt(cls: type[AgentkitError], args: tuple[Any, ...], state: dict[str, Any]) -> AgentkitError:
+    """An unpickled error: its message and attributes set without calling its ``__init__``."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class ConfigurationError(AgentkitError, ValueError):
