@@ -510,12 +510,12 @@ def test_a_timeout_ends_a_command_whose_escaped_grandchild_prints_nothing(root, 
         with LocalExecutionContext(root, kill_grace=0.3) as c:
             try:
                 # 1 s: the timeout must come before the pipes are abandoned (2 s after the exit)
-                result = within(lambda: c.shell.run(escaping(pidfile, chatty=False), timeout=1.0))
+                result = within(lambda c=c, p=pidfile: c.shell.run(escaping(p, chatty=False), timeout=1.0))
                 # the escaped process writes its pid by itself, maybe after the command ended; on a
                 # loaded machine the timeout may kill the group before `setsid` ran, and then nothing
                 # escaped: the case this test is about did not happen, so it is set up again
                 try:
-                    pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 10.0,
+                    pid = int(wait_for(lambda p=pidfile: p.exists() and p.read_text().strip(), 10.0,
                                        what="the pid file"))
                 except AssertionError:
                     assert result.timed_out

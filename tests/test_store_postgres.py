@@ -643,6 +643,32 @@ def test_watch_all_reports_every_sessions_commits_from_another_process_on_one_co
     assert not follower.is_alive()
 
 
+def test_a_watch_whose_read_meets_a_closed_store_ends(pg_cluster):
+    """The store closed between a notification (or the LISTEN) and the read that follows it:
+    the read fails (the pool is closed) and is not retried forever (it was, with no cancel
+    token, and the watch's thread never ended; seen under load as a race with close())."""
+    store = PostgresEventStore(pg_cluster.conninfo, schema=pg_cluster.fresh_schema(), connect_timeout=5)
+    store.migrate()
+    real, reads = store.load_after, []
+
+    def closing_first(session_id, revision):  # close() lands just before the read
+        reads.append(session_id)
+        store.close()
+        return real(session_id, revision)
+
+    store.load_after = closing_first
+    ended = threading.Event()
+
+    def run() -> None:
+        for _ in store.watch("s", 0, poll_interval=0.05):
+            pass
+        ended.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert ended.wait(30), f"the watch still runs after {len(reads)} reads of a closed store"
+    assert reads == ["s"]
+
+
 def test_watches_end_when_the_store_is_closed(pg_cluster):
     """A watch without a cancel token ends with its store: the listening connection is
     closed, not left waiting on the server (what ends the follower's listening thread)."""

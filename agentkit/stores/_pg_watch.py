@@ -20,6 +20,15 @@ def check_watch(cancel: object, poll_interval: object) -> None:
         raise ConfigurationError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
 
 
+def ending_with(closing: CancelToken, cancel: CancelToken | None) -> CancelToken:
+    """A token cancelled when the store closes (``closing``) or ``cancel`` is: what ends a
+    watch's retried reads, which would otherwise go on against a closed store's pool."""
+    stop = closing.child()
+    if cancel is not None:
+        cancel.link(stop)
+    return stop
+
+
 def pause(cancel: CancelToken | None, poll_interval: float) -> bool:
     """Wait before trying the server again; True when ``cancel`` was cancelled meanwhile."""
     delay = min(1.0, poll_interval * 2)
@@ -62,9 +71,13 @@ def follow_session(
     last: int,
     cancel: CancelToken | None,
     poll_interval: float,
+    closing: CancelToken,
 ) -> Iterator[Event]:
     """The events committed to ``session_id`` after revision ``last``, read with
-    ``load_after`` at each of its ``announcements`` (and each time listening began)."""
+    ``load_after`` at each of its ``announcements`` (and each time listening began). A read
+    retried while the server is unreachable ends when ``cancel`` is cancelled or the store
+    closes (``closing``): a closed store's reads fail for good."""
+    stop = ending_with(closing, cancel)
     prefix = session_id + " "
     seen = last > 0  # a revision above 0 names a session that exists
     for note in announcements:
@@ -75,7 +88,7 @@ def follow_session(
                 found = load_after(session_id, last)
                 break
             except StoreUnavailableError:
-                if pause(cancel, poll_interval):
+                if pause(stop, poll_interval):
                     return
         if found is None:
             if seen:

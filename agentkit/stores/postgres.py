@@ -466,8 +466,8 @@ class PostgresEventStore:
         validate_session_id(session_id)
         last = check_revision(after_revision)
         check_watch(cancel, poll_interval)
-        announcements = notes(self._pg, self._closing, cancel, poll_interval)
-        yield from follow_session(announcements, self.load_after, session_id, last, cancel, poll_interval)
+        heard = notes(self._pg, self._closing, cancel, poll_interval)
+        yield from follow_session(heard, self.load_after, session_id, last, cancel, poll_interval, self._closing)
 
     def watch_all(
         self, cancel: CancelToken | None = None, *, poll_interval: float = 0.5
