@@ -669,3 +669,54 @@ def test_the_stream_announces_the_targets_approvals_once():
     assert len(asked) == 1 and len(decided) == 1
     types = [k["type"] for k in kinds]
     assert types.index("handoff") < types.index("approval-requested")
+
+
+_HANDING_CHILD = """
+import sys
+from agentkit import Agent, FileEventStore, ScriptedModel, ToolCall
+kind, where, schema = sys.argv[1:4]
+if kind == "file":
+    store = FileEventStore(where)
+else:
+    from agentkit.stores.postgres import PostgresEventStore
+    store = PostgresEventStore(where, schema=schema)
+billing = Agent(ScriptedModel(["Billing, from the other process."]), name="billing")
+triage = Agent(ScriptedModel([ToolCall(name="transfer_to_billing", input={})]), name="triage", handoffs=[billing])
+with triage.session("shared", store) as session:
+    print(session.ask("refund please").text)
+"""
+
+
+@pytest.mark.parametrize("kind", ["file", "postgres"])
+def test_a_session_held_open_in_this_process_answers_with_the_target_another_process_handed_to(
+        kind, tmp_path, request):
+    """Two OS processes on one store: this one opened the session first and holds it (stale);
+    the other hands the conversation over. This process's next ask reads the handoff (its
+    log is current before the turn) and answers with the target: the source model here is
+    never called, and the other process's handoff call is not made again."""
+    if kind == "file":
+        store, where, schema = FileEventStore(tmp_path), str(tmp_path), ""
+    else:
+        from agentkit.stores.postgres import PostgresEventStore
+
+        cluster = request.getfixturevalue("pg_cluster")
+        schema = cluster.fresh_schema()
+        store, where = PostgresEventStore(cluster.conninfo, schema=schema), cluster.conninfo
+        store.migrate()
+    billing = Agent(ScriptedModel(["Billing, here."]), name="billing")
+    triage = Agent(ScriptedModel(["triage, wrongly"]), name="triage", handoffs=[billing])
+    try:
+        with triage.session("shared", store) as stale:
+            assert stale.events == ()
+            out = subprocess.run([sys.executable, "-c", _HANDING_CHILD, kind, where, schema], capture_output=True,
+                                 text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.strip() == "Billing, from the other process."
+            assert stale.ask("and my other order?").text == "Billing, here."
+            assert triage.model.requests == []  # the source is not asked again, here either
+            handoffs = [e for e in stale.events if isinstance(e, ControlEvent) and e.action == "handoff"]
+            calls = [e for e in stale.events if isinstance(e, ToolResultEvent)]
+            assert len(handoffs) == 1 and len(calls) == 1  # made once, by the other process
+    finally:
+        if kind == "postgres":
+            store.close()

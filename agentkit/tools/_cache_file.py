@@ -90,7 +90,7 @@ class FileCache:
         return removed
 
     def close(self) -> None:
-        pass
+        """Nothing to release: each read and write opens and closes its own entry file."""
 
 
 def _parse(data: bytes, key: str) -> tuple[dict[str, Any], float, float] | None:
