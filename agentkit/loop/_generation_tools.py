@@ -84,6 +84,17 @@ def check_generation_tools(opts: GenerationOptions, tools: ToolRegistry) -> tupl
     return offered
 
 
+@contextlib.contextmanager
+def bound(var: contextvars.ContextVar[Any], value: Any) -> Iterator[None]:
+    """``var`` set to ``value`` for the block (the generation a runtime-added tool acts on:
+    tool calls run in copies of the context, so they see it too)."""
+    token = var.set(value)
+    try:
+        yield
+    finally:
+        var.reset(token)
+
+
 class GenerationTools:
     """One generation's extra tools, system prompt and visible set (module docstring)."""
 
@@ -114,15 +125,10 @@ class GenerationTools:
         self._builtin_specs = tuple(t.spec for t in builtins)
         self._specs: tuple[ToolSpec, ...] | None = None
 
-    @contextlib.contextmanager
-    def current(self) -> Iterator[None]:
+    def current(self) -> contextlib.AbstractContextManager[None]:
         """Make this the generation the built-in tools act on, in this thread and in the
         tool calls it starts (they run in copies of its context)."""
-        token = _CURRENT.set(self)
-        try:
-            yield
-        finally:
-            _CURRENT.reset(token)
+        return bound(_CURRENT, self)
 
     def specs(self) -> tuple[ToolSpec, ...]:
         """The tools the next model request carries."""

@@ -34,7 +34,7 @@ import contextvars
 import functools
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -47,6 +47,7 @@ from ..models.base import ToolSpec
 from ..options import LoopOptions, check_deps
 from ..tools._handoffs import Handoff, check_output_type
 from ..tools.base import Tool, ToolContext, ToolRegistry
+from ._generation_tools import bound
 from ._host import LoopHost
 
 __all__ = ["Handoffs", "Hop"]
@@ -205,15 +206,9 @@ class Handoffs:
 
     # -- the handoff tools -----------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def current(self) -> Iterator[None]:
-        """Make this the generation the handoff tools act on, in this thread and in the
-        tool calls it starts (they run in copies of its context)."""
-        token = _CURRENT.set(self)
-        try:
-            yield
-        finally:
-            _CURRENT.reset(token)
+    def current(self) -> contextlib.AbstractContextManager[None]:
+        """Make this the generation the handoff tools act on (see ``bound``)."""
+        return bound(_CURRENT, self)
 
     def probe(self, call_id: str) -> Literal["executed", "not-executed"]:
         """The handoff tools' reconcile probe: after a crash between a handoff's event and
