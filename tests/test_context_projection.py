@@ -592,6 +592,52 @@ def tagged(gid, event):
     return event.__class__(**{**event.__dict__, "generation_id": gid})
 
 
+def test_a_compaction_as_the_first_event_shows_its_summary():
+    # the log before it was archived: the projector has nothing it could keep
+    assert [m.text for m in build_model_messages([compaction("archived")])] == ["summary"]
+
+
+# -- an input guardrail's trip ----------------------------------------------------------
+
+
+def trip(kind="input"):
+    return ControlEvent(action="guardrail-tripped", data={"guardrail": "g", "kind": kind, "output": True})
+
+
+def test_an_input_trip_leaves_out_the_user_messages_it_refused():
+    events = [user("hi"), answer("hello"), user("bad"), runtime("timer-fired", n=1), user("worse"), trip(),
+              user("ok")]
+    shown = [m.text for m in build_model_messages(events)]
+    assert shown == ["hi", "hello", '<runtime-event type="timer-fired">{"n": 1}</runtime-event>', "ok"]
+    # a message committed while the model answered (after its request) was refused with the turn's input
+    answered = [at(1, user("hi")), at(2, user("sent while the model answered")), at(3, answer("hello", 1)),
+                at(4, trip())]
+    assert [m.text for m in build_model_messages(answered)] == ["hi", "hello"]
+    # an output trip takes nothing out
+    assert [m.text for m in build_model_messages([user("hi"), answer("hello"), trip("output")])] == ["hi", "hello"]
+
+
+def test_an_input_trip_takes_out_messages_held_behind_open_calls_and_nothing_else():
+    p = Projector()
+    p.extend([user("go"), calls("a"), user("held and refused"), runtime("note"), trip()])
+    assert [m.role for m in p.model_view()] == ["user", "assistant", "tool", "user"]
+    assert "runtime-event" in p.model_view()[-1].text
+    p.extend([result("a")])
+    assert roles(p.messages) == ["user", "assistant", "tool", "user"] and "runtime-event" in p.messages[-1].text
+
+
+def test_a_refused_follow_up_is_no_longer_waiting_and_an_answered_one_is_not_counted_again():
+    p = Projector()
+    p.extend([runtime("note"), follow_up("refused"), trip()])
+    assert p.follow_up_waiting is False  # the runtime context left is no follow-up
+    assert [m.text for m in p.messages] == ['<runtime-event type="note">{}</runtime-event>']
+    q = Projector()
+    q.extend([follow_up("answered"), answer("hi"), user("refused"), trip()])
+    assert q.follow_up_waiting is False and [m.text for m in q.messages] == ["answered", "hi"]
+    q.extend([follow_up("next")])
+    assert q.follow_up_waiting is True
+
+
 def test_events_of_hidden_generations_are_left_out_but_counted():
     hidden = {"g1"}
     p = Projector(hidden=lambda gid: gid in hidden)

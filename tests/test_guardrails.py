@@ -202,32 +202,6 @@ def test_a_session_turn_after_an_input_trip_works_and_the_model_never_sees_the_r
         assert [m.role for m in result.messages] == ["user", "assistant"]
 
 
-def test_the_projection_leaves_out_the_user_messages_an_input_trip_refused():
-    from agentkit.context import build_model_messages
-    from agentkit.events import AssistantMessageEvent, RuntimeEvent
-    from agentkit.messages import TextPart
-
-    def user(text: str) -> UserMessageEvent:
-        return UserMessageEvent(content=(TextPart(text=text),))
-
-    def trip(kind: str) -> ControlEvent:
-        return ControlEvent(action="guardrail-tripped", data={"guardrail": "g", "kind": kind, "output": True})
-
-    events = [user("hi"), AssistantMessageEvent(content=(TextPart(text="hello"),)), user("bad"),
-              RuntimeEvent(runtime_type="timer-fired", data={"n": 1}), user("worse"), trip("input"), user("ok")]
-    shown = [(m.role, text_of(m.content)) for m in build_model_messages(events)]
-    assert [s for s in shown if s[0] == "user" and "timer" not in s[1]] == [("user", "hi"), ("user", "ok")]
-    assert any("timer-fired" in text for _, text in shown)  # runtime context stays
-    late = user("sent while the model answered")
-    answered = [user("hi"), late, AssistantMessageEvent(content=(TextPart(text="hello"),), request_seq=1),
-                trip("input")]
-    for seq, event in enumerate(answered, 1):
-        object.__setattr__(event, "seq", seq)
-    assert [text_of(m.content) for m in build_model_messages(answered)] == ["hi", "hello"]  # the late one was refused
-    kept = [user("hi"), AssistantMessageEvent(content=(TextPart(text="hello"),)), trip("output")]
-    assert len(build_model_messages(kept)) == 2  # an output trip takes nothing out
-
-
 def _blocked_forever() -> Any:
     def turn(request: Any) -> str:
         request.cancel.wait(DEADLINE)  # returns once the trip cancels it
