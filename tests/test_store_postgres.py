@@ -576,6 +576,51 @@ def test_a_watcher_in_another_process_hears_each_committed_event_once(pg_cluster
         watcher.kill()
 
 
+def test_closing_a_store_ends_its_own_watches_only_not_another_stores_or_processes(pg_cluster, pg_store):
+    """A closed store's watch ends (its reads would fail for good), but a watch of the same
+    session held by another store in this process or by another process goes on and hears
+    every commit made after the close."""
+    pg_store.append("s", [user("first")], expected_revision=0)
+    watcher = subprocess.Popen(
+        [sys.executable, CHILD, "watcher", pg_cluster.conninfo, pg_store.schema, "s", "1", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    closed = PostgresEventStore(pg_cluster.conninfo, schema=pg_store.schema, connect_timeout=5)
+    kept = PostgresEventStore(pg_cluster.conninfo, schema=pg_store.schema, connect_timeout=5)
+    heard: dict[str, list[str]] = {"closed": [], "kept": []}
+    ended = {"closed": threading.Event(), "kept": threading.Event()}
+    stop = CancelToken()
+
+    def follow(name: str, store: PostgresEventStore) -> None:
+        for ev in store.watch("s", 1, stop, poll_interval=0.05):
+            heard[name].append(ev.content[0].text)
+        ended[name].set()
+
+    try:
+        assert within(watcher.stdout.readline, 60).strip() == "watching"
+        for name, store in (("closed", closed), ("kept", kept)):
+            threading.Thread(target=follow, args=(name, store), daemon=True).start()
+        revision = pg_store.append("s", [user("live-0")], expected_revision=1)
+        wait_for(lambda: heard["closed"] == heard["kept"] == ["live-0"], 30, "both watches to hear live-0")
+        closed.close()
+        assert ended["closed"].wait(30)
+        for i in range(1, 4):
+            revision = pg_store.append("s", [user(f"live-{i}")], expected_revision=revision)
+        out, err = watcher.communicate(timeout=60)
+        assert watcher.returncode == 0, err
+        assert out.split() == ["live-0", "live-1", "live-2", "live-3"]
+        wait_for(lambda: len(heard["kept"]) == 4, 30, "the kept store's watch to hear live-1..3")
+        assert heard["kept"] == ["live-0", "live-1", "live-2", "live-3"] and heard["closed"] == ["live-0"]
+        assert not ended["kept"].is_set()
+    finally:
+        stop.cancel()
+        watcher.kill()
+        kept.close()
+        closed.close()
+
+
 def test_a_watcher_in_another_process_is_woken_by_each_commit_not_by_polling(pg_cluster, pg_store):
     """The watcher polls only every 600 s: each commit reaches it through its NOTIFY,
     which PostgreSQL delivers right after the commit (what lets a Session follower in
